@@ -1,0 +1,178 @@
+"""draftbench command line: thin commands that parse, call the core, print.
+
+Data goes to stdout; progress and diagnostics to stderr. Exit codes live in harness.errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+import harness
+from harness.errors import EXIT_BAD_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InputError
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.")
+    p.add_argument("--version", action="version", version=f"draftbench {harness.__version__}")
+    sub = p.add_subparsers(dest="command")
+
+    demo = sub.add_parser("demo", help="run the built-in comparison on the SGLang stand-in (no GPU needed)")
+    demo.add_argument("--results-dir", default="results")
+    demo.add_argument("--keep-servers", action="store_true")
+
+    run = sub.add_parser("run", help="run a plan: start servers, replay suites, compare")
+    run.add_argument("plan", nargs="?", help="plan YAML file")
+    run.add_argument("--results-dir", default="results")
+    run.add_argument("--keep-servers", action="store_true", help="leave the servers running at the end")
+    run.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run (same plan)")
+
+    pl = sub.add_parser("parse-log", help="parse SGLang Decode/Prefill log lines into a CSV")
+    pl.add_argument("file")
+    pl.add_argument("--csv", metavar="OUT", help="write the CSV here (default: stdout)")
+
+    sm = sub.add_parser("summary", help="print the comparison table of a finished run")
+    sm.add_argument("run_dir")
+    sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
+
+    imp = sub.add_parser("import-suite", help="convert an MT-bench/Spec-Bench question.jsonl into a suite")
+    imp.add_argument("jsonl")
+    imp.add_argument("--out", required=True, help="suite YAML to write")
+    imp.add_argument("--name")
+    imp.add_argument("--all-turns", action="store_true")
+
+    sub.add_parser("sim-server", help="the SGLang stand-in server (takes sglang.launch_server flags)",
+                   add_help=False)
+    tui = sub.add_parser("tui", help="open the TUI on a plan (the demo plan when none is given)")
+    tui.add_argument("plan", nargs="?")
+    tui.add_argument("--results-dir", default="results")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim-server"]:  # every flag belongs to the stand-in's SGLang-compatible parser
+        from harness.sim.__main__ import main as sim_main
+
+        return sim_main(argv[1:]) or 0
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command in (None, "tui"):
+            return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
+        handler = {"demo": _demo, "run": _run, "parse-log": _parse_log, "summary": _summary,
+                   "import-suite": _import_suite}[args.command]
+        return handler(args)
+    except InputError as exc:
+        _err(f"error: {exc}")
+        return EXIT_BAD_INPUT
+    except HarnessError as exc:
+        _err(f"error: {exc}")
+        return EXIT_FAILURES
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+
+
+def _tui(plan: str | None, results_dir: str) -> int:
+    try:
+        from harness.tui.app import run_tui
+    except ImportError:
+        _err("the TUI is not available in this build; use `draftbench demo` or `draftbench run PLAN`")
+        return EXIT_BAD_INPUT
+    return run_tui(plan, results_dir)
+
+
+def _load_plan(path: str):
+    from harness.config import load_plan
+
+    if not Path(path).exists():
+        raise InputError(path, None, None, "plan file not found")
+    return load_plan(path)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from harness.rundir import read_resume_plan
+
+    if args.resume:
+        plan = read_resume_plan(args.resume)
+    elif args.plan:
+        plan = _load_plan(args.plan)
+    else:
+        raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
+    return _execute(plan, args.results_dir, args.keep_servers, args.resume)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from harness.demo import prepare_demo
+
+    plan = prepare_demo(args.results_dir)
+    return _execute(plan, args.results_dir, args.keep_servers, None)
+
+
+def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
+    from harness.progress import consume
+
+    async def go() -> int:
+        from harness.runner import run_plan
+
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, task.cancel)
+        return await consume(run_plan(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume))
+
+    try:
+        return asyncio.run(go())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        _err("interrupted: servers stopped, finished requests kept; resume with "
+             "`draftbench run --resume RUN_DIR`")
+        return EXIT_INTERRUPTED
+
+
+def _parse_log(args: argparse.Namespace) -> int:
+    from harness.logparse import parse_file, write_windows_csv
+
+    if not Path(args.file).exists():
+        raise InputError(args.file, None, None, "log file not found")
+    if args.csv:
+        n = write_windows_csv(parse_file(args.file), args.csv)
+        _err(f"{n} windows -> {args.csv}")
+    else:
+        write_windows_csv(parse_file(args.file), sys.stdout)
+    return EXIT_OK
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from harness.report import render_table
+    from harness.summary import load_summary, summarise_run
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "requests.csv").exists():
+        raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
+    summarise_run(run_dir, complete=True) if not (run_dir / "summary.csv").exists() else None
+    df = load_summary(run_dir)
+    print(render_table(df))
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+        _err(f"exported {args.csv}")
+    return EXIT_OK
+
+
+def _import_suite(args: argparse.Namespace) -> int:
+    from harness.suites import import_question_jsonl, write_suite_yaml
+
+    suite = import_question_jsonl(args.jsonl, name=args.name, all_turns=args.all_turns)
+    write_suite_yaml(suite, args.out)
+    _err(f"{len(suite.prompts)} prompts -> {args.out}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""Plain-text rendering of the summary DataFrame (the table the CLI prints; same data as summary.csv)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+TABLE_COLUMNS = [
+    ("variant", "variant", "{}"),
+    ("concurrency", "conc", "{:.0f}"),
+    ("algorithm", "algo", "{}"),
+    ("requests", "reqs", "{:.0f}"),
+    ("errors", "err", "{:.0f}"),
+    ("accept_len", "accept len", "{:.2f}"),
+    ("accept_rate", "accept rate", "{:.2f}"),
+    ("tok_s", "tok/s", "{:.1f}"),
+    ("decode_tok_s", "decode tok/s", "{:.1f}"),
+    ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
+    ("itl_p50_ms", "ITL p50 ms", "{:.1f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+    ("break_even_accept_len", "break-even AL", "{:.2f}"),
+]
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return "-"
+    if isinstance(value, str) and value == "":
+        return "-"
+    try:
+        return spec.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def best_variant(df: pd.DataFrame, concurrency: int) -> str | None:
+    rows = df[(df["concurrency"] == concurrency) & pd.to_numeric(df["tok_s"], errors="coerce").notna()]
+    if rows.empty:
+        return None
+    return str(rows.loc[pd.to_numeric(rows["tok_s"]).idxmax(), "variant"])
+
+
+def render_table(df: pd.DataFrame) -> str:
+    """Variants as rows; the fastest per concurrency marked '*', speculative variants slower than the
+    baseline marked '!' with their break-even accept length."""
+    if df.empty:
+        return "(no results)"
+    headers = [h for _, h, _ in TABLE_COLUMNS] + ["note"]
+    body: list[list[str]] = []
+    for _, row in df.iterrows():
+        cells = [_fmt(row.get(col), spec) for col, _, spec in TABLE_COLUMNS]
+        note = []
+        if str(row.get("status")) == "failed":
+            note.append("FAILED")
+        if row.get("variant") == best_variant(df, row.get("concurrency")):
+            cells[0] = "*" + cells[0]
+        if row.get("slower_than_baseline") is True or str(row.get("slower_than_baseline")) == "True":
+            cells[0] = "!" + cells[0]
+            note.append("slower than baseline")
+        al = row.get("accept_len")
+        if al is not None and not (isinstance(al, float) and math.isnan(al)) and float(al) <= 1.005:
+            note.append("drafter inert (accept len 1.00)")
+        agree = row.get("accept_sources_agree")
+        if agree is False or str(agree) == "False":
+            note.append("accept-len sources disagree")
+        body.append(cells + ["; ".join(note)])
+    widths = [max(len(headers[i]), *(len(r[i]) for r in body)) for i in range(len(headers))]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
+    sep = "  ".join("-" * w for w in widths)
+    out = [line, sep] + ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
+        out.insert(0, "SIMULATED: numbers from draftbench's SGLang stand-in, not a GPU")
+    out.append("")
+    out.append("* fastest at that concurrency   ! slower than the baseline   "
+               "break-even AL: accept length needed at this variant's measured step cost to match the baseline")
+    return "\n".join(out)

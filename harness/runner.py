@@ -1,0 +1,369 @@
+"""The whole comparison as one async generator of events: start each variant's server, replay the
+suites at each concurrency, collect accept length from three sources, stop the server, summarise.
+
+Everything is written to the run directory as it happens (records first, tables derived later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import platform
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness import events as ev
+from harness.admin import avg_spec_accept_length
+from harness.errors import HarnessError
+from harness.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
+from harness.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, WINDOW_COLUMNS, new_run_dir, write_json
+from harness.server import Server, ServerFailed
+
+SIM_VERSION = "0.5.15.post1"  # the SGLang version the stand-in reproduces
+INERT_WINDOWS = 3  # accept len exactly 1.00 for this many windows in a row -> "drafter inert"
+
+
+def phase_id(suite: str, concurrency: int, repeat: int) -> str:
+    return f"{suite}@c{concurrency}#r{repeat}"
+
+
+async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
+                   resume_dir: str | Path | None = None, target: Any = None) -> AsyncIterator[Any]:
+    """Run the plan; yields events from harness.events. Closing the generator stops every server."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    run = _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers,
+               resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=queue.put_nowait)
+    task = asyncio.create_task(run.main(), name="draftbench-run")
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter in done:
+                yield getter.result()
+                continue
+            getter.cancel()
+            while not queue.empty():
+                yield queue.get_nowait()
+            task.result()  # re-raise a crash of the run
+            return
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.shield(task)
+
+
+class _Run:
+    def __init__(self, plan: Any, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
+                 target: Any, emit: Any):
+        self.plan = plan
+        self.emit = emit
+        self.keep = keep_servers or bool(getattr(plan.server, "keep_running", False))
+        self.resume_dir = resume_dir
+        self.results_dir = results_dir
+        self.target = target
+        self.own_target = target is None
+        self.servers: list[Server] = []
+        self.phase_tag: dict[str, str | None] = {}
+        self.inert_run: dict[str, int] = {}
+        self.alarmed: set[tuple[str, str]] = set()
+        self.failures = 0
+        self.done_requests = 0
+        self.total_requests = 0
+
+    # ------------------------------------------------------------------------------------------------
+    async def main(self) -> None:
+        from harness.target import open_target
+
+        plan = self.plan
+        if self.resume_dir:
+            self.run_dir = self.resume_dir
+            self.run_id = self.run_dir.name
+        else:
+            self.run_id, self.run_dir = new_run_dir(self.results_dir, plan.name)
+        self.finished = finished_request_keys(self.run_dir / "requests.csv")
+        self.records = CsvAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
+        self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
+        self.windows = CsvAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
+        complete = False
+        try:
+            if self.target is None:
+                t = plan.target
+                self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
+            await self.target.connect()
+            version = await self._sglang_version()
+            self._write_provenance(version, status="running")
+            per_variant = sum(len(s.prompts) for s in plan.suites) * len(plan.run.concurrency) * plan.run.repeats
+            self.total_requests = per_variant * len(plan.variants)
+            self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
+                                    tuple(v.name for v in plan.variants), self.total_requests,
+                                    bool(plan.target.simulated)))
+            ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
+            for variant in ordered:
+                await self._run_variant(variant, version)
+            complete = self.failures == 0
+        finally:
+            for s in self.servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._stop(s))
+            for f in (self.records, self.phases, self.windows):
+                f.close()
+            summary_csv = self._summarise(complete)
+            if self.own_target and self.target is not None:
+                with contextlib.suppress(Exception):
+                    await self.target.close()
+        self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv))
+
+    async def _sglang_version(self) -> str | None:
+        t = self.plan.target
+        if t.simulated:
+            return SIM_VERSION
+        if t.sglang_version and t.sglang_version != "auto":
+            return str(t.sglang_version)
+        res = await self.target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
+        if res.rc != 0:
+            raise HarnessError(f"SGLang is not importable by '{t.python}' on {self.target.name}: "
+                               f"{(res.stderr or res.stdout).strip().splitlines()[-1:] or ['no output']}")
+        return res.stdout.strip().splitlines()[-1]
+
+    def _write_provenance(self, version: str | None, status: str) -> None:
+        write_json(self.run_dir / "plan.resolved.json", self.plan.resolved_dict())
+        write_json(self.run_dir / "provenance.json", {
+            "draftbench_version": harness.__version__, "run_id": self.run_id, "status": status,
+            "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
+            "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
+            "simulated": bool(self.plan.target.simulated),
+            "sglang_version_detected": version, "client_host": platform.node(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+
+    # ------------------------------------------------------------------------------------------------
+    async def _run_variant(self, variant: Any, version: str | None) -> None:
+        name = variant.name
+        meta: dict[str, Any] = {
+            "variant": name, "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
+            "drafter": variant.drafter.name if variant.drafter else "",
+            "drafter_path": str(variant.drafter.path) if variant.drafter else "",
+            "num_steps": variant.num_steps, "eagle_topk": variant.eagle_topk,
+            "num_draft_tokens": variant.num_draft_tokens, "cuda_graph": bool(variant.cuda_graph),
+            "simulated": bool(self.plan.target.simulated), "status": "running",
+        }
+        todo = self._phases(variant)
+        if not todo:
+            return  # resumed: nothing left for this variant
+        server = Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
+                        sglang_version=version, on_lines=lambda lines, s=name: self._on_lines(s, lines))
+        self.servers.append(server)
+        self.emit(ev.ServerState(name, "starting"))
+        try:
+            await server.start()
+            meta.update({"port": server.port, "pgid": server.pgid, "launch_command": server.argv})
+            startup = await server.wait_ready(self.plan.server.startup_timeout_s)
+            meta["startup_s"] = round(startup, 2)
+            self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
+            info = await server.admin.server_info() if server.admin else None
+            meta.update(_server_provenance(info))
+            meta["drafter_config_sha256"] = await self._drafter_hash(variant)
+            meta["gpus"] = await self._gpus()
+            await self._measure(variant, server, meta, todo)
+            meta["status"] = "ok"
+            self.emit(ev.VariantDone(name, True))
+        except ServerFailed as exc:
+            self.failures += 1
+            meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
+            self.emit(ev.ServerState(name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
+            self.emit(ev.VariantDone(name, False, exc.reason))
+        finally:
+            self._write_variant_meta(meta)
+            await self._stop(server)
+
+    async def _stop(self, server: Server) -> None:
+        if server not in self.servers:
+            return
+        self.servers.remove(server)
+        self.emit(ev.ServerState(server.name, "stopping" if not self.keep else "kept", server.port, server.pgid))
+        gone = await server.stop(keep=self.keep)
+        if not self.keep:
+            self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
+                                     "" if gone else "processes left after SIGKILL"))
+
+    def _phases(self, variant: Any) -> list[tuple[str, Any, int, int, list[Any]]]:
+        out = []
+        for repeat in range(1, self.plan.run.repeats + 1):
+            for suite in self.plan.suites:
+                for c in self.plan.run.concurrency:
+                    pid = phase_id(suite.name, c, repeat)
+                    prompts = [p for p in suite.prompts
+                               if (variant.name, pid, f"{suite.name}/{p.id}") not in self.finished]
+                    if prompts:
+                        out.append((pid, suite, c, repeat, prompts))
+        return out
+
+    # ------------------------------------------------------------------------------------------------
+    async def _measure(self, variant: Any, server: Server, meta: dict[str, Any], todo: list) -> None:
+        from harness.client import ReplayClient
+        from harness.replay import warmup
+
+        run = self.plan.run
+        model = await server.admin.model_id() or str(self.plan.model.path)
+        client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint,
+                              timeout_s=run.request_timeout_s, max_connections=max(run.concurrency) + 8)
+        probe = _probe_mode(run, variant, meta.get("sglang_version"))
+        meta["per_request_spec"] = probe
+        try:
+            await warmup(client, self.plan, variant)
+            for pid, suite, c, repeat, prompts in todo:
+                await self._phase(variant, server, client, pid, suite, c, repeat, prompts, probe)
+        finally:
+            await client.aclose()
+
+    async def _phase(self, variant: Any, server: Server, client: Any, pid: str, suite: Any, c: int,
+                     repeat: int, prompts: list, probe: str) -> None:
+        from harness.replay import probe_meta, replay_phase
+
+        name = variant.name
+        await server.admin.flush_cache()
+        self.phase_tag[name] = pid
+        self.emit(ev.PhaseStarted(name, pid, suite.name, c, len(prompts)))
+        tokens = 0
+        ok = err = 0
+        extra = {"return_spec_tokens_details": True} if probe == "stream" else None
+        t0 = time.perf_counter()
+        async for req, prompt, result in replay_phase(client, self.plan, prompts, suite, c, extra,
+                                                      watchdog=server.alive):
+            rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
+                              prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
+                              request_id=req.request_id, result=result)
+            self.records.append(asdict(rec))
+            tokens += (rec.output_tokens or 0) if rec.ok else 0
+            ok, err = ok + rec.ok, err + (not rec.ok)
+            self.done_requests += 1
+            self.emit(ev.RequestDone(rec, self.done_requests, self.total_requests))
+        wall = time.perf_counter() - t0
+        if not await server.alive():
+            raise ServerFailed(name, "died during the suite", list(server.last_lines))
+        info = await server.admin.server_info()
+        accept = avg_spec_accept_length(info)
+        await self._log_catch_up(server)
+        self.phase_tag[name] = None
+        self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
+                            "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
+                            "wall_s": round(wall, 6), "server_accept_len": accept,
+                            "last_gen_throughput": _last_gen(info)})
+        self.emit(ev.PhaseDone(name, pid, wall, accept))
+        if probe == "meta_info":
+            self.phase_tag[name] = f"probe:{pid}"
+            await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid)
+            self.phase_tag[name] = None
+
+    async def _log_catch_up(self, server: Server, timeout: float = 2.0) -> None:
+        """Wait (briefly) until the log shows our /get_server_info call, so the phase's last windows are in."""
+        start = server.lines_seen
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any("server_info" in ln for ln in list(server.last_lines)[-10:]) and server.lines_seen > start:
+                return
+            await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------------------------------------------
+    def _on_lines(self, variant: str, lines: list[str]) -> None:
+        from harness.logparse import parse_line
+
+        server = next((s for s in self.servers if s.name == variant), None)
+        first = (server.lines_seen if server else len(lines)) - len(lines) + 1
+        self.emit(ev.ServerLog(variant, tuple(lines)))
+        tag = self.phase_tag.get(variant)
+        for i, text in enumerate(lines):
+            w = parse_line(text, first + i)
+            if w is None:
+                continue
+            row = {"variant": variant, "phase": tag or ""}
+            row.update({k: getattr(w, k) for k in WINDOW_COLUMNS if hasattr(w, k)})
+            self.windows.append(row)
+            self.emit(ev.LogWindow(variant, w, tag))
+            self._alarms(variant, w)
+
+    def _alarms(self, variant: str, w: Any) -> None:
+        if w.kind != "decode" or w.accept_len is None:
+            return
+        self.inert_run[variant] = self.inert_run.get(variant, 0) + 1 if w.accept_len == 1.0 else 0
+        if self.inert_run[variant] >= INERT_WINDOWS and (variant, "drafter-inert") not in self.alarmed:
+            self.alarmed.add((variant, "drafter-inert"))
+            self.emit(ev.Alarm(variant, "error", "drafter-inert",
+                               f"accept len 1.00 for {INERT_WINDOWS} windows in a row: the drafter is inert. "
+                               "Likely causes: --speculative-algorithm EAGLE on an EAGLE-3 checkpoint (use "
+                               "EAGLE3), a drafter trained for another target, or wrong aux layer ids."))
+
+    # ------------------------------------------------------------------------------------------------
+    async def _drafter_hash(self, variant: Any) -> str:
+        if variant.drafter is None:
+            return ""
+        path = str(variant.drafter.path).rstrip("/") + "/config.json"
+        if not path.startswith(("/", "~")):
+            path = f"{self.plan.target.workdir}/{path}"
+        try:
+            data = await self.target.read_file(path, max_bytes=1 << 20)
+        except Exception:
+            return ""
+        return hashlib.sha256(data).hexdigest()
+
+    async def _gpus(self) -> list[str]:
+        if self.plan.target.simulated:
+            return ["simulated"]
+        with contextlib.suppress(Exception):
+            res = await self.target.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                         "--format=csv,noheader"], timeout=30)
+            if res.rc == 0:
+                return [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        return []
+
+    def _write_variant_meta(self, meta: dict[str, Any]) -> None:
+        with open(self.run_dir / "variants.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(meta, default=str) + "\n")
+
+    def _summarise(self, complete: bool) -> str:
+        from harness.summary import summarise_run
+
+        try:
+            path = summarise_run(self.run_dir, complete=complete)
+        except Exception as exc:  # a broken summary must not lose the records: they are on disk
+            self.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
+            return ""
+        return str(path)
+
+
+def _probe_mode(run: Any, variant: Any, version: str | None) -> str:
+    """How to get per-request spec stats from this server (REFERENCE §4): stream | meta_info | off."""
+    from harness.launch import version_at_least
+
+    if getattr(run, "per_request_spec", "auto") == "off" or not variant.spec_algorithm:
+        return "off"
+    if version_at_least(version, "0.5.19"):
+        return "stream"
+    if version_at_least(version, "0.5.13"):
+        return "meta_info"
+    return "off"
+
+
+def _server_provenance(info: dict[str, Any] | None) -> dict[str, Any]:
+    if not info:
+        return {}
+    keys = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+            "speculative_num_draft_tokens", "speculative_draft_model_path", "max_running_requests",
+            "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "disable_cuda_graph", "attention_backend",
+            "decode_log_interval", "tp_size")
+    out = {("sglang_version" if k == "version" else f"server_{k}"): info.get(k) for k in keys if k in info}
+    return out
+
+
+def _last_gen(info: dict[str, Any] | None) -> float | None:
+    states = (info or {}).get("internal_states") or []
+    vals = [s.get("last_gen_throughput") for s in states if isinstance(s, dict)]
+    vals = [v for v in vals if isinstance(v, int | float)]
+    return sum(vals) if vals else None
