@@ -1,0 +1,43 @@
+"""`draftbench demo`: the demo plan on the built-in SGLang stand-in, with its model directories made here.
+
+The drafters are real EAGLE-3 layouts (config.json + safetensors, small shapes) with an acceptance
+profile the stand-in reads: a good drafter, the seed's weak one (16 draft tokens, CUDA graphs off),
+and the good one served with the wrong `--speculative-algorithm EAGLE`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+DEMO_PLAN = Path(__file__).resolve().parent.parent / "plans" / "demo.yaml"
+TARGET_HIDDEN = 256
+VOCAB = 1024
+GOOD_PROFILE = [0.85, 0.75, 0.65]  # accept len ≈ 1 + .85 + .64 + .41 ≈ 2.9 with 3 steps
+WEAK_PROFILE = [0.6, 0.45, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01, 0.01]
+
+
+def write_demo_models(workdir: str | Path) -> Path:
+    """(Re)create the demo's model directories under workdir/demo-models; idempotent and small (KBs-MBs)."""
+    from harness.sim.fixtures import write_eagle3_drafter, write_target_model
+
+    root = Path(workdir) / "demo-models"
+    write_target_model(root / "target", hidden_size=TARGET_HIDDEN, num_layers=8, vocab_size=VOCAB,
+                       num_attention_heads=4, num_key_value_heads=2, intermediate_size=512)
+    common = {"target_hidden_size": TARGET_HIDDEN, "hidden_size": TARGET_HIDDEN, "vocab_size": VOCAB,
+              "draft_vocab_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2}
+    write_eagle3_drafter(root / "good-eagle3", per_position=GOOD_PROFILE, **common)
+    write_eagle3_drafter(root / "seed-weak-eagle3", per_position=WEAK_PROFILE, **common)
+    return root
+
+
+def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -> Any:
+    """Load plans/demo.yaml, point its work directory at results/.demo-target and write the models there."""
+    from harness.config import load_plan
+
+    workdir = (Path(results_dir) / ".demo-target").resolve()
+    workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_demo_models(workdir)
+    plan = load_plan(plan_path or DEMO_PLAN)
+    plan.target.workdir = str(workdir)
+    return plan
