@@ -238,6 +238,9 @@ class RunSettings(StrictModel):
     per_request_spec: Literal["auto", "off"] = Field(
         default="auto", description="ask the server for per-request accept stats where it offers them"
     )
+    ignore_eos: bool = Field(
+        default=False, description="generate exactly max_tokens (SGLang's ignore_eos; bench_serving's default)"
+    )
 
     @field_validator("concurrency")
     @classmethod

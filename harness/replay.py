@@ -20,6 +20,8 @@ def to_request(prompt: Any, suite: Any, plan: Any, extra: dict | None = None, *,
     from harness.client import ReplayRequest
 
     messages = [dict(m) for m in prompt.messages] if prompt.messages else None
+    if getattr(plan.run, "ignore_eos", False):
+        extra = {**(extra or {}), "ignore_eos": True}
     return ReplayRequest(
         request_id=request_id or f"{suite.name}/{prompt.id}",
         messages=messages,

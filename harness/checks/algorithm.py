@@ -1,0 +1,99 @@
+"""What the drafter is (EAGLE-3, EAGLE-2, unknown) and whether the --speculative-algorithm fits it.
+
+SGLang never looks at the drafter to pick the algorithm (REFERENCE §5.3): the flag alone turns on the
+target's aux-hidden-state capture, so an EAGLE-3 drafter under EAGLE runs with accept len 1.00.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checks.checkpoint import DrafterFacts, archs, drafter_kind, eagle3_evidence, text_config
+from harness.checks.findings import Finding, error
+
+
+def _alg(name: str | None) -> str | None:
+    up = name.upper() if name else None
+    return "EAGLE" if up == "NEXTN" else up  # SGLang maps NEXTN to EAGLE
+
+
+def check_algorithm(
+    variant: str,
+    algorithm: str | None,
+    drafter: Any,
+    facts: DrafterFacts | None,
+    target_cfg: dict[str, Any] | None,
+) -> list[Finding]:
+    """The --speculative-algorithm against what the drafter is (its files, else its drafters/ record)."""
+    alg = _alg(algorithm)
+    if alg is None:
+        return []
+    out: list[Finding] = []
+    name = getattr(drafter, "name", None) or "the drafter"
+    declared = _alg(getattr(drafter, "algorithm", None)) if drafter is not None else None
+    cfg, tensors = (facts.config, facts.tensors) if facts else (None, None)
+    kind = drafter_kind(cfg, tensors) if cfg is not None else "unknown"
+    evidence = eagle3_evidence(cfg, tensors)
+    is3 = kind == "eagle3" or (kind == "unknown" and declared == "EAGLE3")
+    is2 = kind == "eagle2" or (kind == "unknown" and declared == "EAGLE")
+    ht = text_config(target_cfg).get("hidden_size")
+    if alg == "EAGLE" and is3:
+        why_from = "; ".join(evidence) if evidence else f"drafters/ records it as algorithm: {declared}"
+        dims = (
+            f"{ht}-d hidden states instead of the {3 * ht}-d three-layer concat"
+            if ht
+            else "one hidden state instead of the three-layer concat"
+        )
+        out.append(
+            error(
+                variant,
+                "eagle3-drafter-with-eagle",
+                f"EAGLE-3 drafter '{name}' served with --speculative-algorithm EAGLE",
+                f"{why_from}. SGLang captures the target's aux hidden states only for EAGLE3, so the drafter "
+                f"gets {dims}, silently skips its fc, and accept len stays at 1.00 with no error",
+                f"set `algorithm: EAGLE3` on variant '{variant}' (--speculative-algorithm EAGLE3)",
+            )
+        )
+    elif alg == "EAGLE3" and is2:
+        out.append(
+            error(
+                variant,
+                "eagle2-drafter-with-eagle3",
+                f"EAGLE-2 drafter '{name}' served with --speculative-algorithm EAGLE3",
+                "EAGLE3 sends the concat of three target hidden states to a drafter whose fc takes "
+                "[embedding; hidden]: a shape error at start-up or on the first decode",
+                f"set `algorithm: EAGLE` on variant '{variant}', or use an EAGLE-3 drafter",
+            )
+        )
+    elif declared and declared != alg and drafter is not None and getattr(drafter, "algorithm", None):
+        out.append(
+            error(
+                variant,
+                "drafter-algorithm-mismatch",
+                f"drafter '{name}' is recorded as {declared} but served with {alg}",
+                "SGLang does not look at the drafter to pick the algorithm: the flag alone decides",
+                f"serve it with --speculative-algorithm {declared}, or correct its drafters/ record",
+            )
+        )
+    if alg in ("EAGLE3", "STANDALONE") and drafter is None:
+        out.append(
+            error(
+                variant,
+                "eagle3-no-drafter",
+                f"{alg} without a drafter",
+                "SGLang then loads the target itself as the draft and crashes on normal targets (sglang #36528)",
+                f"give variant '{variant}' a drafter",
+            )
+        )
+    if kind == "eagle3" and cfg is not None and not any("eagle3" in a.lower() for a in archs(cfg)):
+        names = ", ".join(archs(cfg)) or "none"
+        out.append(
+            error(
+                variant,
+                "drafter-arch-not-eagle3",
+                f"EAGLE-3 weights but config.json architectures is [{names}]",
+                "SGLang has no architecture remap for drafts: it loads this as a plain model, not an EAGLE-3 head",
+                'set "architectures": ["LlamaForCausalLMEagle3"] in the drafter\'s config.json',
+            )
+        )
+    return out

@@ -1,0 +1,90 @@
+"""Drafter against target beyond tensor shapes: trained context length, rope settings, and the target the
+drafters/ record says it was trained for (pure functions on config dicts)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from harness.checks.checkpoint import text_config
+from harness.checks.findings import Finding, warning
+
+DEFAULT_ROPE_THETA = 10000.0  # transformers' LlamaConfig default when a config names none
+
+
+def check_positions(
+    variant: str, cfg: dict[str, Any] | None, needed: int | None, longest: str = ""
+) -> list[Finding]:
+    """The drafter's trained context against the longest request of the suites (sglang #6783)."""
+    mpe = (cfg or {}).get("max_position_embeddings")
+    if not mpe or not needed or needed <= mpe:
+        return []
+    return [
+        warning(
+            variant,
+            "max-position",
+            f"drafter max_position_embeddings {mpe} < ~{needed} tokens the suites reach{longest}",
+            "acceptance drops once a sequence runs past the drafter's trained context (sglang #6783)",
+            "use a drafter trained on longer sequences, or shorten the prompts / max_tokens",
+        )
+    ]
+
+
+def _rope(cfg: dict[str, Any]) -> tuple[float, Any]:
+    """(theta, scaling) with transformers' defaults filled in; scaling None when it is the default rope."""
+    params = cfg.get("rope_parameters")
+    theta = cfg.get("rope_theta") or DEFAULT_ROPE_THETA
+    if isinstance(params, dict):  # transformers ≥ 5 keeps theta and scaling together
+        rest = {k: v for k, v in params.items() if k != "rope_theta"}
+        scaling = None if rest in ({}, {"rope_type": "default"}) else rest
+        return float(params.get("rope_theta") or theta), scaling
+    scaling = cfg.get("rope_scaling")
+    if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) == "default":
+        scaling = None
+    return float(theta), scaling or None
+
+
+def check_rope(variant: str, cfg: dict[str, Any] | None, target_cfg: dict[str, Any] | None) -> list[Finding]:
+    if not cfg or not target_cfg:
+        return []
+    (dt, ds), (tt, ts) = _rope(cfg), _rope(text_config(target_cfg))
+    if dt == tt and ds == ts:
+        return []
+    return [
+        warning(
+            variant,
+            "rope-mismatch",
+            f"drafter rope (theta {dt:g}, scaling {ds}) ≠ target rope (theta {tt:g}, scaling {ts})",
+            "the drafter attends with different positions than it was trained with, lowering acceptance",
+            "copy rope_theta / rope_scaling (or rope_parameters) from the target's config.json",
+        )
+    ]
+
+
+def _name_key(text: str) -> str:
+    last = text.rstrip("/").split("/")[-1]
+    last = last.split("--")[-1]  # HF cache folders: models--org--Name
+    return re.sub(r"[^a-z0-9]", "", last.lower())
+
+
+def check_trained_for(
+    variant: str, drafter: Any, model_path: str, served_name: str | None, target_cfg: dict[str, Any] | None
+) -> list[Finding]:
+    """A drafters/ record saying the drafter was trained for another model than this target."""
+    trained_for = getattr(drafter, "trained_for", None)
+    if not trained_for:
+        return []
+    names = [model_path, served_name or "", str((target_cfg or {}).get("_name_or_path") or "")]
+    keys = {_name_key(n) for n in names if n}
+    if _name_key(trained_for) in keys:
+        return []
+    return [
+        warning(
+            variant,
+            "trained-for-other-target",
+            f"drafter '{drafter.name}' was trained for {trained_for}; the target is {model_path}",
+            "a drafter predicts the hidden states and tokens of the model it was trained with; on "
+            "another model acceptance falls even when every shape matches",
+            "serve the model it was trained for, or train a drafter for this target",
+        )
+    ]

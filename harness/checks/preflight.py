@@ -1,0 +1,269 @@
+"""`run_checks`: gather facts on the target (no model loaded), then run every check on every variant."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from harness.checks import algorithm as al
+from harness.checks import checkpoint as ck
+from harness.checks import compat
+from harness.checks import environment as envc
+from harness.checks import flags as fl
+from harness.checks import parser_probe as pp
+from harness.checks.findings import PLAN_WIDE, Finding, error, sort_findings, warning
+from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
+from harness.launch import build_launch_argv, launcher_argv
+
+PLACEHOLDER_PORT = 30000  # argv needs a port; with `port: auto` the real one is picked at start
+CHARS_PER_TOKEN = 4  # rough English average; the context check only needs the order of magnitude
+TEMPLATE_TOKENS = 16  # chat-template overhead per request
+
+
+async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = None) -> list[Finding]:
+    """Every preflight finding for the plan, errors first. Reads configs and safetensors headers over
+    the target, asks its SGLang (or the stand-in) to parse each launch argv; starts no server."""
+    t = plan.target
+    try:
+        await target.connect()
+    except Exception as exc:
+        return [
+            error(
+                PLAN_WIDE,
+                "target-unreachable",
+                f"cannot reach target {t.host}",
+                str(exc),
+                "check the destination with `ssh` by hand (keys and ports belong in ~/.ssh/config)",
+            )
+        ]
+    simulated = bool(t.simulated)
+    workdir, python = str(t.workdir), str(t.python)
+    env_vars = {str(k): str(v) for k, v in (t.env or {}).items()}
+    port = plan.server.port if isinstance(plan.server.port, int) else None
+    model_dir = target_path(str(plan.model.path), workdir)
+    paths: dict[str, tuple[str, str, str]] = {model_dir: (PLAN_WIDE, "model", str(plan.model.path))}
+    drafter_dirs: dict[str, str] = {}  # variant -> drafter dir on the target
+    for v in plan.variants:
+        if v.drafter is not None:
+            d = target_path(str(v.drafter.path), workdir)
+            drafter_dirs[v.name] = d
+            paths.setdefault(d, (v.name, f"drafter '{v.drafter.name}'", str(v.drafter.path)))
+
+    env, gpus, (target_cfg, target_problem), drafter_list = await asyncio.gather(
+        gather_env(target, python, list(paths), workdir, str(plan.server.host), port, env_vars),
+        gather_gpus(target, env_vars) if not simulated else _none(),
+        read_json(target, f"{model_dir}/config.json"),
+        asyncio.gather(*(read_drafter(target, d) for d in dict.fromkeys(drafter_dirs.values()))),
+    )
+    facts = {f.path: f for f in drafter_list}
+    findings: list[Finding] = envc.python_findings(target.name, python, env)
+    findings += envc.path_findings(env, paths)
+    findings += envc.port_findings(env, str(plan.server.host), port)
+    findings += envc.disk_findings(env)
+    if not simulated:
+        findings += envc.gpu_findings(gpus[0], gpus[1], int(plan.model.tp_size), env_vars)
+    if target_cfg is None and _exists(env, model_dir):
+        findings.append(
+            warning(
+                PLAN_WIDE,
+                "target-config",
+                "cannot read the target's config.json",
+                target_problem or "",
+                "shape checks against the target are skipped",
+            )
+        )
+
+    arch = (ck.text_config(target_cfg).get("architectures") or [None])[0] if target_cfg else None
+    argvs, parsed, version, more = await _ask_sglang(plan, target, env, arch, sglang_version)
+    findings += more
+    ctx = _Context(plan, argvs, parsed, version, arch, target_cfg, env, drafter_dirs, facts)
+    for v in plan.variants:
+        findings += _variant_findings(ctx, v)
+    return sort_findings(findings, [v.name for v in plan.variants])
+
+
+async def _ask_sglang(
+    plan: Any, target: Any, env: EnvFacts, arch: str | None, sglang_version: str | None
+) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list[Finding]]:
+    """Build each variant's argv for the version the runner will use, and let the target's SGLang (or
+    the stand-in's copy of its parser) judge them. Returns (argvs, parser answers, version, findings)."""
+    t = plan.target
+    simulated, python, workdir = bool(t.simulated), str(t.python), str(t.workdir)
+    env_vars = {str(k): str(v) for k, v in (t.env or {}).items()}
+    pinned = sglang_version or (t.sglang_version if t.sglang_version not in (None, "auto") else None)
+    sim_version = _sim_version() if simulated else None
+    detected = None
+    if env.python_ok and not simulated and pinned is None:  # the argv spelling depends on the version
+        first = await _probe(target, python, {}, False, None, env, env_vars, workdir)
+        detected = first.get("version") if first.get("importable") else None
+    argvs, findings = _argvs(plan, sim_version or pinned or detected)
+    probe: dict[str, Any] = {}
+    if env.python_ok:
+        probe = await _probe(target, python, argvs, simulated, arch, env, env_vars, workdir)
+        findings += envc.sglang_findings(python, probe, pinned, simulated)
+    importable = bool(probe.get("importable"))
+    version = sim_version or (probe.get("version") if importable else None) or detected or pinned
+    parsed = probe.get("variants") or {}
+    if importable and not parsed and argvs:
+        findings.append(
+            warning(
+                PLAN_WIDE,
+                "sglang-probe",
+                "SGLang's parser answered nothing",
+                "the checks fell back to draftbench's facts tables",
+                "",
+            )
+        )
+    if version is None:
+        findings.append(
+            warning(
+                PLAN_WIDE,
+                "sglang-version-unknown",
+                "SGLang version unknown",
+                "version-specific checks (renamed flags, known bugs) were skipped",
+                "make SGLang importable by target.python, or set target.sglang_version",
+            )
+        )
+    return argvs, parsed, version, findings
+
+
+@dataclass
+class _Context:
+    """What the per-variant checks need, gathered once for the plan."""
+
+    plan: Any
+    argvs: dict[str, list[str]]
+    parsed: dict[str, Any]  # the real (or stand-in) parser's answer per variant
+    version: str | None
+    arch: str | None
+    target_cfg: dict[str, Any] | None
+    env: EnvFacts
+    drafter_dirs: dict[str, str]
+    facts: dict[str, ck.DrafterFacts]
+
+
+def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
+    plan, argv = ctx.plan, ctx.argvs.get(v.name)
+    if argv is None:
+        return []
+    out: list[Finding] = []
+    max_batch = min(max(plan.run.concurrency), int(plan.server.max_running_requests))
+    result = ctx.parsed.get(v.name)
+    if result is not None:
+        out += pp.interpret(v.name, result, ctx.version, max_batch)
+    else:  # the facts tables stand in for a parser that could not be asked
+        out += fl.check_flag_versions(v.name, argv, ctx.version, v.spec_algorithm)
+    out += fl.check_spec_params(v, argv, ctx.version, ctx.arch, tables=result is None)
+    base = plan.baseline
+    base_argv = ctx.argvs.get(base.name) if v is not base else None
+    out += fl.check_cuda_graphs(
+        v, argv, base_argv, max_batch, None if result else plan.server.cuda_graph_max_bs
+    )
+    if not v.spec_algorithm:
+        return out
+    d = ctx.drafter_dirs.get(v.name)
+    f = ctx.facts.get(d) if d else None
+    out += al.check_algorithm(v.name, v.spec_algorithm, v.drafter, f, ctx.target_cfg)
+    if f is None:
+        return out
+    if f.problem and _exists(ctx.env, d):
+        out.append(
+            error(
+                v.name,
+                "drafter-unreadable",
+                f"cannot read drafter '{v.drafter.name}'",
+                f.problem,
+                "check the checkpoint directory (config.json + *.safetensors)",
+            )
+        )
+    if str(v.spec_algorithm).upper() != "EAGLE3":
+        return out
+    needed, longest = _longest_request(plan)
+    out += ck.check_shapes(v.name, f, ctx.target_cfg, ctx.version)
+    out += compat.check_positions(v.name, f.config, needed, longest)
+    out += compat.check_rope(v.name, f.config, ctx.target_cfg)
+    out += compat.check_trained_for(
+        v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg
+    )
+    layers = ck.text_config(ctx.target_cfg).get("num_hidden_layers")
+    graphs_on = fl.graphs_disabled(argv) is None
+    out += fl.check_aux_capture_bug(v.name, ck.aux_layer_ids(f.config), layers, ctx.version, graphs_on)
+    return out
+
+
+async def _none() -> tuple[None, str]:
+    return None, ""
+
+
+def _sim_version() -> str:
+    from harness.sim.resolve import VERSION
+
+    return VERSION
+
+
+def _exists(env: EnvFacts, path: str | None) -> bool:
+    """True unless the target said the path is missing (unknown counts as present)."""
+    got = env.data.get("paths", {}).get(path or "", {}) if env.python_ok else {}
+    return bool(got.get("exists", True))
+
+
+def _argvs(plan: Any, version: str | None) -> tuple[dict[str, list[str]], list[Finding]]:
+    """Each variant's launch_server arguments (launcher stripped), as the runner would build them."""
+    skip = len(launcher_argv(plan.target))
+    port = plan.server.port if isinstance(plan.server.port, int) else PLACEHOLDER_PORT
+    out: dict[str, list[str]] = {}
+    problems = []
+    for v in plan.variants:
+        try:
+            out[v.name] = build_launch_argv(plan, v, port, version)[skip:]
+        except Exception as exc:  # a plan the launcher cannot express: say so instead of crashing the check
+            problems.append(
+                error(
+                    v.name,
+                    "argv",
+                    "cannot build the launch command",
+                    str(exc),
+                    "check the variant's settings",
+                )
+            )
+    return out, problems
+
+
+async def _probe(
+    target: Any,
+    python: str,
+    argvs: dict[str, list[str]],
+    simulated: bool,
+    arch: str | None,
+    env: EnvFacts,
+    env_vars: dict[str, str],
+    workdir: str,
+) -> dict[str, Any]:
+    """Run PROBE_SNIPPET on the target (in the work directory, where relative paths resolve)."""
+    req = pp.probe_request(argvs, sim=simulated, target_arch=arch)
+    cwd = workdir if env.data.get("workdir_exists") else None
+    try:
+        res = await target.run(
+            [python, "-c", pp.PROBE_SNIPPET, req], timeout=pp.PROBE_TIMEOUT_S, env=env_vars or None, cwd=cwd
+        )
+    except Exception as exc:
+        return {"importable": False, "error": f"probe did not finish: {exc}"}
+    data = pp.parse_output(res.stdout)
+    if data is None:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        return {"importable": False, "error": " | ".join(tail) or f"exit status {res.rc}"}
+    return data
+
+
+def _longest_request(plan: Any) -> tuple[int | None, str]:
+    """Estimated tokens of the longest prompt plus its output cap, and a note naming it."""
+    best, note = None, ""
+    for suite in plan.suites:
+        for p in suite.prompts:
+            out_cap = p.max_tokens or plan.run.max_tokens
+            total = math.ceil(p.size_chars / CHARS_PER_TOKEN) + TEMPLATE_TOKENS + int(out_cap)
+            if best is None or total > best:
+                best, note = total, f" (prompt {suite.name}/{p.id} + max_tokens {out_cap})"
+    return best, note
