@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("file")
     pl.add_argument("--csv", metavar="OUT", help="write the CSV here (default: stdout)")
 
+    ck = sub.add_parser("check", help="preflight checks of a plan on its target, without loading a model")
+    ck.add_argument("plan")
+    ck.add_argument("--json", action="store_true", help="findings as JSON on stdout")
+    ck.add_argument("--results-dir", default="results", help="(demo plan only) where its models are made")
+
     sm = sub.add_parser("summary", help="print the comparison table of a finished run")
     sm.add_argument("run_dir")
     sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in (None, "tui"):
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
-        handler = {"demo": _demo, "run": _run, "parse-log": _parse_log, "summary": _summary,
+        handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
                    "import-suite": _import_suite}[args.command]
         return handler(args)
     except InputError as exc:
@@ -134,6 +139,29 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
         _err("interrupted: servers stopped, finished requests kept; resume with "
              "`draftbench run --resume RUN_DIR`")
         return EXIT_INTERRUPTED
+
+
+def _check(args: argparse.Namespace) -> int:
+    from harness.checks import findings_json, has_errors, render_findings, run_checks
+    from harness.demo import DEMO_PLAN, prepare_demo
+    from harness.target import open_target
+
+    if Path(args.plan).resolve() == DEMO_PLAN:
+        plan = prepare_demo(args.results_dir)  # the demo's model directories must exist to be inspected
+    else:
+        plan = _load_plan(args.plan)
+
+    async def go():
+        target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)
+        await target.connect()
+        try:
+            return await run_checks(plan, target)
+        finally:
+            await target.close()
+
+    findings = asyncio.run(go())
+    print(findings_json(findings) if args.json else render_findings(findings))
+    return EXIT_FAILURES if has_errors(findings) else EXIT_OK
 
 
 def _parse_log(args: argparse.Namespace) -> int:

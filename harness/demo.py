@@ -7,6 +7,7 @@ and the good one served with the wrong `--speculative-algorithm EAGLE`.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +27,19 @@ def write_demo_models(workdir: str | Path) -> Path:
                        num_attention_heads=4, num_key_value_heads=2, intermediate_size=512)
     common = {"target_hidden_size": TARGET_HIDDEN, "hidden_size": TARGET_HIDDEN, "vocab_size": VOCAB,
               "draft_vocab_size": 256, "num_attention_heads": 4, "num_key_value_heads": 2}
-    write_eagle3_drafter(root / "good-eagle3", per_position=GOOD_PROFILE, **common)
-    write_eagle3_drafter(root / "seed-weak-eagle3", per_position=WEAK_PROFILE, **common)
+    for name, profile in (("good-eagle3", GOOD_PROFILE), ("seed-weak-eagle3", WEAK_PROFILE)):
+        write_eagle3_drafter(root / name, per_position=profile, **common)
+        _copy_rope(root / "target" / "config.json", root / name / "config.json")
     return root
+
+
+def _copy_rope(target_cfg: Path, draft_cfg: Path) -> None:
+    """SpecForge copies the target's rope settings into the draft config; so do we (the check compares them)."""
+    target, draft = json.loads(target_cfg.read_text()), json.loads(draft_cfg.read_text())
+    for key in ("rope_theta", "rope_scaling", "rope_parameters"):
+        if key in target:
+            draft[key] = target[key]
+    draft_cfg.write_text(json.dumps(draft, indent=1) + "\n")
 
 
 def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -> Any:

@@ -20,13 +20,13 @@ from typing import Any
 import harness
 from harness import events as ev
 from harness.admin import avg_spec_accept_length
+from harness.alarms import AlarmTracker
 from harness.errors import HarnessError
 from harness.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
 from harness.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, WINDOW_COLUMNS, new_run_dir, write_json
 from harness.server import Server, ServerFailed
 
 SIM_VERSION = "0.5.15.post1"  # the SGLang version the stand-in reproduces
-INERT_WINDOWS = 3  # accept len exactly 1.00 for this many windows in a row -> "drafter inert"
 
 
 def phase_id(suite: str, concurrency: int, repeat: int) -> str:
@@ -71,8 +71,7 @@ class _Run:
         self.own_target = target is None
         self.servers: list[Server] = []
         self.phase_tag: dict[str, str | None] = {}
-        self.inert_run: dict[str, int] = {}
-        self.alarmed: set[tuple[str, str]] = set()
+        self.alarms = AlarmTracker(plan)
         self.failures = 0
         self.done_requests = 0
         self.total_requests = 0
@@ -169,6 +168,9 @@ class _Run:
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
             info = await server.admin.server_info() if server.admin else None
             meta.update(_server_provenance(info))
+            graph_bs = meta.get("server_cuda_graph_max_bs_decode") or meta.get("server_cuda_graph_max_bs")
+            if isinstance(graph_bs, int):
+                self.alarms.set_graph_max_bs(name, graph_bs)
             meta["drafter_config_sha256"] = await self._drafter_hash(variant)
             meta["gpus"] = await self._gpus()
             await self._measure(variant, server, meta, todo)
@@ -287,18 +289,8 @@ class _Run:
             row.update({k: getattr(w, k) for k in WINDOW_COLUMNS if hasattr(w, k)})
             self.windows.append(row)
             self.emit(ev.LogWindow(variant, w, tag))
-            self._alarms(variant, w)
-
-    def _alarms(self, variant: str, w: Any) -> None:
-        if w.kind != "decode" or w.accept_len is None:
-            return
-        self.inert_run[variant] = self.inert_run.get(variant, 0) + 1 if w.accept_len == 1.0 else 0
-        if self.inert_run[variant] >= INERT_WINDOWS and (variant, "drafter-inert") not in self.alarmed:
-            self.alarmed.add((variant, "drafter-inert"))
-            self.emit(ev.Alarm(variant, "error", "drafter-inert",
-                               f"accept len 1.00 for {INERT_WINDOWS} windows in a row: the drafter is inert. "
-                               "Likely causes: --speculative-algorithm EAGLE on an EAGLE-3 checkpoint (use "
-                               "EAGLE3), a drafter trained for another target, or wrong aux layer ids."))
+            for alarm in self.alarms.feed(variant, w):
+                self.emit(alarm)
 
     # ------------------------------------------------------------------------------------------------
     async def _drafter_hash(self, variant: Any) -> str:
@@ -328,13 +320,15 @@ class _Run:
             fh.write(json.dumps(meta, default=str) + "\n")
 
     def _summarise(self, complete: bool) -> str:
-        from harness.summary import summarise_run
+        from harness.summary import load_summary, summarise_run
 
         try:
             path = summarise_run(self.run_dir, complete=complete)
         except Exception as exc:  # a broken summary must not lose the records: they are on disk
             self.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
             return ""
+        for alarm in self.alarms.compare(load_summary(self.run_dir)):
+            self.emit(alarm)
         return str(path)
 
 
