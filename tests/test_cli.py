@@ -47,7 +47,7 @@ def test_parse_log_on_the_real_capture(tmp_path):
     lines = out_csv.read_text().splitlines()
     assert lines[0].startswith("line,time,kind,running_req,queue_req,token_usage,accept_len,accept_rate,"
                                "cuda_graph,gen_throughput,input_throughput")
-    log = (FIX / "server-eagle3.log").read_text(encoding="utf-8", errors="replace").split("\n")
+    log = (FIX / "server-eagle3.log").read_bytes().decode("utf-8", "replace").split("\n")
     expected = sum(1 for ln in log if "] Decode batch" in ln or "] Prefill batch" in ln)
     assert len(lines) - 1 == expected
     first = lines[1].split(",")
