@@ -180,11 +180,26 @@ def _check_pgid(pgid: int) -> None:
         raise HarnessError(f"refusing to signal process group {pgid!r}")
 
 
-# `free_port`: python3 binds port 0 on the target; without python3 the script dumps /proc/net/tcp{,6}
-# and a port is picked below the ephemeral range among those not in use.
+# `free_port`: a port in [PORT_LO, PORT_HI), below the kernel's ephemeral range, that binds on the target.
+# SGLang derives more ports from --port (e.g. its gRPC port is port + 10000 and must stay < 65536: an
+# ephemeral port such as 60273 made the real 0.5.15 refuse to start), so never hand it port 0's pick.
+PORT_LO, PORT_HI = 20000, 32000
+_FREE_PORT_PY = (
+    "import random, socket\n"
+    f"for port in random.sample(range({PORT_LO}, {PORT_HI}), 200):\n"
+    "    s = socket.socket()\n"
+    "    try:\n"
+    "        s.bind(('', port))\n"
+    "    except OSError:\n"
+    "        continue\n"
+    "    finally:\n"
+    "        s.close()\n"
+    "    print(port)\n"
+    "    break\n"
+)
 FREE_PORT_SH = (
     "if command -v python3 >/dev/null 2>&1; then "
-    "python3 -c 'import socket; s = socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])'; "
+    f"python3 -c {shlex.quote(_FREE_PORT_PY)}; "
     "else echo PROCNET; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; fi"
 )
 
@@ -200,7 +215,7 @@ def ports_in_use(proc_net_tcp: str) -> set[int]:
 
 
 def parse_free_port(
-    output: str, *, lo: int = 20000, hi: int = 32000, rng: random.Random | None = None
+    output: str, *, lo: int = PORT_LO, hi: int = PORT_HI, rng: random.Random | None = None
 ) -> int:
     head, _, rest = output.strip().partition("\n")
     if head.isdigit():
@@ -216,9 +231,14 @@ def parse_free_port(
 async def free_port(target: Target) -> int:
     """A TCP port nobody listens on, on the target (free when checked; bind it soon)."""
     if target.is_local:
-        with socket.socket() as s:
-            s.bind(("", 0))
-            return s.getsockname()[1]
+        for port in random.sample(range(PORT_LO, PORT_HI), 200):
+            with socket.socket() as s:
+                try:
+                    s.bind(("", port))
+                except OSError:
+                    continue
+                return port
+        raise HarnessError(f"no free port in {PORT_LO}-{PORT_HI} on this machine")
     res = await target.run(["sh", "-c", FREE_PORT_SH], timeout=30)
     if res.rc != 0:
         raise HarnessError(f"{target.name}: cannot find a free port: {res.stderr.strip()[:200]}")

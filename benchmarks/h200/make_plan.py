@@ -7,6 +7,7 @@ Paths are made absolute there; SGLang builds random weights itself (--load-forma
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def main(workdir: str) -> None:
                      {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **spec},
                      {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **spec}],
         "suites": [str(work / "h200.yaml")],
-        "run": {"concurrency": [1, 8], "max_tokens": 128, "temperature": 0.0, "warmup_requests": 2,
+        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")], "max_tokens": 128, "temperature": 0.0, "warmup_requests": 2,
                 "ignore_eos": True, "request_timeout_s": 300},
     }
     (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
