@@ -1,0 +1,180 @@
+"""Throughput and memory of ``harness.logparse.parse_file`` on a large synthetic SGLang 0.5.15 log.
+
+    python benchmarks/parse_log.py [--lines 2000000] [--mix all|NAME] [--repeat 3] [--json OUT]
+
+The log is written to a temporary directory in the exact 0.5.15.post1 line formats (see
+tests/fixtures/sglang-0.5.15.post1/server-eagle3.log), with tqdm ``\\r`` redraw lines and access
+log noise mixed in. How many lines are stats lines depends on the run: a batch-1 EAGLE-3 run prints
+mostly Decode lines, a high-concurrency run mostly access-log and Prefill lines, so several mixes
+are measured. Speed is the best of ``--repeat`` runs in CPU seconds (wall seconds too; on a shared
+machine they mostly measure the neighbours). Memory: ``ru_maxrss`` growth during the parses and the
+tracemalloc peak over a quarter and over all of the file (equal peaks = constant memory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+from harness.logparse import parse_file
+
+# Fractions of (decode, prefill, noise) lines.
+MIXES = {
+    "decode-heavy": (0.70, 0.10, 0.20),  # batch 1, long outputs
+    "mixed": (0.40, 0.20, 0.40),
+    "serving": (0.10, 0.30, 0.60),  # many concurrent short requests
+    "no-stats": (0.0, 0.0, 1.0),  # cost of skipping everything else
+}
+_NOISE_WEIGHTS = [60, 25, 14, 1]  # access log, metrics scrape, deprecation warning, tqdm redraws
+_NOISE = [
+    '[{ts}] INFO:     127.0.0.1:{port} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    '[{ts}] INFO:     127.0.0.1:{port} - "GET /metrics HTTP/1.1" 200 OK',
+    "[{ts}] Endpoint '/get_server_info' is deprecated and will be removed in a future version. "
+    "Please use '/server_info' instead.",
+    "\r  0%|          | 0/12 [00:00<?, ?it/s]\rCapturing batches (bs=16 avail_mem=69.74 GB):   8%|▊"
+    "         | 1/12 [00:40<07:23, 40.33s/it]\rCapturing batches (bs=14 avail_mem=69.68 GB):  17%|█▋"
+    "        | 2/12 [00:40<01:34, 10.52s/it]",
+]
+
+
+def write_log(path: Path, lines: int, mix: tuple[float, float, float], seed: int = 0) -> int:
+    """Write ``lines`` synthetic log lines; returns the number of stats lines written."""
+    rng = random.Random(seed)
+    p_decode, p_prefill, _ = mix
+    stats = 0
+    base = time.mktime((2026, 11, 29, 10, 0, 0, 0, 0, -1))
+    buf: list[str] = []
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        for i in range(lines):
+            ts = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(base + i // 200))
+            r = rng.random()
+            if r < p_decode:
+                bs = rng.randint(1, 48)
+                accept = 1 + rng.random() * 3
+                buf.append(
+                    f"[{ts}] Decode batch, #running-req: {bs}, #token: {bs * rng.randint(60, 4000)}, "
+                    f"token usage: {rng.random():.2f}, accept len: {accept:.2f}, "
+                    f"accept rate: {(accept - 1) / 3:.2f}, cuda graph: {bs <= 32}, "
+                    f"gen throughput (token/s): {rng.uniform(50, 9000):.2f}, #queue-req: {rng.randint(0, 5)}"
+                )
+                stats += 1
+            elif r < p_decode + p_prefill:
+                buf.append(
+                    f"[{ts}] Prefill batch, #new-seq: {rng.randint(1, 4)}, #new-token: {rng.randint(1, 8192)}, "
+                    f"#cached-token: {rng.randint(0, 512)}, token usage: {rng.random():.2f}, "
+                    f"#running-req: {rng.randint(0, 48)}, #queue-req: {rng.randint(0, 5)}, #pending-token: 0, "
+                    f"cuda graph: False, input throughput (token/s): {rng.uniform(1, 90000):.2f}"
+                )
+                stats += 1
+            else:
+                noise = rng.choices(_NOISE, _NOISE_WEIGHTS)[0]
+                buf.append(noise.format(ts=ts, port=rng.randint(30000, 60000)))
+            if len(buf) >= 10000:
+                f.write("\n".join(buf) + "\n")
+                buf.clear()
+        if buf:
+            f.write("\n".join(buf) + "\n")
+    return stats
+
+
+def _maxrss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _traced_peak_mib(path: Path, stop_after: int | None) -> float:
+    tracemalloc.start()
+    for n, _ in enumerate(parse_file(path), 1):
+        if stop_after is not None and n >= stop_after:
+            break
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+def measure(path: Path, lines: int, stats: int, *, repeat: int, traced: bool) -> dict[str, float | int]:
+    rss_before = _maxrss_mib()
+    cpu = wall = float("inf")
+    for _ in range(repeat):  # best of N: the fastest run is the least disturbed by other processes
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        windows = 0
+        for _ in parse_file(path):
+            windows += 1
+        cpu = min(cpu, time.process_time() - cpu0)
+        wall = min(wall, time.perf_counter() - wall0)
+    if windows != stats:
+        raise SystemExit(f"parsed {windows} windows, wrote {stats} stats lines")
+    # CPU time is the headline figure: on a shared 2-core box wall time mostly measures the neighbours.
+    result: dict[str, float | int] = {
+        "lines": lines,
+        "windows": windows,
+        "cpu_s": round(cpu, 3),
+        "wall_s": round(wall, 3),
+        "lines_per_cpu_s": round(lines / cpu),
+        "lines_per_wall_s": round(lines / wall),
+        "windows_per_cpu_s": round(windows / cpu),
+        "mib_per_cpu_s": round(path.stat().st_size / 2**20 / cpu, 1),
+        "maxrss_mib": round(_maxrss_mib(), 1),
+        "maxrss_growth_mib": round(_maxrss_mib() - rss_before, 1),
+    }
+    if traced:
+        result["traced_peak_quarter_mib"] = round(_traced_peak_mib(path, stats // 4), 2)
+        result["traced_peak_full_mib"] = round(_traced_peak_mib(path, None), 2)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--mix", choices=["all", *MIXES], default="all")
+    ap.add_argument("--repeat", type=int, default=3, help="parse each file N times, report the best")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--no-tracemalloc", action="store_true", help="skip the (slow) tracemalloc passes")
+    args = ap.parse_args(argv)
+
+    mixes = list(MIXES) if args.mix == "all" else [args.mix]
+    results: dict[str, dict[str, float | int]] = {}
+    with tempfile.TemporaryDirectory(prefix="draftbench-bench-") as tmp:
+        for i, name in enumerate(mixes):
+            path = Path(tmp) / f"{name}.log"
+            stats = write_log(path, args.lines, MIXES[name])
+            traced = not args.no_tracemalloc and i == 0
+            results[name] = measure(path, args.lines, stats, repeat=args.repeat, traced=traced)
+            path.unlink()
+
+    print(f"parse_file on {args.lines:,} lines, best of {args.repeat} "
+          f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    print(f"{'mix':<14}{'stats':>6}{'lines/cpu-s':>13}{'lines/wall-s':>14}{'windows/cpu-s':>15}"
+          f"{'MiB/cpu-s':>11}{'maxrss MiB':>12}{'growth':>8}")  # fmt: skip
+    for name, r in results.items():
+        share = 100 * int(r["windows"]) / int(r["lines"])
+        print(
+            f"{name:<14}{share:>5.0f}%{r['lines_per_cpu_s']:>13,}{r['lines_per_wall_s']:>14,}"
+            f"{r['windows_per_cpu_s']:>15,}{r['mib_per_cpu_s']:>11}{r['maxrss_mib']:>12}{r['maxrss_growth_mib']:>8}"
+        )
+    for name, r in results.items():
+        if "traced_peak_full_mib" in r:
+            print(
+                f"tracemalloc peak ({name}): {r['traced_peak_quarter_mib']} MiB over 1/4 of the file, "
+                f"{r['traced_peak_full_mib']} MiB over all of it"
+            )
+    if args.json:
+        meta = {
+            "lines": args.lines,
+            "repeat": args.repeat,
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+        }
+        Path(args.json).write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
