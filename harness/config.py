@@ -238,6 +238,11 @@ class RunSettings(StrictModel):
     per_request_spec: Literal["auto", "off"] = Field(
         default="auto", description="ask the server for per-request accept stats where it offers them"
     )
+    order: Literal["suite", "shuffled"] = Field(
+        default="suite",
+        description="request order within a phase; 'shuffled' (seeded) mixes prompt lengths like bench_serving",
+    )
+    seed: int = Field(default=1, description="seed of the shuffled order (the same for every variant)")
     ignore_eos: bool = Field(
         default=False, description="generate exactly max_tokens (SGLang's ignore_eos; bench_serving's default)"
     )

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import platform
+import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -201,7 +202,11 @@ class _Run:
             for suite in self.plan.suites:
                 for c in self.plan.run.concurrency:
                     pid = phase_id(suite.name, c, repeat)
-                    prompts = [p for p in suite.prompts
+                    prompts = list(suite.prompts)
+                    if getattr(self.plan.run, "order", "suite") == "shuffled":
+                        # same seed for every variant: all arms see the same order (TTFT depends on it)
+                        random.Random(f"{self.plan.run.seed}/{pid}").shuffle(prompts)
+                    prompts = [p for p in prompts
                                if (variant.name, pid, f"{suite.name}/{p.id}") not in self.finished]
                     if prompts:
                         out.append((pid, suite, c, repeat, prompts))

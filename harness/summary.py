@@ -1,7 +1,8 @@
 """Records -> the comparison table. One code path for the CLI, the TUI and summary.csv.
 
 Accept length comes from three independent sources, all kept:
-  requests: Σ completion tokens / Σ verify steps over per-request server stats (token-weighted);
+  requests: Σ (completion tokens − 1) / Σ verify steps over per-request server stats (token-weighted;
+            the first token of each request comes from prefill, not from a verify step);
   server:   /get_server_info avg_spec_accept_length after a /flush_cache, per phase;
   log:      the `Decode batch` windows tagged with the phase, weighted by running requests.
 """
@@ -149,13 +150,13 @@ def _accept_from_requests(ok: pd.DataFrame, probe: pd.DataFrame | None, name: st
         v = pd.to_numeric(ok["spec_verify_ct"], errors="coerce")
         m = v.notna() & (v > 0)
         verify += float(v[m].sum())
-        completion += float(pd.to_numeric(ok["output_tokens"], errors="coerce")[m].sum())
+        completion += float(pd.to_numeric(ok["output_tokens"], errors="coerce")[m].sum()) - int(m.sum())
     if probe is not None and not probe.empty:
         p = probe[(probe["variant"] == name) & (probe["phase"].isin(phase_ids))]
         v = pd.to_numeric(p["spec_verify_ct"], errors="coerce")
         m = v.notna() & (v > 0)
         verify += float(v[m].sum())
-        completion += float(pd.to_numeric(p["completion_tokens"], errors="coerce")[m].sum())
+        completion += float(pd.to_numeric(p["completion_tokens"], errors="coerce")[m].sum()) - int(m.sum())
     return completion / verify if verify > 0 else None
 
 
