@@ -232,6 +232,10 @@ class RunSettings(StrictModel):
     warmup_requests: int = Field(default=2, ge=0, description="requests sent and discarded before measuring")
     repeats: int = Field(default=1, ge=1, description="times each suite is replayed per concurrency level")
     request_timeout_s: float = Field(default=600, gt=0, description="per-request timeout")
+    retries: int = Field(
+        default=1, ge=0, le=10,
+        description="re-sends of a request after a server-side failure (5xx, reset, timeout); only the last is recorded",
+    )
     endpoint: Literal["chat", "completions"] = Field(
         default="chat", description="OpenAI endpoint to replay on"
     )

@@ -53,5 +53,8 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
                 print(render_table(load_summary(e.run_dir)), file=out, flush=True)
             _err(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
             print(e.run_dir, file=out, flush=True)
-            result = EXIT_OK if e.complete else EXIT_FAILURES
+            errors = int(e.extra.get("request_errors", 0))
+            if errors:
+                _err(f"{errors} requests failed (recorded with their error in requests.csv)")
+            result = EXIT_OK if e.complete and not errors else EXIT_FAILURES
     return result

@@ -28,6 +28,7 @@ class RequestRecord:
     ok: bool
     error: str
     http_status: int | None
+    attempts: int  # 1 + retries; only the final attempt is recorded, so tokens are never double-counted
     wall_send: float  # time.time() when sent: correlates with server log timestamps
     t_send: float  # time.perf_counter() when sent
     t_first: float | None
@@ -114,7 +115,8 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
     return RequestRecord(
         run_id=run_id, variant=variant, phase=phase, suite=suite, prompt_id=prompt_id,
         category=category, concurrency=concurrency, repeat=repeat, request_id=request_id,
-        ok=bool(r.ok), error=r.error or "", http_status=r.http_status, wall_send=r.wall_send,
+        ok=bool(r.ok), error=r.error or "", http_status=r.http_status,
+        attempts=int(getattr(r, "attempts", 1) or 1), wall_send=r.wall_send,
         t_send=r.t_send, t_first=r.t_first, t_end=r.t_end, ttft_ms=ttft,
         e2e_ms=(r.t_end - r.t_send) * 1000.0, output_tokens=r.output_tokens,
         prompt_tokens=r.prompt_tokens, chunks=len(times), first_chunk_tokens=first_tokens,

@@ -13,6 +13,26 @@ from harness.records import CsvAppender, spec_from_server
 PROBE_COLUMNS = ["variant", "phase", "request_id", "spec_verify_ct", "completion_tokens",
                  "spec_correct_drafts", "spec_proposed_drafts", "spec_accept_len"]
 WATCHDOG_S = 1.0  # a killed server is noticed within this (plus one liveness round trip)
+RETRY_BACKOFF_S = 0.25
+
+
+def retryable(result: Any) -> bool:
+    """Server-side or network failures are worth one more try; a 4xx says the request itself is wrong."""
+    status = getattr(result, "http_status", None)
+    return not result.ok and (status is None or status == 429 or status >= 500)
+
+
+async def send(client: Any, req: Any, retries: int, stop: asyncio.Event | None = None) -> Any:
+    """Send with bounded retries; the returned result is the last attempt (attempts recorded on it)."""
+    attempt = 0
+    while True:
+        attempt += 1
+        result = await client.stream(req)
+        if result.ok or attempt > retries or not retryable(result) or (stop is not None and stop.is_set()):
+            break
+        await asyncio.sleep(RETRY_BACKOFF_S * attempt)
+    result.attempts = attempt
+    return result
 
 
 def to_request(prompt: Any, suite: Any, plan: Any, extra: dict | None = None, *, request_id: str | None = None,
@@ -50,13 +70,17 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             except asyncio.QueueEmpty:
                 return
             req = to_request(prompt, suite, plan, extra)
-            result = await client.stream(req)
+            result = await send(client, req, int(getattr(plan.run, "retries", 0)), stop)
             await done.put((req, prompt, result))
 
     async def guard() -> None:
         while watchdog is not None and not stop.is_set():
             await asyncio.sleep(WATCHDOG_S)
-            if not await watchdog():
+            try:
+                alive = await watchdog()
+            except Exception:  # a dropped link is not a dead server: the target reconnects
+                continue
+            if not alive:
                 stop.set()
                 return
 

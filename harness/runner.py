@@ -74,6 +74,7 @@ class _Run:
         self.phase_tag: dict[str, str | None] = {}
         self.alarms = AlarmTracker(plan)
         self.failures = 0
+        self.request_errors = 0
         self.done_requests = 0
         self.total_requests = 0
 
@@ -118,7 +119,8 @@ class _Run:
             if self.own_target and self.target is not None:
                 with contextlib.suppress(Exception):
                     await self.target.close()
-        self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv))
+        self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv,
+                             {"request_errors": self.request_errors}))
 
     async def _sglang_version(self) -> str | None:
         t = self.plan.target
@@ -250,6 +252,7 @@ class _Run:
             self.records.append(asdict(rec))
             tokens += (rec.output_tokens or 0) if rec.ok else 0
             ok, err = ok + rec.ok, err + (not rec.ok)
+            self.request_errors += not rec.ok
             self.done_requests += 1
             self.emit(ev.RequestDone(rec, self.done_requests, self.total_requests))
         wall = time.perf_counter() - t0
