@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
@@ -30,7 +29,7 @@ class Admin:
         try:
             status, _ = await self._get("/health_generate", timeout)
             return status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return False
 
     async def flush_cache(self, timeout: float = 30.0) -> bool:
@@ -40,7 +39,7 @@ class Admin:
                                           timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 await resp.read()
                 return resp.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return False
 
     async def server_info(self, timeout: float = 30.0) -> dict[str, Any] | None:
@@ -48,7 +47,7 @@ class Admin:
         for path in ("/get_server_info", "/server_info"):
             try:
                 status, body = await self._get(path, timeout)
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            except (TimeoutError, aiohttp.ClientError, OSError):
                 return None
             if status == 200:
                 try:
@@ -64,7 +63,7 @@ class Admin:
             if status == 200:
                 data = orjson.loads(body).get("data") or []
                 return data[0]["id"] if data else None
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, orjson.JSONDecodeError, KeyError):
+        except (TimeoutError, aiohttp.ClientError, OSError, orjson.JSONDecodeError, KeyError):
             return None
         return None
 

@@ -65,12 +65,14 @@ def token_itls_ms(times: list[float], tokens: list[int]) -> list[float]:
     accept length (the peers' mistake, SGLang #12064, vLLM #27485).
     """
     out: list[float] = []
+    last = 0  # the previous chunk that carried tokens: a zero-token chunk does not restart the clock
     for i in range(1, len(times)):
         n = tokens[i] if i < len(tokens) else 1
         if n <= 0:
             continue
-        gap = (times[i] - times[i - 1]) * 1000.0 / n
+        gap = (times[i] - times[last]) * 1000.0 / n
         out.extend([gap] * n)
+        last = i
     return out
 
 

@@ -91,7 +91,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     keys: list[tuple[str, int]] = []
     if not phases.empty:
         keys = sorted({(str(v), int(c)) for v, c in zip(phases["variant"], phases["concurrency"], strict=True)})
-    for name, meta in variants.items():  # failed variants still get a row
+    for name in variants:  # failed variants still get a row
         if not any(k[0] == name for k in keys):
             keys.append((name, 0))
     for name, conc in keys:

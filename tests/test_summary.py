@@ -35,6 +35,8 @@ def test_itl_is_per_token_not_per_chunk():
     # a 3-token chunk 30 ms after the previous one is three 10 ms inter-token gaps
     assert token_itls_ms([0.0, 0.030], [1, 3]) == pytest.approx([10.0, 10.0, 10.0])
     assert token_itls_ms([0.0, 0.010, 0.030], [2, 1, 2]) == pytest.approx([10.0, 10.0, 10.0])
+    # a chunk without tokens (e.g. a finish chunk) does not split the gap of the next one
+    assert token_itls_ms([0.0, 0.010, 0.030], [1, 0, 2]) == pytest.approx([15.0, 15.0])
 
 
 def test_record_metrics_use_usage_not_chunk_count():
