@@ -1,0 +1,186 @@
+"""Regenerate training data with the target model itself (SpecForge's `regenerate_train_data.py`, async).
+
+Each conversation's user turns are replayed in order through the target: system turns are kept, every
+assistant turn is replaced by the target's own answer to the conversation so far, and a conversation
+that ends with a user turn gains the answer. Rows are appended (and flushed) to the output as they
+finish, so a killed run resumes where it stopped: ids already written, to the output or to the error
+file, are skipped. A conversation stays on one endpoint so its turns reuse that server's prefix cache;
+with several endpoints (or servers behind one sglang-router URL) a row goes to the least busy one.
+
+Connection faults defer a row to the next run; HTTP errors and timeouts go to `<output>_error.jsonl`
+(see regen_rows).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError, InputError
+from harness.retrain.data import drop_ids, error_path, finished_ids, read_conversations
+from harness.retrain.regen_rows import RegenProgress, RowEngine
+
+__all__ = ["REASONING_MODES", "RegenProgress", "normalize_endpoint", "regen", "sglang_version"]
+
+REASONING_MODES = ("none", "save", "disable")
+
+
+def normalize_endpoint(endpoint: str) -> str:
+    """`host:port`, `http://host:port` or `http://host:port/v1` -> the OpenAI base `http://host:port/v1`."""
+    ep = endpoint.strip().rstrip("/")
+    if not ep:
+        raise InputError(None, None, "endpoints", "empty endpoint")
+    if "://" not in ep:
+        ep = "http://" + ep
+    if not ep.startswith(("http://", "https://")):
+        raise InputError(None, None, "endpoints", f"{endpoint!r}: only http(s) endpoints are supported")
+    return ep if ep.endswith("/v1") else ep + "/v1"
+
+
+async def regen(
+    plan: Any,
+    input_path: str | Path,
+    output_path: str | Path,
+    *,
+    concurrency: int = 64,
+    endpoints: list[str] | None = None,
+    max_tokens: int = 2048,
+    temperature: float = 0.7,
+    model: str | None = None,
+    reasoning: str = "none",
+    retry_errors: bool = False,
+    request_timeout_s: float | None = None,
+    max_retries: int = 2,
+    target: Any = None,
+    results_dir: str | Path = "results",
+) -> AsyncIterator[RegenProgress]:
+    """Regenerate `input_path` into `output_path` (resumable). Without `endpoints` the plan's baseline
+    server is started on the plan's target (logs under `results_dir/regen/`) and stopped at the end.
+    Closing the generator stops everything; rows written so far stay."""
+    if concurrency < 1:
+        raise InputError(None, None, "concurrency", f"must be at least 1, got {concurrency}")
+    if max_tokens < 1:
+        raise InputError(None, None, "max_tokens", f"must be at least 1, got {max_tokens}")
+    if reasoning not in REASONING_MODES:
+        raise InputError(None, None, "reasoning", f"one of {', '.join(REASONING_MODES)}, not {reasoning!r}")
+    urls = [normalize_endpoint(e) for e in endpoints or []]
+    out, err = Path(output_path), error_path(output_path)
+    if out.resolve() == Path(input_path).resolve():
+        raise InputError(str(output_path), None, None, "the output must not be the input file")
+    convs = read_conversations(input_path)
+    done, failed = finished_ids(out), finished_ids(err)
+    if retry_errors:
+        drop_ids(err, failed - done)
+        failed = set()
+    skip = done | failed
+    pending = [c for c in convs if c.id not in skip]
+    already = len(convs) - len(pending)
+    timeout_s = float(request_timeout_s or getattr(plan.run, "request_timeout_s", 600))
+    name = model or plan.model.served_model_name or str(plan.model.path)
+    queue: asyncio.Queue[RegenProgress] = asyncio.Queue()
+    job = RowEngine(
+        convs,
+        pending,
+        out=out,
+        err=err,
+        already=already,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        model=name,
+        reasoning=reasoning,
+        emit=queue.put_nowait,
+    )
+    try:
+        if not pending:
+            yield replace(job.state, state="done", detail="nothing to do: every input row is finished")
+            return
+        task = asyncio.create_task(
+            _main(job, plan, urls, timeout_s, max_retries, target, Path(results_dir), queue.put_nowait),
+            name="draftbench-regen",
+        )
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                finished, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in finished:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                while not queue.empty():
+                    yield queue.get_nowait()
+                task.result()
+                return
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.shield(task)
+    finally:
+        job.close()
+
+
+async def _main(
+    job: RowEngine,
+    plan: Any,
+    urls: list[str],
+    timeout_s: float,
+    max_retries: int,
+    target: Any,
+    results_dir: Path,
+    emit: Any,
+) -> None:
+    if urls:
+        job.state = replace(job.state, detail="endpoints: " + ", ".join(urls))
+        await job.run(urls, timeout_s, max_retries)
+        return
+    from harness.rundir import new_run_dir
+    from harness.server import Server
+    from harness.target import open_target
+
+    own = target is None
+    if target is None:
+        target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)
+    server = None
+    try:
+        await target.connect()
+        version = await sglang_version(plan, target)
+        run_id, run_dir = new_run_dir(results_dir / "regen", plan.name)
+        server = Server(target, plan, plan.baseline, run_id=run_id, run_dir=run_dir, sglang_version=version)
+        emit(replace(job.state, state="starting-server", detail=f"{plan.baseline.name} on {target.name}"))
+        await server.start()
+        await server.wait_ready(plan.server.startup_timeout_s)
+        job.state = replace(
+            job.state, detail=f"server {server.base_url} (pgid {server.pgid}), logs {run_dir}"
+        )
+        emit(replace(job.state, state="server-ready"))
+        await job.run([server.base_url + "/v1"], timeout_s, max_retries)
+    finally:
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(server.stop())
+        if own:
+            with contextlib.suppress(Exception):
+                await target.close()
+
+
+async def sglang_version(plan: Any, target: Any) -> str | None:
+    """The SGLang version that decides launch flag spellings (as the runner detects it)."""
+    from harness.runner import SIM_VERSION
+
+    t = plan.target
+    if t.simulated:
+        return SIM_VERSION
+    if t.sglang_version and t.sglang_version != "auto":
+        return str(t.sglang_version)
+    res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
+    if res.rc != 0:
+        raise HarnessError(
+            f"SGLang is not importable by '{t.python}' on {target.name}: "
+            f"{(res.stderr or res.stdout).strip()[-300:] or 'no output'}"
+        )
+    return res.stdout.strip().splitlines()[-1]
