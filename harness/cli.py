@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--name")
     imp.add_argument("--all-turns", action="store_true")
 
+    from harness.cli_retrain import add_parsers as add_retrain_parsers
+
+    add_retrain_parsers(sub)
     sub.add_parser("sim-server", help="the SGLang stand-in server (takes sglang.launch_server flags)",
                    add_help=False)
     tui = sub.add_parser("tui", help="open the TUI on a plan (the demo plan when none is given)")
@@ -71,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in (None, "tui"):
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
+        from harness.cli_retrain import handlers as retrain_handlers
+
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
-                   "import-suite": _import_suite}[args.command]
+                   "import-suite": _import_suite, **retrain_handlers()}[args.command]
         return handler(args)
     except InputError as exc:
         _err(f"error: {exc}")
