@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from harness.sim import model
 from harness.sim.engine import Engine, EngineConfig, Req
 from harness.sim.logs import SimLog
 from harness.sim.model import SpecShape
@@ -164,3 +165,21 @@ async def test_natural_eos_and_abort():
         await asyncio.sleep(0)
     task.cancel()
     assert engine.idle and engine.flush_cache()
+
+
+async def test_a_request_ending_mid_character_flushes_a_replacement_character():
+    """SGLang's detokenizer emits the held-back bytes as U+FFFD when the request finishes."""
+    engine, _ = make(None)
+    prompt = [1, 2, 3]
+    key = model.stable_hash(tuple(prompt))
+    cut = next(  # a lone held-back position: the token after it completes the character and holds nothing
+        i
+        for i in range(1, 1000)
+        if model.held_back(key, i) and not (model.held_back(key, i - 1) or model.held_back(key, i + 1))
+    )
+    ends_held = Req(rid="a", prompt_ids=prompt, max_new_tokens=cut + 1, ignore_eos=True)
+    ends_complete = Req(rid="b", prompt_ids=prompt, max_new_tokens=cut + 2, ignore_eos=True)
+    await run_all(engine, [ends_held, ends_complete])
+    assert ends_held.texts[-1] == "\ufffd" and ends_held.finish == {"type": "length", "length": cut + 1}
+    assert ends_complete.texts[-2:] == ["", model.output_token(key, cut + 1, 32000)[1]]
+    assert ends_complete.texts[-1].startswith(model.SPLIT_CHAR)

@@ -103,3 +103,15 @@ def test_tokenizer_and_text_are_deterministic():
     sampled = [model.output_token(7, i, 32000, sample_key=99) for i in range(20)]
     assert sampled != greedy
     assert all(3 <= t < 32000 and text for t, text in greedy)
+
+
+def test_held_back_bytes_come_with_the_next_token():
+    """About 2% of positions start a multi-byte character: no text until the next token completes it."""
+    held = [i for i in range(3000) if model.held_back(7, i)]
+    assert 20 < len(held) < 120 and not model.held_back(7, 0)
+    for i in held:
+        own = model.output_token(7, i, 32000)[1]
+        assert own == (model.SPLIT_CHAR if model.held_back(7, i - 1) else "")
+        assert model.output_token(7, i + 1, 32000)[1].startswith(model.SPLIT_CHAR)
+    plain = [i for i in range(1, 3000) if i not in held and i - 1 not in held]
+    assert all(not model.output_token(7, i, 32000)[1].startswith(model.SPLIT_CHAR) for i in plain)

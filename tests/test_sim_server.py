@@ -487,3 +487,24 @@ async def test_openai_errors_use_sglang_bodies(spec):
     err = orjson.loads(raw)
     assert status == 400 and err["type"] == "BadRequestError"
     assert err["message"].endswith("tokens) is longer than the model's context length (8192 tokens).")
+
+
+async def test_generate_validation_errors_follow_the_stream_mode(spec):
+    """tokenizer_manager's ValueError: a 400 body without streaming; inside the 200 stream with it."""
+    body = {"text": "hello", "sampling_params": {"max_new_tokens": -1}}
+    status, raw = await post_raw(spec.url + "/generate", body)
+    assert status == 400 and orjson.loads(raw) == {
+        "error": {"message": "max_new_tokens must be at least 0, got -1."}
+    }
+    status, raw = await post_raw(spec.url + "/generate", dict(body, stream=True))
+    assert status == 200 and [orjson.loads(p) for p in events(raw)] == [
+        {
+            "error": {
+                "message": "max_new_tokens must be at least 0, got -1.",
+                "type": "invalid_request_error",
+                "code": 400,
+                "retryable": False,
+            }
+        }
+    ]
+    assert "[http_server] Error: max_new_tokens must be at least 0, got -1." in spec.text()

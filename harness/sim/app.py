@@ -267,16 +267,15 @@ async def generate(request: web.Request) -> web.StreamResponse:
             400,
         )
     max_new = sp.get("max_new_tokens", 128)
-    if len(prompt_ids) >= state.context_len:
-        return json_response(
-            {
-                "error": {
-                    "message": f"The input ({len(prompt_ids)} tokens) is longer than the "
-                    f"model's context length ({state.context_len} tokens)."
-                }
-            },
-            400,
-        )
+    if err := openai_api.generate_error(state, len(prompt_ids), max_new):
+        state.log.error(f"[http_server] Error: {err}")
+        if not body.get("stream"):
+            return json_response({"error": {"message": err}}, 400)
+        resp = await start_sse(request, state)  # the stream has begun when tokenizer_manager raises
+        error = {"message": err, "type": "invalid_request_error", "code": 400, "retryable": False}
+        await resp.write(rs.sse({"error": error}))
+        await resp.write(rs.SSE_DONE)
+        return resp
     req = state.engine.submit(
         Req(
             rid=str(body.get("rid") or uuid.uuid4().hex),

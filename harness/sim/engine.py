@@ -273,7 +273,7 @@ class Engine:
             i = len(r.output_ids)
             if eos_at is not None and i + 1 >= eos_at:
                 r.output_ids.append(self.cfg.eos_token_id)
-                r.texts.append("")
+                r.texts.append("\ufffd" if model.held_back(r.prompt_key, i - 1, r.sample_key) else "")
                 r.finish = {"type": "stop", "matched": self.cfg.eos_token_id}
                 break
             tid, text = model.output_token(r.prompt_key, i, self.cfg.vocab_size, r.sample_key)
@@ -281,6 +281,8 @@ class Engine:
             r.texts.append(text)
             if len(r.output_ids) >= r.max_new_tokens:
                 r.finish = {"type": "length", "length": r.max_new_tokens}
+                if model.held_back(r.prompt_key, i, r.sample_key):  # the detokenizer flushes partial bytes
+                    r.texts[-1] += "\ufffd"
                 break
         now = time.perf_counter()
         if self.metrics and r.log_metrics:

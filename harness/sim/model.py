@@ -190,11 +190,33 @@ def natural_length(prompt_key: int) -> int:
     return 160 + prompt_key % 1024
 
 
+SPLIT_CHAR = "\u2014"  # a 3-byte character a byte-level tokenizer splits over two tokens
+
+
+def _token_hash(prompt_key: int, index: int, sample_key: int | None) -> int:
+    return (
+        stable_hash(prompt_key, index) if sample_key is None else stable_hash(prompt_key, index, sample_key)
+    )
+
+
+def held_back(prompt_key: int, index: int, sample_key: int | None = None) -> bool:
+    """Whether output position ``index`` starts a multi-byte character (about 2% of positions): its text stays
+    in SGLang's detokenizer until the next token completes it, or is flushed as U+FFFD when the request ends."""
+    return index > 0 and 7 <= _token_hash(prompt_key, index, sample_key) % 100 < 9
+
+
 def output_token(
     prompt_key: int, index: int, vocab_size: int, sample_key: int | None = None
 ) -> tuple[int, str]:
-    """(token id, text) of output position ``index``; a pure function of the prompt when greedy (lossless)."""
-    h = stable_hash(prompt_key, index) if sample_key is None else stable_hash(prompt_key, index, sample_key)
+    """(token id, text) of output position ``index``; a pure function of the prompt when greedy (lossless).
+
+    A held-back token's text is empty (chat streams send no chunk for it, completions streams send
+    ``"text": ""``); the next token's text starts with the completed character."""
+    h = _token_hash(prompt_key, index, sample_key)
+    token_id = 3 + (h >> 20) % max(1, vocab_size - 3)
+    completes = SPLIT_CHAR if index > 0 and held_back(prompt_key, index - 1, sample_key) else ""
+    if held_back(prompt_key, index, sample_key):
+        return token_id, completes
     r = h % 100
     if r < 5 and index > 0:
         text = "."
@@ -202,5 +224,4 @@ def output_token(
         text = "\n\n"
     else:
         text = " " + WORDS[(h >> 8) % len(WORDS)]
-    token_id = 3 + (h >> 20) % max(1, vocab_size - 3)
-    return token_id, text
+    return token_id, completes + text

@@ -13,7 +13,7 @@ from aiohttp import web
 from harness.sim import model
 from harness.sim import responses as rs
 from harness.sim.engine import Req
-from harness.sim.state import SimState, json_response, outputs, read_json, start_sse
+from harness.sim.state import SimState, json_response, outputs, read_json, start_stream
 
 
 def _missing(field: str, body: dict[str, Any]) -> web.Response:
@@ -22,8 +22,9 @@ def _missing(field: str, body: dict[str, Any]) -> web.Response:
     return json_response(rs.error_body(message, "Bad Request"), 400)
 
 
-def _context_error(state: SimState, prompt_len: int, max_new: int | None) -> str | None:
-    """tokenizer_manager._validate_one_request's messages."""
+def generate_error(state: SimState, prompt_len: int, max_new: int | None) -> str | None:
+    """The ValueErrors of tokenizer_manager.generate_request: _validate_one_request's length checks, then
+    SamplingParams.verify."""
     ctx = state.context_len
     if prompt_len >= ctx:
         return f"The input ({prompt_len} tokens) is longer than the model's context length ({ctx} tokens)."
@@ -34,6 +35,8 @@ def _context_error(state: SimState, prompt_len: int, max_new: int | None) -> str
             "tokens for the completion. Please reduce the number of tokens in the input messages or the "
             "completion to fit within the limit."
         )
+    if max_new is not None and max_new < 0:
+        return f"max_new_tokens must be at least 0, got {max_new}."
     return None
 
 
@@ -82,11 +85,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     if not messages:
         return json_response(rs.error_body("Messages cannot be empty."), 400)
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-    if max_tokens and max_tokens > state.context_len and not state.sa["allow_auto_truncate"]:
+    ctx_flag = state.sa["context_length"]  # _validate_request checks the flag only, not the derived length
+    if max_tokens and ctx_flag and max_tokens > ctx_flag and not state.sa["allow_auto_truncate"]:
         return json_response(
             rs.error_body(
                 f"max_completion_tokens is too large: {max_tokens}.This model supports at most "
-                f"{state.context_len} completion tokens."
+                f"{ctx_flag} completion tokens."
             ),
             400,
         )
@@ -101,7 +105,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             400,
         )
     prompt_ids = model.chat_prompt_ids(messages, int(state.target_config.get("vocab_size", 32000)))
-    if err := _context_error(state, len(prompt_ids), max_tokens):
+    if err := generate_error(state, len(prompt_ids), max_tokens):
         return json_response(rs.error_body(err), 400)
     temperature = body.get("temperature")
     req = _new_req(
@@ -128,17 +132,15 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             )
         return json_response(rs.chat_response(req, name, meta=meta, cache_report=cache_report))
     include_usage, continuous = _usage_flags(body, state)
-    resp = await start_sse(request, state)
+    resp, stream_outputs = await start_stream(request, state, req)
     try:
-        sent, first = 0, True
-        async for r in outputs(req):
+        await resp.write(rs.chat_chunk(req.rid, name, role="assistant", content=""))
+        sent = 0
+        async for r in stream_outputs:
             n = len(r.output_ids)
-            if first:
-                await resp.write(rs.chat_chunk(req.rid, name, role="assistant", content=""))
-                first = False
             delta = "".join(r.texts[sent:n])
             sent = n
-            if delta:
+            if delta:  # a step whose tokens decode to no text yet sends nothing; the next chunk carries them
                 usage = None
                 if continuous:
                     usage = rs.usage(len(prompt_ids), n, cached=req.cached_tokens, cache_report=cache_report)
@@ -188,9 +190,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return _missing("prompt", body)
     prompt_ids = _completion_prompt(body["prompt"], int(state.target_config.get("vocab_size", 32000)))
     if not prompt_ids:
-        return json_response(rs.error_body("Prompt cannot be empty."), 400)
+        return json_response(rs.error_body("Prompt cannot be empty"), 400)
     max_tokens = body.get("max_tokens", 16)
-    if err := _context_error(state, len(prompt_ids), max_tokens):
+    if err := generate_error(state, len(prompt_ids), max_tokens):
         return json_response(rs.error_body(err), 400)
     stream = bool(body.get("stream"))
     req = _new_req(
@@ -208,10 +210,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
         return json_response(rs.completion_response(req, name, cache_report=cache_report))
     include_usage, continuous = _usage_flags(body, state)
     created = int(time.time())
-    resp = await start_sse(request, state)
+    resp, stream_outputs = await start_stream(request, state, req)
     try:
         sent = 0
-        async for r in outputs(req):
+        async for r in stream_outputs:
             n = len(r.output_ids)
             delta = "".join(r.texts[sent:n])
             sent = n

@@ -1,8 +1,9 @@
 """``python -m harness.sim <launch_server flags>``: parse like SGLang, boot with its log sequence, serve.
 
 Sim-only knobs come from the environment: ``DRAFTBENCH_SIM_TIME_SCALE`` (default 1.0) multiplies every
-simulated duration (steps, prefill, the health probe's 1 s poll, the 5 s shutdown pause);
-``DRAFTBENCH_SIM_STARTUP_S`` (default 1.0) is the wall time from launch to the warm-up request.
+simulated duration (steps, prefill, the health probe's 1 s poll, the warm-up's 1 s wait, the 5 s shutdown
+pause); ``DRAFTBENCH_SIM_STARTUP_S`` (default 1.0) is the wall time from launch to ready; its last quarter
+is the warm-up request's first forward, during which ``/health_generate`` answers 503 as on the real server.
 """
 
 from __future__ import annotations
@@ -98,6 +99,9 @@ class Boot:
         p, sa = self.plan, self.sa
         self.log.info("Using default HuggingFace chat template with detected content format: string")
         await self.pause(0.15)
+        if self.draft and (warning := startup.generation_config_warning(self.draft.path)):
+            # the draft's ModelConfig is built before the target's weights load
+            self.log.warning(warning, scheduler=True)
         self.sched("Init torch distributed begin.")
         self.sched("Init torch distributed ends. elapsed=0.27 s, mem usage=0.09 GB")
         self.sched(f"Load weight begin. avail mem={startup.GPU_TOTAL_GB:.2f} GB")
@@ -188,24 +192,25 @@ class Boot:
         return startup.fc_shape_error(tokens, *bad, "Eagle3" in self.draft.arch, capturing=self.graphs)
 
     async def _graphs(self, avail: float) -> float:
+        """Each model runner (target, then draft) checks its prefill graph before capturing its decode graphs."""
         cg, sa = self.cg, self.sa
-        if cg["prefill"]["backend"] == "disabled" and self.graphs:
-            self.sched(
-                "Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
-                "(e.g. via --cuda-graph-backend-prefill=disabled or auto-disable rules)."
-            )
-        if not self.graphs:
-            return avail
-        bs = cg["decode"]["bs"]
-        phases = [("target decode", 1)]
+        phases = [("target decode", 1, True)]  # (graph, tokens per batch entry, first graph of its runner)
         if self.algo:
             phases = [
-                ("target verify", sa["speculative_num_draft_tokens"]),
-                ("draft decode", sa["speculative_eagle_topk"]),
-                ("draft extend", sa["speculative_num_draft_tokens"]),
+                ("target verify", sa["speculative_num_draft_tokens"], True),
+                ("draft decode", sa["speculative_eagle_topk"], True),
+                ("draft extend", sa["speculative_num_draft_tokens"], False),
             ]
         share = self.plan.graph_gb / len(phases)
-        for name, per_bs in phases:
+        for name, per_bs, runner_start in phases:
+            if runner_start and cg["prefill"]["backend"] == "disabled":
+                self.sched(
+                    "Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
+                    "(e.g. via --cuda-graph-backend-prefill=disabled or auto-disable rules)."
+                )
+            if not self.graphs:
+                continue
+            bs = cg["decode"]["bs"]
             if name == "draft extend" and (crash := self.fc_crash(max(bs) * per_bs)):
                 raise crash
             self.sched(
@@ -339,10 +344,12 @@ def _scheduler_died(task: asyncio.Task, log: SimLog) -> None:
 async def _warmup(state: SimState, boot: Boot) -> None:
     """_execute_server_warmup: GET /model_info, then an 8-token greedy /generate; ready once it returned."""
     port = 40000 + os.getpid() % 20000
+    await asyncio.sleep(1.0 * state.time_scale)  # the warm-up thread sleeps 1 s before its first probe
     state.log.access("127.0.0.1", port, "GET", "/model_info", 200)
     prompt = [1, *tokenize("The capital city of France is", state.engine.cfg.vocab_size)]
     if not boot.graphs and (crash := boot.fc_crash(len(prompt))):  # no capture: the first forward fails
         raise crash
+    await boot.pause(0.25)  # the first forward JIT-compiles kernels while /health_generate answers 503
     req = state.engine.submit(Req(rid=uuid.uuid4().hex, prompt_ids=prompt, max_new_tokens=8, temperature=0.0))
     while not req.finished:
         await req.event.wait()

@@ -169,6 +169,18 @@ def read_config(path: str, what: str) -> dict[str, Any]:
     return data
 
 
+def generation_config_warning(path: str) -> str | None:
+    """``get_generation_config``'s warning for a local model directory without generation_config.json
+    (EAGLE-3 drafts ship none), or None when the file is there."""
+    if (Path(path) / "generation_config.json").is_file():
+        return None
+    return (
+        f"Failed to load generation config for {path}: {path} does not appear to have a file named "
+        f"generation_config.json. Checkout 'https://huggingface.co/{path}/tree/main' for available files.. "
+        "Proceeding without generation config."
+    )
+
+
 @dataclass(frozen=True)
 class Draft:
     path: str

@@ -68,6 +68,29 @@ async def start_sse(request: web.Request, state: SimState) -> web.StreamResponse
     return resp
 
 
+async def start_stream(
+    request: web.Request, state: SimState, req: Req
+) -> tuple[web.StreamResponse, AsyncIterator[Req]]:
+    """The OpenAI handlers' kick-start: SGLang awaits the first output before it returns the StreamingResponse,
+    so the headers (and uvicorn's access line) go out after the prefill. Returns the response and the outputs;
+    a client gone before that aborts the request."""
+    rest = outputs(req)
+    try:
+        first = await anext(rest)
+        resp = await start_sse(request, state)
+    except BaseException:
+        if not req.finished:
+            state.engine.abort(req)
+        raise
+
+    async def chained() -> AsyncIterator[Req]:
+        yield first
+        async for r in rest:
+            yield r
+
+    return resp, chained()
+
+
 async def outputs(req: Req) -> AsyncIterator[Req]:
     """Yield the request each time the engine committed tokens (several commits may coalesce, as in SGLang)."""
     while True:
