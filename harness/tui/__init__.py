@@ -1,0 +1,1 @@
+"""The Textual front end (`draftbench` / `draftbench tui`). Only this package imports textual."""

@@ -1,0 +1,243 @@
+"""Every message of the TUI, in one place: what happened (past tense, posted by workers to the App) and
+what the user asked for (intents, posted by screens to the App). The App's handlers own every state change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+from harness.tui.state import ProgressSnapshot, RunChoice
+
+# ---- plan -------------------------------------------------------------------------------------------
+
+
+class PlanLoaded(Message):
+    def __init__(self, plan: Any, path: str) -> None:
+        super().__init__()
+        self.plan = plan
+        self.path = path
+
+
+class PlanFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+# ---- servers (from the fleet or from a run) -----------------------------------------------------------
+
+
+class ServerStateChanged(Message):
+    def __init__(
+        self, variant: str, state: str, port: int | None, pgid: int | None, detail: str, source: str
+    ) -> None:
+        super().__init__()
+        self.variant, self.state, self.port, self.pgid = variant, state, port, pgid
+        self.detail = detail
+        self.source = source  # "fleet" | "run"
+
+
+class ServerLogLines(Message):
+    """A coalesced batch of one server's log lines (a few per second at most)."""
+
+    def __init__(self, variant: str, lines: tuple[str, ...]) -> None:
+        super().__init__()
+        self.variant = variant
+        self.lines = lines
+
+
+class AlarmRaised(Message):
+    def __init__(self, variant: str, severity: str, code: str, text: str) -> None:
+        super().__init__()
+        self.variant, self.severity, self.code, self.text = variant, severity, code, text
+
+
+class GpuMemorySampled(Message):
+    def __init__(self, mib: dict[str, int]) -> None:
+        super().__init__()
+        self.mib = mib
+
+
+# ---- run --------------------------------------------------------------------------------------------
+
+
+class RunLaunched(Message):
+    def __init__(self, run_id: str, run_dir: str, variants: tuple[str, ...], total: int, simulated: bool):
+        super().__init__()
+        self.run_id, self.run_dir, self.variants = run_id, run_dir, variants
+        self.total, self.simulated = total, simulated
+
+
+class PhaseBegan(Message):
+    def __init__(self, variant: str, phase: str, concurrency: int, requests: int) -> None:
+        super().__init__()
+        self.variant, self.phase, self.concurrency, self.requests = variant, phase, concurrency, requests
+
+
+class ProgressUpdated(Message):
+    """Coalesced RequestDone and LogWindow events: one immutable snapshot per flush."""
+
+    def __init__(self, snapshot: ProgressSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class PhaseFinished(Message):
+    def __init__(self, variant: str, phase: str, wall_s: float, server_accept_len: float | None) -> None:
+        super().__init__()
+        self.variant, self.phase, self.wall_s = variant, phase, wall_s
+        self.server_accept_len = server_accept_len
+
+
+class VariantFinished(Message):
+    def __init__(self, variant: str, ok: bool, detail: str) -> None:
+        super().__init__()
+        self.variant, self.ok, self.detail = variant, ok, detail
+
+
+class RunFinished(Message):
+    def __init__(self, run_dir: str, complete: bool, failures: int, summary_csv: str) -> None:
+        super().__init__()
+        self.run_dir, self.complete, self.failures, self.summary_csv = (
+            run_dir,
+            complete,
+            failures,
+            summary_csv,
+        )
+
+
+class RunCancelled(Message):
+    def __init__(self, run_dir: str | None) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+
+
+class RunCrashed(Message):
+    def __init__(self, error: str, run_dir: str | None) -> None:
+        super().__init__()
+        self.error = error
+        self.run_dir = run_dir
+
+
+# ---- results and drafters ------------------------------------------------------------------------------
+
+
+class RunsListed(Message):
+    def __init__(self, runs: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.runs = runs  # harness.tui.data.RunInfo, newest first
+
+
+class ResultsLoaded(Message):
+    def __init__(self, result: Any) -> None:
+        super().__init__()
+        self.result = result  # harness.tui.data.LoadedRun
+
+
+class ComparisonLoaded(Message):
+    def __init__(self, comparison: Any) -> None:
+        super().__init__()
+        self.comparison = comparison  # harness.tui.data.Comparison
+
+
+class Exported(Message):
+    def __init__(self, path: str, rows: int) -> None:
+        super().__init__()
+        self.path, self.rows = path, rows
+
+
+class DraftersListed(Message):
+    def __init__(self, drafters: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.drafters = drafters  # harness.tui.data.DrafterInfo
+
+
+class TaskFailed(Message):
+    """A worker outside the run failed (loading a run, exporting, a server action): shown, never fatal."""
+
+    def __init__(self, what: str, error: str) -> None:
+        super().__init__()
+        self.what, self.error = what, error
+
+
+# ---- intents (screens -> App) ------------------------------------------------------------------------------
+
+
+class ServerActionRequested(Message):
+    def __init__(self, action: str, variants: tuple[str, ...]) -> None:
+        super().__init__()
+        self.action = action  # "start" | "stop" | "restart"
+        self.variants = variants
+
+
+class RunRequested(Message):
+    def __init__(self, choice: RunChoice) -> None:
+        super().__init__()
+        self.choice = choice
+
+
+class CancelRequested(Message):
+    pass
+
+
+class OpenRunRequested(Message):
+    def __init__(self, run_dir: str) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+
+
+class CompareRequested(Message):
+    def __init__(self, run_a: str, run_b: str) -> None:
+        super().__init__()
+        self.run_a, self.run_b = run_a, run_b
+
+
+class ExportRequested(Message):
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+
+
+# ---- retrain ---------------------------------------------------------------------------------------------
+
+
+class JobsListed(Message):
+    def __init__(self, jobs: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.jobs = jobs  # harness.retrain.jobs.Job, newest first
+
+
+class JobUpdated(Message):
+    def __init__(self, job: Any) -> None:
+        super().__init__()
+        self.job = job
+
+
+class JobProgressed(Message):
+    def __init__(self, progress: Any) -> None:
+        super().__init__()
+        self.progress = progress  # harness.retrain.progress.TrainProgress
+
+
+class CheckpointsListed(Message):
+    def __init__(self, job_id: str, checkpoints: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self.checkpoints = checkpoints  # harness.retrain.checkpoints.Checkpoint
+
+
+class RegenProgressed(Message):
+    def __init__(self, progress: Any) -> None:
+        super().__init__()
+        self.progress = progress  # harness.retrain.regen.RegenProgress
+
+
+class RetrainNote(Message):
+    """A step of a checkpoint's evaluation before its benchmark starts (registered, preflight done)."""
+
+    def __init__(self, text: str, ok: bool = True) -> None:
+        super().__init__()
+        self.text = text
+        self.ok = ok

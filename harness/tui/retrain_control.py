@@ -1,0 +1,271 @@
+"""The App's retrain half: training jobs, their checkpoints and data regeneration, all through the core's
+harness.retrain functions (the same ones the CLI calls). A checkpoint's evaluation is a run like any other:
+it goes through the App's run machinery in its own process and ends in the Results section.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App
+from textual.reactive import var
+
+from harness.errors import InputError
+from harness.tui import messages as msg
+
+EVALUATE = "harness.retrain.checkpoints:evaluate_checkpoint"
+
+
+def train_fields(plan: Any) -> list[tuple[str, str, str]]:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return [
+        ("data_path", "training data (SpecForge JSONL on the target)", ""),
+        (
+            "output_dir",
+            "checkpoint directory on the target (relative: under the work directory)",
+            f"checkpoints/{plan.name}-{stamp}",
+        ),
+        ("target_model_path", "target model on the target", str(plan.model.path)),
+        ("epochs", "epochs", "1"),
+        ("gpus", "GPUs (a count, or ids like 0,1)", str(plan.model.tp_size)),
+        ("python", "python with torch + SpecForge on the target", plan.target.python),
+        ("specforge_dir", "SpecForge checkout on the target (script era; empty: auto)", ""),
+        ("launcher", "launcher argv replacing torchrun + script (empty: default)", ""),
+    ]
+
+
+def train_spec(values: dict[str, str]) -> Any:
+    """The dialog's text -> TrainSpec; pydantic's errors name the field."""
+    from harness.retrain.train import TrainSpec, parse_gpus
+
+    data: dict[str, Any] = {k: v for k, v in values.items() if v and k not in ("gpus", "launcher", "epochs")}
+    data["gpus"] = parse_gpus(values.get("gpus") or "1")
+    epochs = values.get("epochs") or "1"
+    if not epochs.isdigit():
+        raise InputError(None, None, "epochs", f"a whole number, got {epochs!r}")
+    data["epochs"] = int(epochs)
+    if values.get("launcher"):
+        data["launcher"] = shlex.split(values["launcher"])
+    return TrainSpec.model_validate(data)
+
+
+class RetrainControl(App[int]):
+    jobs: var[tuple] = var(tuple)
+    job_progress: var[Any] = var(None)  # TrainProgress of the followed job
+    checkpoints: var[tuple] = var(tuple)  # of the followed job
+    regen_progress: var[Any] = var(None)
+    retrain_note: var[str] = var("")
+
+    # set by the App: plan, results_dir, target_factory, fleet, drafter_dirs
+    results_dir: Path
+    followed: str | None = None
+
+    def _retrain_target(self, job: Any = None) -> Any:
+        if self.target_factory is not None:
+            return self.target_factory()
+        if job is not None:
+            from harness.retrain.jobs import open_job_target
+
+            return open_job_target(job)
+        from harness.target import open_target
+
+        return open_target(self.plan.target.host, ssh_port=self.plan.target.ssh_port)
+
+    # ---- jobs --------------------------------------------------------------------------------------------
+    def action_refresh_jobs(self) -> None:
+        self._list_jobs()
+
+    @work(thread=True, group="retrain", exit_on_error=False)
+    def _list_jobs(self) -> None:
+        from harness.retrain.jobs import list_jobs
+
+        self.post_message(msg.JobsListed(tuple(list_jobs(self.results_dir))))
+
+    @on(msg.JobsListed)
+    def _jobs_listed(self, m: msg.JobsListed) -> None:
+        self.jobs = m.jobs
+
+    @on(msg.JobUpdated)
+    def _job_updated(self, m: msg.JobUpdated) -> None:
+        others = tuple(j for j in self.jobs if j.job_id != m.job.job_id)
+        self.jobs = (
+            (m.job, *others)
+            if m.job.job_id not in {j.job_id for j in self.jobs}
+            else tuple(m.job if j.job_id == m.job.job_id else j for j in self.jobs)
+        )
+
+    def train(self, values: dict[str, str]) -> None:
+        if self.plan is None:
+            self.notify("the plan is not loaded yet", severity="warning")
+            return
+        try:
+            spec = train_spec(values)
+        except (
+            InputError,
+            ValueError,
+        ) as exc:  # pydantic's ValidationError is a ValueError; both name the field
+            self.notify(str(exc), title="Cannot start training", severity="error", timeout=15)
+            return
+        self._launch(spec)
+
+    @work(group="retrain", exit_on_error=False)
+    async def _launch(self, spec: Any) -> None:
+        from harness.retrain.jobs import launch_training
+
+        target = self._retrain_target()
+        try:
+            job = await launch_training(
+                target,
+                spec,
+                workdir=self.plan.target.workdir,
+                results_dir=self.results_dir,
+                ssh_port=self.plan.target.ssh_port,
+            )
+        finally:
+            await target.close()
+        self.post_message(msg.JobUpdated(job))
+        self.follow(job)
+
+    def job_action(self, action: str, job_id: str) -> None:
+        self._job_action(action, job_id)
+
+    @work(group="retrain", exit_on_error=False)
+    async def _job_action(self, action: str, job_id: str) -> None:
+        from harness.retrain.jobs import cancel_job, load_job, refresh_job, resume_job
+
+        job = load_job(job_id, self.results_dir)
+        target = self._retrain_target(job)
+        try:
+            await target.connect()
+            fn = {"refresh": refresh_job, "cancel": cancel_job, "resume": resume_job}[action]
+            job = await fn(target, job, self.results_dir)
+        finally:
+            await target.close()
+        self.post_message(msg.JobUpdated(job))
+        if action == "resume":
+            self.follow(job)
+
+    def follow(self, job: Any) -> None:
+        self.followed = job.job_id
+        self.job_progress = None
+        self.checkpoints = ()
+        self._follow(job)
+
+    @work(group="follow", exclusive=True, exit_on_error=False)
+    async def _follow(self, job: Any) -> None:
+        """Progress from the job's log until its process group is gone; checkpoints as they are saved."""
+        from harness.retrain.checkpoints import discover_checkpoints
+        from harness.retrain.jobs import follow_job
+
+        target = self._retrain_target(job)
+        try:
+            await target.connect()
+            self.post_message(
+                msg.CheckpointsListed(job.job_id, tuple(await discover_checkpoints(target, job.output_dir)))
+            )
+            seen = 0
+            async for p in follow_job(target, job, results_dir=self.results_dir):
+                self.post_message(msg.JobProgressed(p))
+                if len(p.checkpoints) != seen or p.state != "running":
+                    seen = len(p.checkpoints)
+                    found = await discover_checkpoints(target, job.output_dir)
+                    self.post_message(msg.CheckpointsListed(job.job_id, tuple(found)))
+        finally:
+            await target.close()
+        self._list_jobs()
+
+    @on(msg.JobProgressed)
+    def _job_progressed(self, m: msg.JobProgressed) -> None:
+        p = m.progress
+        if p.job_id == self.followed:
+            self.job_progress = p
+        # the log saw the job end before the job list is read again: show it at once
+        if p.state != "running" and any(j.job_id == p.job_id and j.state != p.state for j in self.jobs):
+            self.jobs = tuple(
+                replace(j, state=p.state, exit_code=p.exit_code) if j.job_id == p.job_id else j
+                for j in self.jobs
+            )
+
+    @on(msg.CheckpointsListed)
+    def _checkpoints_listed(self, m: msg.CheckpointsListed) -> None:
+        if m.job_id == self.followed:
+            self.checkpoints = m.checkpoints
+
+    # ---- evaluation: a run -------------------------------------------------------------------------------
+    def evaluate(self, checkpoint: Any, name: str) -> None:
+        from harness.tui.data import drafter_dirs
+        from harness.tui.runproc import RunProcess
+
+        dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(self.plan)
+        drafters = str(dirs[0]) if dirs else "drafters"
+        kwargs = {"name": name, "drafters_dir": drafters, "results_dir": str(self.results_dir)}
+        self.start_run(
+            RunProcess(
+                EVALUATE,
+                (self.plan, checkpoint),
+                kwargs,
+                post=self.post_message,
+                target_factory=self.target_factory,
+                flush_interval=self.flush_interval,
+            )
+        )
+
+    @on(msg.RetrainNote)
+    def _retrain_note(self, m: msg.RetrainNote) -> None:
+        self.retrain_note = m.text
+        self.run_status = m.text
+        self.notify(m.text, severity="information" if m.ok else "error")
+        self.action_refresh_drafters()
+
+    # ---- data regeneration ------------------------------------------------------------------------------
+    def regenerate(self, values: dict[str, str]) -> None:
+        if self.plan is None:
+            self.notify("the plan is not loaded yet", severity="warning")
+            return
+        try:
+            concurrency, max_tokens = (
+                int(values.get("concurrency") or 64),
+                int(values.get("max_tokens") or 2048),
+            )
+        except ValueError:
+            self.notify("concurrency and max tokens are whole numbers", severity="error")
+            return
+        self._regen(values.get("input", ""), values.get("output", ""), concurrency, max_tokens)
+
+    @work(group="regen", exclusive=True, exit_on_error=False)
+    async def _regen(self, input_path: str, output_path: str, concurrency: int, max_tokens: int) -> None:
+        from harness.retrain.regen import regen
+
+        # a baseline already up in the Servers section serves the regeneration; else regen starts one
+        base = self.plan.baseline.name
+        url = (
+            self.fleet.base_url(base) if self.fleet is not None and hasattr(self.fleet, "base_url") else None
+        )
+        target = self.target_factory() if self.target_factory is not None and not url else None
+        try:
+            async for p in regen(
+                self.plan,
+                input_path,
+                output_path,
+                concurrency=concurrency,
+                max_tokens=max_tokens,
+                endpoints=[url] if url else None,
+                target=target,
+                results_dir=self.results_dir,
+            ):
+                self.post_message(msg.RegenProgressed(p))
+        finally:
+            if target is not None:  # regen closes only a target it opened itself
+                await target.close()
+
+    def stop_regen(self) -> None:
+        self.workers.cancel_group(self, "regen")
+
+    @on(msg.RegenProgressed)
+    def _regen_progressed(self, m: msg.RegenProgressed) -> None:
+        self.regen_progress = m.progress

@@ -1,0 +1,174 @@
+"""The App's run half: a run asked for in the Run section (or a checkpoint's evaluation) goes to its own
+process (RunProcess; RunThread for an injected event source in tests); its messages become the run state,
+the live progress and, at the end, the Results section's table."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App
+from textual.reactive import var
+
+from harness.errors import InputError
+from harness.tui import messages as msg
+from harness.tui.runproc import RUN_PLAN, RunProcess
+from harness.tui.runthread import RunEvents, RunThread
+from harness.tui.state import ProgressSnapshot
+
+ACTIVE_RUN = ("preparing", "running", "cancelling")
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, InputError) and not exc.path:
+        return f"{exc.field}: {exc.message}" if exc.field else exc.message
+    return str(exc) or type(exc).__name__
+
+
+class RunControl(App[int]):
+    run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
+    run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
+    progress: var[ProgressSnapshot | None] = var(None)
+
+    # set by the App
+    results_dir: Path
+    run_events: RunEvents | None
+    target_factory: Callable[[], Any] | None
+    flush_interval: float
+    clock: Callable[[], float]
+    run_thread: RunThread | RunProcess | None
+
+    @on(msg.RunRequested)
+    def _run_requested(self, m: msg.RunRequested) -> None:
+        from harness.tui.data import narrow_plan
+
+        if self.plan is None:
+            self.notify("the plan is not loaded yet", severity="warning")
+            return
+        try:
+            plan = narrow_plan(self.plan, m.choice)
+        except InputError as exc:
+            self.notify(describe(exc), title="Cannot start the run", severity="error")
+            return
+        keep = m.choice.keep_servers
+        if self.run_events is None:  # the real runner: in its own process, out of reach of the UI's GIL
+            self.start_run(
+                RunProcess(
+                    RUN_PLAN,
+                    (plan,),
+                    {"results_dir": str(self.results_dir), "keep_servers": keep},
+                    post=self.post_message,
+                    target_factory=self.target_factory,
+                    flush_interval=self.flush_interval,
+                )
+            )
+        else:
+            self.start_run(
+                RunThread(
+                    self.run_events,
+                    plan,
+                    results_dir=self.results_dir,
+                    keep_servers=keep,
+                    post=self.post_message,
+                    target_factory=self.target_factory,
+                    flush_interval=self.flush_interval,
+                )
+            )
+
+    def start_run(self, run: RunThread | RunProcess) -> None:
+        """Every run the TUI starts goes through here (a plan's comparison, a checkpoint's evaluation)."""
+        if self.run_state in ACTIVE_RUN:
+            self.notify("a run is already going", severity="warning")
+            return
+        self.run_thread = run
+        self.progress = ProgressSnapshot()
+        self._set_run("preparing", "preparing: stopping the Servers section's servers, then starting the run")
+        self._run(run)
+
+    @work(group="run", exclusive=True, exit_on_error=False)
+    async def _run(self, thread: RunThread | RunProcess) -> None:
+        if self.fleet is not None and any(
+            v.source == "fleet" and v.state != "stopped" for v in self.servers.values()
+        ):
+            await self.fleet.stop_all()  # the run starts its own servers (ports, GPU memory)
+        await asyncio.to_thread(thread.run)
+
+    @on(msg.CancelRequested)
+    def _cancel(self) -> None:
+        if self.run_thread is not None and self.run_state in ("preparing", "running"):
+            self._set_run(
+                "cancelling",
+                "cancelling: stopping the run's servers"
+                + (" (kept running)" if self.run_thread.keep_servers else ""),
+            )
+            self.run_thread.cancel()
+
+    def _set_run(self, state: str, text: str) -> None:
+        self.run_status = text
+        self.run_state = state
+
+    @on(msg.RunLaunched)
+    def _run_launched(self, m: msg.RunLaunched) -> None:
+        self.run_dir = m.run_dir
+        sim = "  SIMULATED" if m.simulated else ""
+        if self.run_state != "cancelling":
+            self._set_run(
+                "running", f"running {m.run_id}: {len(m.variants)} variants, {m.total} requests{sim}"
+            )
+
+    @on(msg.PhaseBegan)
+    def _phase(self, m: msg.PhaseBegan) -> None:
+        if self.run_state == "running":
+            self.run_status = (
+                f"running: {m.variant} {m.phase} ({m.requests} requests at concurrency {m.concurrency})"
+            )
+
+    @on(msg.ProgressUpdated)
+    def _progress(self, m: msg.ProgressUpdated) -> None:
+        self.progress = m.snapshot
+
+    @on(msg.RunFinished)
+    def _run_finished(self, m: msg.RunFinished) -> None:
+        ok = m.complete
+        self._set_run(
+            "done" if ok else "failed",
+            f"finished: {m.run_dir}" + ("" if ok else f"  ({m.failures} variant(s) failed)"),
+        )
+        self.notify(
+            "run complete: press 3 for the results" if ok else "run finished with failures",
+            severity="information" if ok else "warning",
+        )
+        self._after_run(m.run_dir)
+
+    @on(msg.RunCancelled)
+    def _run_cancelled(self, m: msg.RunCancelled) -> None:
+        keep = self.run_thread is not None and self.run_thread.keep_servers
+        # the runner stops (or keeps) its servers while unwinding; its last ServerState events are not
+        # delivered once the event stream is closed, so the rows are settled here
+        self.servers = {
+            n: (
+                v.with_state("kept" if keep else "stopped", None, None, "", "run", self.clock())
+                if v.source == "run" and v.state not in ("stopped", "failed")
+                else v
+            )
+            for n, v in self.servers.items()
+        }
+        self._set_run(
+            "cancelled", "cancelled: finished requests are kept" + (f" in {m.run_dir}" if m.run_dir else "")
+        )
+        if m.run_dir:
+            self._after_run(m.run_dir)
+
+    @on(msg.RunCrashed)
+    def _run_crashed(self, m: msg.RunCrashed) -> None:
+        self._set_run("failed", f"the run stopped with an error: {m.error}")
+        self.notify(m.error, title="Run failed", severity="error", timeout=15)
+        if m.run_dir:
+            self._after_run(m.run_dir)
+
+    def _after_run(self, run_dir: str) -> None:
+        self.action_refresh_runs()
+        self._load_run(run_dir)

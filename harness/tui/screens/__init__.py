@@ -1,0 +1,1 @@
+"""One screen per section: servers, run, results, retrain (plus the help dialog)."""

@@ -1,0 +1,222 @@
+"""Results: the side-by-side table from summary.csv (winner highlighted, slower-than-baseline marked),
+per-category drill-down, a tok/s bar chart, earlier runs, a comparison of two runs, CSV export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Static, TabbedContent, TabPane
+
+from harness.tui.data import (
+    Comparison,
+    LoadedRun,
+    RunInfo,
+    comparison_rows,
+    fmt_cell,
+    result_headers,
+    result_rows,
+)
+from harness.tui.dialogs import ExportDialog
+from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested
+from harness.tui.screens.section import SectionScreen
+from harness.tui.widgets.charts import BarChart
+from harness.tui.widgets.table import Table
+
+CATEGORY_COLUMNS = [
+    ("variant", "variant", "{}"),
+    ("concurrency", "conc", "{:.0f}"),
+    ("category", "category", "{}"),
+    ("requests", "reqs", "{:.0f}"),
+    ("output_tokens", "out tokens", "{:.0f}"),
+    ("decode_tok_s", "decode tok/s", "{:.1f}"),
+    ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
+    ("accept_len_requests", "accept len", "{:.2f}"),
+]
+SHORT_STATUS = {"complete": "ok", "incomplete": "partial"}
+LEGEND = (
+    "* fastest at that concurrency   ! slower than the baseline   break-even AL: accept length "
+    "needed at this variant's step cost to match the baseline"
+)
+
+
+class ResultsScreen(SectionScreen):
+    SECTION = "results"
+    COMPONENT_CLASSES = {"results--winner", "results--slower", "results--failed"}
+    BINDINGS = [
+        Binding("m", "mark", "Mark for compare"),
+        Binding("c", "compare", "Compare with marked"),
+        Binding("e", "export", "Export CSV"),
+        Binding("u", "app.refresh_runs", "Refresh runs"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marked: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_top()
+        with Horizontal(id="results-main"):
+            with Vertical(id="runs-pane"):
+                yield Static("Runs (enter opens)", classes="pane-title")
+                yield Table(id="runs-table", cursor_type="row")
+            with Vertical(id="results-pane"):
+                yield Static(
+                    "no run open: pick one on the left, or finish a run",
+                    id="results-title",
+                    classes="pane-title",
+                    markup=False,
+                )
+                yield Table(id="results-table", cursor_type="row", zebra_stripes=True)
+                yield Static(LEGEND, id="results-legend")
+                with TabbedContent(id="results-tabs"):
+                    with TabPane("Categories", id="tab-categories"):
+                        yield Table(id="categories-table", cursor_type="row", zebra_stripes=True)
+                    with TabPane("tok/s chart", id="tab-chart"):
+                        yield BarChart(id="toks-chart")
+                    with TabPane("Compare", id="tab-compare"):
+                        yield Static("mark a run (m), select another, press c", id="compare-title")
+                        yield Table(id="compare-table", cursor_type="row", zebra_stripes=True)
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        runs = self.query_one("#runs-table", DataTable)
+        runs.add_column("run", key="run")
+        runs.add_column("status", key="status")
+        table = self.query_one("#results-table", DataTable)
+        for i, h in enumerate(result_headers()):
+            table.add_column(h, key=f"c{i}")
+        cats = self.query_one("#categories-table", DataTable)
+        for key, label, _ in CATEGORY_COLUMNS:
+            cats.add_column(label, key=key)
+        self.watch(self.app, "runs", self._show_runs)
+        self.watch(self.app, "result", self._show_result)
+        self.watch(self.app, "comparison", self._show_comparison)
+        runs.focus()
+
+    # ---- attributes down ----------------------------------------------------------------------------------
+    def _show_runs(self, runs: tuple[RunInfo, ...]) -> None:
+        table = self.query_one("#runs-table", DataTable)
+        wanted = {r.run_dir: r for r in runs}
+        with self.app.batch_update():
+            for key in [k for k in table.rows if k.value not in wanted]:
+                table.remove_row(key)
+            for r in runs:
+                mark = "> " if r.run_dir == self.marked else ""
+                status = SHORT_STATUS.get(r.status, r.status) + (" sim" if r.simulated else "")
+                if r.run_dir in table.rows:
+                    table.update_cell(r.run_dir, "run", mark + r.run_id, update_width=True)
+                    table.update_cell(r.run_dir, "status", status, update_width=True)
+                else:
+                    table.add_row(mark + r.run_id, status, key=r.run_dir)
+
+    def _show_result(self, result: LoadedRun | None) -> None:
+        if result is None:
+            return
+        info = result.info
+        sim = "  SIMULATED: numbers from the SGLang stand-in, not a GPU" if info.simulated else ""
+        self.query_one("#results-title", Static).update(
+            f"{info.run_id}  plan {info.plan}  [{info.status}]{sim}"
+        )
+        table = self.query_one("#results-table", DataTable)
+        rows = result_rows(result.summary)
+        with self.app.batch_update():
+            table.clear()
+            for row in rows:
+                cells: list[object] = list(row.cells) + [row.note]
+                prefix = ("*" if row.winner else "") + ("!" if row.slower else "")
+                style_cls = (
+                    "results--failed"
+                    if row.failed
+                    else "results--winner"
+                    if row.winner
+                    else "results--slower"
+                    if row.slower
+                    else None
+                )
+                style = self.get_component_rich_style(style_cls) if style_cls else ""
+                cells[0] = Text(prefix + str(cells[0]), style=style)
+                table.add_row(*cells, key=row.key)
+            self._show_categories(result.categories)
+        chart_items = [
+            (
+                f"{r.key}",
+                _tok_s(result.summary, r.key),
+                "winner" if r.winner else "slower" if r.slower else "",
+            )
+            for r in rows
+        ]
+        self.query_one(BarChart).set_items(chart_items)
+
+    def _show_categories(self, df: pd.DataFrame) -> None:
+        table = self.query_one("#categories-table", DataTable)
+        table.clear()
+        if df.empty:
+            return
+        for i, (_, row) in enumerate(df.sort_values(["category", "concurrency", "variant"]).iterrows()):
+            table.add_row(*(fmt_cell(row.get(k), spec) for k, _, spec in CATEGORY_COLUMNS), key=f"cat{i}")
+
+    def _show_comparison(self, comparison: Comparison | None) -> None:
+        if comparison is None:
+            return
+        headers, rows = comparison_rows(comparison)
+        table = self.query_one("#compare-table", DataTable)
+        table.clear(columns=True)
+        for i, h in enumerate(headers):
+            table.add_column(h, key=f"c{i}")
+        for key, cells in rows:
+            table.add_row(*cells, key=key)
+        self.query_one("#compare-title", Static).update(
+            f"A = {comparison.a.run_id}   B = {comparison.b.run_id}   Δ% = B against A"
+        )
+        self.query_one("#results-tabs", TabbedContent).active = "tab-compare"
+
+    # ---- messages up --------------------------------------------------------------------------------------
+    def _selected_run(self) -> str | None:
+        table = self.query_one("#runs-table", DataTable)
+        if not table.row_count:
+            return None
+        return table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "runs-table" and event.row_key.value:
+            self.post_message(OpenRunRequested(event.row_key.value))
+
+    def action_mark(self) -> None:
+        run = self._selected_run()
+        self.marked = None if run == self.marked else run
+        self._show_runs(self.app.runs)
+
+    def action_compare(self) -> None:
+        run = self._selected_run()
+        if not self.marked or not run or run == self.marked:
+            self.notify("mark one run with m, move to another and press c", severity="warning")
+            return
+        self.post_message(CompareRequested(self.marked, run))
+
+    def action_export(self) -> None:
+        result = self.app.result
+        if result is None:
+            self.notify("open a run first", severity="warning")
+            return
+        default = str(Path.cwd() / f"{result.info.run_id}-summary.csv")
+
+        def done(path: str | None) -> None:
+            if path:
+                self.post_message(ExportRequested(path))
+
+        self.app.push_screen(ExportDialog(default), done)
+
+
+def _tok_s(df: pd.DataFrame, key: str) -> float | None:
+    variant, _, conc = key.rpartition("@")
+    rows = df[(df["variant"].astype(str) == variant) & (df["concurrency"].astype(str) == conc)]
+    if rows.empty:
+        return None
+    v = pd.to_numeric(rows.iloc[0]["tok_s"], errors="coerce")
+    return None if pd.isna(v) else float(v)

@@ -1,0 +1,119 @@
+"""Run: choose suites, variants, concurrency and max tokens; start; watch progress and small plots; cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Checkbox, Input, Label, SelectionList
+
+from harness.errors import InputError
+from harness.tui.data import parse_concurrency
+from harness.tui.messages import CancelRequested, RunRequested
+from harness.tui.screens.section import SectionScreen
+from harness.tui.state import ProgressSnapshot, RunChoice
+from harness.tui.widgets.charts import SeriesPanel
+from harness.tui.widgets.progress_panel import ProgressPanel
+
+ACTIVE = ("preparing", "running", "cancelling")
+
+
+class RunScreen(SectionScreen):
+    SECTION = "run"
+    BINDINGS = [
+        Binding("ctrl+r", "start_run", "Start run", priority=True),
+        Binding("ctrl+g", "cancel_run", "Cancel run", priority=True),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_top()
+        with Horizontal(id="run-main"):
+            with Vertical(id="run-form"):
+                yield Label("Suites", classes="form-label")
+                yield SelectionList[str](id="pick-suites")
+                yield Label("Variants", classes="form-label")
+                yield SelectionList[str](id="pick-variants")
+                yield Label("Concurrency (e.g. 1,4)", classes="form-label")
+                yield Input(id="concurrency", placeholder="1,4")
+                yield Label("Max tokens", classes="form-label")
+                yield Input(id="max-tokens", type="integer", placeholder="256")
+                yield Checkbox("Keep servers running afterwards", id="keep-servers")
+                with Horizontal(id="run-buttons"):
+                    yield Button("Start", id="start-run", variant="primary")
+                    yield Button("Cancel", id="cancel-run", variant="error", disabled=True)
+            with Vertical(id="run-live"):
+                yield ProgressPanel(id="progress")
+                yield SeriesPanel("accept length (decode windows)", lambda v: f"{v:.2f}", id="accept-plot")
+                yield SeriesPanel("tok/s (server gen throughput)", lambda v: f"{v:.0f}", id="toks-plot")
+        yield from self.compose_bottom()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.watch(self.app, "plan", self._show_plan)
+        self.watch(self.app, "run_state", self._show_state)
+        self.watch(self.app, "run_status", self._show_status)
+        self.watch(self.app, "progress", self._show_progress)
+
+    # ---- attributes down ----------------------------------------------------------------------------------
+    def _show_plan(self, plan: Any) -> None:
+        if plan is None:
+            return
+        suites = self.query_one("#pick-suites", SelectionList)
+        suites.clear_options()
+        suites.add_options([(s.name, s.name, True) for s in plan.suites])
+        variants = self.query_one("#pick-variants", SelectionList)
+        variants.clear_options()
+        variants.add_options(
+            [(v.name + ("  (baseline)" if v.is_baseline else ""), v.name, True) for v in plan.variants]
+        )
+        self.query_one("#concurrency", Input).value = ",".join(str(c) for c in plan.run.concurrency)
+        self.query_one("#max-tokens", Input).value = str(plan.run.max_tokens)
+        self.query_one("#keep-servers", Checkbox).value = bool(plan.server.keep_running)
+
+    def _show_state(self, state: str) -> None:
+        active = state in ACTIVE
+        self.query_one("#start-run", Button).disabled = active
+        self.query_one("#cancel-run", Button).disabled = state not in ("preparing", "running")
+
+    def _show_status(self, text: str) -> None:
+        self.query_one(ProgressPanel).show_status(text)
+
+    def _show_progress(self, p: ProgressSnapshot | None) -> None:
+        self.query_one(ProgressPanel).show_progress(p)
+        if p is not None:
+            self.query_one("#accept-plot", SeriesPanel).update_series(p.accept_series)
+            self.query_one("#toks-plot", SeriesPanel).update_series(p.tok_s_series)
+
+    # ---- messages up --------------------------------------------------------------------------------------
+    def choice(self) -> RunChoice:
+        """The form as a RunChoice; InputError names the field that is wrong."""
+        conc = parse_concurrency(self.query_one("#concurrency", Input).value)
+        text = self.query_one("#max-tokens", Input).value.strip()
+        if not text.isdigit() or int(text) <= 0:
+            raise InputError(None, None, "max_tokens", f"must be a whole number above 0, got {text!r}")
+        return RunChoice(
+            suites=tuple(self.query_one("#pick-suites", SelectionList).selected),
+            variants=tuple(self.query_one("#pick-variants", SelectionList).selected),
+            concurrency=conc,
+            max_tokens=int(text),
+            keep_servers=self.query_one("#keep-servers", Checkbox).value,
+        )
+
+    def action_start_run(self) -> None:
+        try:
+            choice = self.choice()
+        except InputError as exc:
+            self.notify(f"{exc.field}: {exc.message}", title="Cannot start the run", severity="error")
+            return
+        self.post_message(RunRequested(choice))
+
+    def action_cancel_run(self) -> None:
+        self.post_message(CancelRequested())
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "start-run":
+            self.action_start_run()
+        elif event.button.id == "cancel-run":
+            self.action_cancel_run()

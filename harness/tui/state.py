@@ -1,0 +1,166 @@
+"""The TUI's state as plain immutable values, and the accumulator that folds run events into them.
+
+No textual here: the App holds these, screens render them, tests build them directly.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness import events as ev
+
+SERIES_POINTS = 120  # points kept per plot series (the newest)
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    """What the Run section's form asks for; applied to the plan with `data.narrow_plan`."""
+
+    suites: tuple[str, ...]
+    variants: tuple[str, ...]
+    concurrency: tuple[int, ...]
+    max_tokens: int
+    keep_servers: bool = False
+
+
+@dataclass(frozen=True)
+class Alarm:
+    severity: str
+    code: str
+    text: str
+
+
+@dataclass(frozen=True)
+class ServerView:
+    """One row of the Servers table."""
+
+    variant: str
+    state: str = "stopped"
+    port: int | None = None
+    pgid: int | None = None
+    ready_since: float | None = None  # time.monotonic() when it became ready (uptime counts from here)
+    detail: str = ""
+    gpu_mib: int | None = None
+    alarms: tuple[Alarm, ...] = ()
+    source: str = ""  # "fleet" | "run": who owns the process
+
+    def with_state(
+        self, state: str, port: int | None, pgid: int | None, detail: str, source: str, now: float
+    ) -> ServerView:
+        since = self.ready_since if self.state == "ready" and state == "ready" else None
+        if state == "ready" and since is None:
+            since = now
+        return replace(
+            self,
+            state=state,
+            port=port if port is not None else self.port,
+            pgid=pgid if pgid is not None else self.pgid,
+            detail=detail,
+            ready_since=since,
+            source=source,
+            gpu_mib=self.gpu_mib if state == "ready" else None,
+        )
+
+    def with_alarm(self, alarm: Alarm) -> ServerView:
+        if alarm in self.alarms:
+            return self
+        return replace(self, alarms=(*self.alarms, alarm))
+
+
+@dataclass(frozen=True)
+class ProgressSnapshot:
+    """Live numbers of a run: what the progress panel and the plots show."""
+
+    done: int = 0
+    total: int = 0
+    errors: int = 0
+    variant: str | None = None
+    phase: str | None = None
+    concurrency: int | None = None
+    phase_done: int = 0
+    phase_total: int = 0
+    live_tok_s: float | None = None  # this phase: Σ output tokens / (last end - first send)
+    accept_len: dict[str, float] = field(default_factory=dict)  # newest decode window per variant
+    gen_tok_s: dict[str, float] = field(default_factory=dict)  # newest window's gen throughput
+    accept_series: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    tok_s_series: dict[str, tuple[float, ...]] = field(default_factory=dict)
+
+
+class ProgressModel:
+    """Folds RequestDone / PhaseStarted / LogWindow events into snapshots; numbers come from the events."""
+
+    def __init__(self) -> None:
+        self.done = self.total = self.errors = 0
+        self.variant: str | None = None
+        self.phase: str | None = None
+        self.concurrency: int | None = None
+        self.phase_done = self.phase_total = 0
+        self._tokens = 0
+        self._first_send: float | None = None
+        self._last_end: float | None = None
+        self.accept_len: dict[str, float] = {}
+        self.gen_tok_s: dict[str, float] = {}
+        self._accept: dict[str, deque[float]] = {}
+        self._tok_s: dict[str, deque[float]] = {}
+
+    def observe(self, event: Any) -> bool:
+        """Take one event; True when the snapshot changed."""
+        if isinstance(event, ev.RunStarted):
+            self.total = event.total_requests
+        elif isinstance(event, ev.PhaseStarted):
+            self.variant, self.phase, self.concurrency = event.variant, event.phase, event.concurrency
+            self.phase_done, self.phase_total = 0, event.requests
+            self._tokens, self._first_send, self._last_end = 0, None, None
+        elif isinstance(event, ev.RequestDone):
+            self._request(event)
+        elif isinstance(event, ev.LogWindow):
+            return self._window(event.variant, event.window)
+        else:
+            return False
+        return True
+
+    def _request(self, e: ev.RequestDone) -> None:
+        r = e.record
+        self.done, self.total = e.done, e.total
+        self.errors += 0 if r.ok else 1
+        if r.phase != self.phase or r.variant != self.variant:
+            return
+        self.phase_done += 1
+        if r.ok:
+            self._tokens += r.output_tokens or 0
+            self._first_send = r.t_send if self._first_send is None else min(self._first_send, r.t_send)
+            self._last_end = r.t_end if self._last_end is None else max(self._last_end, r.t_end)
+
+    def _window(self, variant: str, w: Any) -> bool:
+        if getattr(w, "kind", None) != "decode":
+            return False
+        changed = False
+        if w.accept_len is not None:
+            self.accept_len[variant] = float(w.accept_len)
+            self._accept.setdefault(variant, deque(maxlen=SERIES_POINTS)).append(float(w.accept_len))
+            changed = True
+        if w.gen_throughput is not None:
+            self.gen_tok_s[variant] = float(w.gen_throughput)
+            self._tok_s.setdefault(variant, deque(maxlen=SERIES_POINTS)).append(float(w.gen_throughput))
+            changed = True
+        return changed
+
+    def snapshot(self) -> ProgressSnapshot:
+        span = (self._last_end - self._first_send) if self._first_send is not None and self._last_end else 0.0
+        return ProgressSnapshot(
+            done=self.done,
+            total=self.total,
+            errors=self.errors,
+            variant=self.variant,
+            phase=self.phase,
+            concurrency=self.concurrency,
+            phase_done=self.phase_done,
+            phase_total=self.phase_total,
+            live_tok_s=self._tokens / span if span > 0 else None,
+            accept_len=dict(self.accept_len),
+            gen_tok_s=dict(self.gen_tok_s),
+            accept_series={k: tuple(v) for k, v in self._accept.items()},
+            tok_s_series={k: tuple(v) for k, v in self._tok_s.items()},
+        )

@@ -1,0 +1,1 @@
+"""Widgets the section screens are built from."""

@@ -1,0 +1,1 @@
+"""Fixed data for the TUI tests: a plan, suites, drafters, two finished runs, and fakes of the core."""
