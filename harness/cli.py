@@ -47,6 +47,11 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("run_dir")
     sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
 
+    cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change")
+    cmp_.add_argument("run_a")
+    cmp_.add_argument("run_b")
+    cmp_.add_argument("--csv", metavar="OUT", help="also export the comparison as CSV here")
+
     imp = sub.add_parser("import-suite", help="convert an MT-bench/Spec-Bench question.jsonl into a suite")
     imp.add_argument("jsonl")
     imp.add_argument("--out", required=True, help="suite YAML to write")
@@ -77,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         from harness.cli_retrain import handlers as retrain_handlers
 
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
-                   "import-suite": _import_suite, **retrain_handlers()}[args.command]
+                   "import-suite": _import_suite, "compare": _compare, **retrain_handlers()}[args.command]
         return handler(args)
     except InputError as exc:
         _err(f"error: {exc}")
@@ -194,6 +199,23 @@ def _summary(args: argparse.Namespace) -> int:
     print(render_table(df))
     if args.csv:
         df.to_csv(args.csv, index=False)
+        _err(f"exported {args.csv}")
+    return EXIT_OK
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from harness.report import grid
+    from harness.runs import compare_runs, comparison_rows, load_run
+
+    for d in (args.run_a, args.run_b):
+        if not (Path(d) / "requests.csv").exists():
+            raise InputError(d, None, None, "not a run directory (no requests.csv)")
+    comparison = compare_runs(load_run(args.run_a), load_run(args.run_b))
+    headers, rows = comparison_rows(comparison)
+    print(f"A = {args.run_a}\nB = {args.run_b}")
+    print(grid(headers, [list(cells) for _, cells in rows]))
+    if args.csv:
+        comparison.table.to_csv(args.csv, index=False)
         _err(f"exported {args.csv}")
     return EXIT_OK
 

@@ -24,7 +24,7 @@ TABLE_COLUMNS = [
 ]
 
 
-def _fmt(value: Any, spec: str) -> str:
+def fmt_cell(value: Any, spec: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-"
     if isinstance(value, str) and value == "":
@@ -33,6 +33,16 @@ def _fmt(value: Any, spec: str) -> str:
         return spec.format(value)
     except (ValueError, TypeError):
         return str(value)
+
+
+def grid(headers: list[str], rows: list[list[str]]) -> str:
+    """Left-aligned text columns with a dashed rule under the header."""
+    widths = [max(len(headers[i]), *(len(r[i]) for r in rows)) if rows else len(headers[i])
+              for i in range(len(headers))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
 
 
 def best_variant(df: pd.DataFrame, concurrency: int) -> str | None:
@@ -50,7 +60,7 @@ def render_table(df: pd.DataFrame) -> str:
     headers = [h for _, h, _ in TABLE_COLUMNS] + ["note"]
     body: list[list[str]] = []
     for _, row in df.iterrows():
-        cells = [_fmt(row.get(col), spec) for col, _, spec in TABLE_COLUMNS]
+        cells = [fmt_cell(row.get(col), spec) for col, _, spec in TABLE_COLUMNS]
         note = []
         if str(row.get("status")) == "failed":
             note.append("FAILED")
@@ -66,10 +76,7 @@ def render_table(df: pd.DataFrame) -> str:
         if agree is False or str(agree) == "False":
             note.append("accept-len sources disagree")
         body.append(cells + ["; ".join(note)])
-    widths = [max(len(headers[i]), *(len(r[i]) for r in body)) for i in range(len(headers))]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
-    sep = "  ".join("-" * w for w in widths)
-    out = [line, sep] + ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+    out = grid(headers, body).split("\n")
     if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
         out.insert(0, "SIMULATED: numbers from draftbench's SGLang stand-in, not a GPU")
     out.append("")

@@ -67,3 +67,15 @@ def test_check_demo_reports_the_wrong_flag_variant(tmp_path):
 def test_missing_paths_are_bad_input(cmd):
     out = cli(*cmd)
     assert out.returncode == 2 and out.stderr.startswith("error: /nonexistent")
+
+
+def test_compare_two_runs(tmp_path):
+    runs = sorted((ROOT / "tests" / "snapshots" / "results").iterdir())
+    out = cli("compare", str(runs[0]), str(runs[-1]), "--csv", str(tmp_path / "cmp.csv"))
+    assert out.returncode == 0, out.stderr
+    row = next(ln for ln in out.stdout.splitlines() if ln.startswith("good-eagle3  1 "))
+    assert "2.90" in row and "3.20" in row and "+10.3" in row  # accept len A, B and B's change
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "cmp.csv")
+    assert {"tok_s_a", "tok_s_b", "tok_s_delta_pct"} <= set(table.columns)

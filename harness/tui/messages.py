@@ -127,19 +127,19 @@ class RunCrashed(Message):
 class RunsListed(Message):
     def __init__(self, runs: tuple[Any, ...]) -> None:
         super().__init__()
-        self.runs = runs  # harness.tui.data.RunInfo, newest first
+        self.runs = runs  # harness.runs.RunInfo, newest first
 
 
 class ResultsLoaded(Message):
     def __init__(self, result: Any) -> None:
         super().__init__()
-        self.result = result  # harness.tui.data.LoadedRun
+        self.result = result  # harness.runs.LoadedRun
 
 
 class ComparisonLoaded(Message):
     def __init__(self, comparison: Any) -> None:
         super().__init__()
-        self.comparison = comparison  # harness.tui.data.Comparison
+        self.comparison = comparison  # harness.runs.Comparison
 
 
 class Exported(Message):
@@ -151,7 +151,7 @@ class Exported(Message):
 class DraftersListed(Message):
     def __init__(self, drafters: tuple[Any, ...]) -> None:
         super().__init__()
-        self.drafters = drafters  # harness.tui.data.DrafterInfo
+        self.drafters = drafters  # harness.runs.DrafterInfo
 
 
 class TaskFailed(Message):

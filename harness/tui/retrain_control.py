@@ -198,7 +198,7 @@ class RetrainControl(App[int]):
 
     # ---- evaluation: a run -------------------------------------------------------------------------------
     def evaluate(self, checkpoint: Any, name: str) -> None:
-        from harness.tui.data import drafter_dirs
+        from harness.runs import drafter_dirs
         from harness.tui.runproc import RunProcess
 
         dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(self.plan)

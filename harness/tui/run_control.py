@@ -43,7 +43,7 @@ class RunControl(App[int]):
 
     @on(msg.RunRequested)
     def _run_requested(self, m: msg.RunRequested) -> None:
-        from harness.tui.data import narrow_plan
+        from harness.runs import narrow_plan
 
         if self.plan is None:
             self.notify("the plan is not loaded yet", severity="warning")

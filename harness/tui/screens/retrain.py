@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
-from harness.tui.data import DrafterInfo
+from harness.runs import DrafterInfo
 from harness.tui.dialogs import FormDialog
 from harness.tui.retrain_control import train_fields
 from harness.tui.screens.section import SectionScreen

@@ -10,7 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList
 
 from harness.errors import InputError
-from harness.tui.data import parse_concurrency
+from harness.runs import parse_concurrency
 from harness.tui.messages import CancelRequested, RunRequested
 from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ProgressSnapshot, RunChoice

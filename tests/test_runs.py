@@ -11,7 +11,7 @@ import pytest
 from harness.errors import InputError
 from harness.report import render_table
 from harness.summary import load_summary
-from harness.tui.data import (
+from harness.runs import (
     compare_runs,
     export_csv,
     list_drafters,

@@ -13,8 +13,7 @@ from typing import Any
 import pandas as pd
 
 from harness.errors import InputError
-from harness.report import TABLE_COLUMNS, best_variant
-from harness.report import _fmt as fmt_cell  # the CLI table's cell format, shared on purpose
+from harness.report import TABLE_COLUMNS, best_variant, fmt_cell
 from harness.summary import by_category, load_summary, read_variants, summarise_run
 
 SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
