@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from harness.report import render_table
+from harness.runs import result_rows
 from harness.summary import load_summary
 from harness.tui import messages as msg
 from harness.tui.app import build_app
-from harness.tui.data import result_rows
 from harness.tui.dialogs import ExportDialog, HelpScreen
 from harness.tui.screens.results import ResultsScreen
 from harness.tui.screens.run import RunScreen
