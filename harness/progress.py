@@ -46,6 +46,8 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
         elif isinstance(e, ev.PhaseDone):
             acc = f", server accept len {e.server_accept_len:.2f}" if e.server_accept_len else ""
             _err(f"[{e.variant}] {e.phase} done in {e.wall_s:.1f} s{acc}")
+        elif isinstance(e, ev.VariantDone) and not e.ok:
+            _err(f"[{e.variant}] FAILED: server {e.detail} (last log lines in variants.jsonl)")
         elif isinstance(e, ev.Alarm):
             _err(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
         elif isinstance(e, ev.RunDone):

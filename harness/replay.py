@@ -17,20 +17,27 @@ RETRY_BACKOFF_S = 0.25
 
 
 def retryable(result: Any) -> bool:
-    """Server-side or network failures are worth one more try; a 4xx says the request itself is wrong."""
+    """Server-side or network failures are worth one more try, also when they cut a stream after its 200
+    (reset, timeout, broken SSE: a dropped SSH link looks like this); a 4xx says the request is wrong."""
     status = getattr(result, "http_status", None)
-    return not result.ok and (status is None or status == 429 or status >= 500)
+    return not result.ok and (status is None or status < 400 or status == 429 or status >= 500)
 
 
-async def send(client: Any, req: Any, retries: int, stop: asyncio.Event | None = None) -> Any:
-    """Send with bounded retries; the returned result is the last attempt (attempts recorded on it)."""
+async def send(client: Any, req: Any, retries: int, stop: asyncio.Event | None = None,
+               server_up: Callable[[], Awaitable[bool]] | None = None) -> Any:
+    """Send with bounded retries; the returned result is the last attempt (attempts recorded on it).
+    `server_up` is asked before a retry: a dead server gets no more attempts."""
     attempt = 0
     while True:
         attempt += 1
         result = await client.stream(req)
         if result.ok or attempt > retries or not retryable(result) or (stop is not None and stop.is_set()):
             break
+        if server_up is not None and not await server_up():
+            break
         await asyncio.sleep(RETRY_BACKOFF_S * attempt)
+        if stop is not None and stop.is_set():
+            break
     result.attempts = attempt
     return result
 
@@ -62,6 +69,26 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
         pending.put_nowait(p)
     done: asyncio.Queue[Any] = asyncio.Queue()
     stop = asyncio.Event()
+    check: asyncio.Future[bool] | None = None
+
+    async def ask_watchdog() -> bool:
+        if watchdog is None:
+            return True
+        try:
+            alive = await watchdog()
+        except Exception:  # a dropped link is not a dead server: the target reconnects
+            return True
+        if not alive:
+            stop.set()
+        return alive
+
+    async def server_up() -> bool:
+        """After a failed request: one liveness check shared by every worker that failed meanwhile, so a
+        killed server stops the phase at once instead of failing each queued prompt in turn."""
+        nonlocal check
+        if check is None or check.done():
+            check = asyncio.ensure_future(ask_watchdog())
+        return await asyncio.shield(check)
 
     async def worker() -> None:
         while not stop.is_set():
@@ -70,18 +97,13 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             except asyncio.QueueEmpty:
                 return
             req = to_request(prompt, suite, plan, extra)
-            result = await send(client, req, int(getattr(plan.run, "retries", 0)), stop)
+            result = await send(client, req, int(getattr(plan.run, "retries", 0)), stop, server_up)
             await done.put((req, prompt, result))
 
     async def guard() -> None:
         while watchdog is not None and not stop.is_set():
             await asyncio.sleep(WATCHDOG_S)
-            try:
-                alive = await watchdog()
-            except Exception:  # a dropped link is not a dead server: the target reconnects
-                continue
-            if not alive:
-                stop.set()
+            if not await ask_watchdog():
                 return
 
     workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(prompts))))]
@@ -107,6 +129,8 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
     finally:
         stop.set()
         guard_task.cancel()
+        if check is not None:
+            check.cancel()
         for w in workers:
             w.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

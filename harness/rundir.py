@@ -13,6 +13,12 @@ PHASE_COLUMNS = ["variant", "phase", "suite", "concurrency", "repeat", "requests
 WINDOW_COLUMNS = ["line", "time", "kind", "running_req", "queue_req", "token_usage", "accept_len",
                   "accept_rate", "cuda_graph", "gen_throughput", "input_throughput"]
 SERVER_WINDOW_COLUMNS = ["variant", "phase", *WINDOW_COLUMNS]
+REDACTED = "<redacted>"
+# Name parts that mark a secret: OPENAI_API_KEY, HF_TOKEN, --api-key (not TOKENIZERS_PARALLELISM,
+# --ssl-keyfile).
+_SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
+                           "CREDENTIALS"})
+_MIN_SECRET_LEN = 4  # shorter values would redact ordinary text
 
 
 def _slug(text: str) -> str:
@@ -58,3 +64,61 @@ def read_resume_plan(run_dir: str | Path) -> Any:
     if prov.get("target_workdir"):
         plan.target.workdir = prov["target_workdir"]
     return plan
+
+
+# ---- secrets: what lands in the run directory is shared; values of secret-looking names never do ----------
+
+
+def is_secret_name(name: str) -> bool:
+    """True for env names and flags such as OPENAI_API_KEY, HF_TOKEN, --api-key, --admin-api-key."""
+    return any(part in _SECRET_PARTS for part in re.split(r"[^A-Za-z0-9]+", name.upper()))
+
+
+def redact_env(env: dict[str, Any]) -> dict[str, Any]:
+    return {k: (REDACTED if is_secret_name(str(k)) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: list[Any]) -> list[Any]:
+    """The value after a secret-looking flag (`--api-key X`, `--api-key=X`) becomes <redacted>."""
+    out: list[Any] = []
+    hide_next = False
+    for item in argv:
+        text = str(item)
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+        elif text.startswith("-") and "=" in text and is_secret_name(text.split("=", 1)[0]):
+            out.append(text.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(item)
+            hide_next = text.startswith("-") and is_secret_name(text)
+    return out
+
+
+def redact_plan(data: dict[str, Any]) -> dict[str, Any]:
+    """A resolved plan dict with secret env values and secret flag values redacted (a deep copy)."""
+    data = json.loads(json.dumps(data, default=str))
+    target = data.get("target") or {}
+    if isinstance(target.get("env"), dict):
+        target["env"] = redact_env(target["env"])
+    if isinstance(target.get("launcher"), list):
+        target["launcher"] = redact_argv(target["launcher"])
+    for holder in [data.get("model") or {}, *(data.get("variants") or [])]:
+        if isinstance(holder, dict) and isinstance(holder.get("extra_args"), list):
+            holder["extra_args"] = redact_argv(holder["extra_args"])
+    return data
+
+
+def secret_values(env: dict[str, Any] | None, argv: list[Any] | None = None) -> list[str]:
+    """The secret values themselves (longest first), to scrub from server logs copied into the run."""
+    found = {str(v) for k, v in (env or {}).items() if is_secret_name(str(k))}
+    for item, shown in zip(argv or [], redact_argv(list(argv or [])), strict=True):
+        if item != shown:  # `--flag=value` hides after the "=", a separate value hides whole
+            found.add(str(item).split("=", 1)[1] if str(shown).endswith("=" + REDACTED) else str(item))
+    return sorted((v for v in found if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def scrub(data: bytes, secrets: list[str]) -> bytes:
+    for value in secrets:
+        data = data.replace(value.encode("utf-8"), REDACTED.encode())
+    return data

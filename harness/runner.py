@@ -24,7 +24,15 @@ from harness.admin import avg_spec_accept_length
 from harness.alarms import AlarmTracker
 from harness.errors import HarnessError
 from harness.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
-from harness.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, WINDOW_COLUMNS, new_run_dir, write_json
+from harness.rundir import (
+    PHASE_COLUMNS,
+    SERVER_WINDOW_COLUMNS,
+    WINDOW_COLUMNS,
+    new_run_dir,
+    redact_argv,
+    redact_plan,
+    write_json,
+)
 from harness.server import Server, ServerFailed
 
 SIM_VERSION = "0.5.15.post1"  # the SGLang version the stand-in reproduces
@@ -89,6 +97,7 @@ class _Run:
         else:
             self.run_id, self.run_dir = new_run_dir(self.results_dir, plan.name)
         self.finished = finished_request_keys(self.run_dir / "requests.csv")
+        self.done_requests = len(self.finished)  # a resumed run's progress counts what is already done
         self.records = CsvAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
         self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
         self.windows = CsvAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
@@ -135,7 +144,7 @@ class _Run:
         return res.stdout.strip().splitlines()[-1]
 
     def _write_provenance(self, version: str | None, status: str) -> None:
-        write_json(self.run_dir / "plan.resolved.json", self.plan.resolved_dict())
+        write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
         write_json(self.run_dir / "provenance.json", {
             "draftbench_version": harness.__version__, "run_id": self.run_id, "status": status,
             "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
@@ -165,7 +174,8 @@ class _Run:
         self.emit(ev.ServerState(name, "starting"))
         try:
             await server.start()
-            meta.update({"port": server.port, "pgid": server.pgid, "launch_command": server.argv})
+            meta.update({"port": server.port, "pgid": server.pgid,
+                         "launch_command": redact_argv(server.argv)})
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)
             meta["startup_s"] = round(startup, 2)
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
@@ -184,6 +194,9 @@ class _Run:
             meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
             self.emit(ev.ServerState(name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
             self.emit(ev.VariantDone(name, False, exc.reason))
+        except asyncio.CancelledError:
+            meta["status"] = "interrupted"  # --resume finishes it; its summary row must not read "running"
+            raise
         finally:
             self._write_variant_meta(meta)
             await self._stop(server)

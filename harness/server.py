@@ -14,6 +14,7 @@ from typing import Any
 from harness.admin import Admin
 from harness.errors import HarnessError
 from harness.launch import build_launch_argv
+from harness.rundir import redact_argv, scrub, secret_values
 
 READY_LINE = "The server is fired up and ready to roll!"
 TAIL_LINES = 50
@@ -54,6 +55,7 @@ class Server:
         self.lines_seen = 0
         self._tail_task: asyncio.Task | None = None
         self._partial = b""
+        self.secrets: list[str] = []
         self.started_at: float | None = None
         self.ready_at: float | None = None
 
@@ -71,12 +73,13 @@ class Server:
         self.remote_log = f"{rundir}/{self.name}.log"
         pid_path = f"{rundir}/{self.name}.pgid"
         env = {str(k): str(v) for k, v in (plan.target.env or {}).items()}
+        self.secrets = secret_values(env, self.argv)
         self.started_at = time.monotonic()
         self.pgid = await self.target.spawn(self.argv, env=env, cwd=workdir, log_path=self.remote_log,
                                             pid_path=pid_path)
-        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": self.argv,
-                      "remote_log": self.remote_log, "pid_path": pid_path, "target": self.target.name,
-                      "state": "started"})
+        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port,
+                      "argv": redact_argv(self.argv), "remote_log": self.remote_log, "pid_path": pid_path,
+                      "target": self.target.name, "state": "started"})
         local_log = self.run_dir / "logs" / f"{self.name}.log"
         local_log.parent.mkdir(parents=True, exist_ok=True)
         self._tail_task = asyncio.create_task(self._follow(local_log), name=f"tail-{self.name}")
@@ -90,24 +93,34 @@ class Server:
             fh.write(json.dumps(entry) + "\n")
 
     async def _follow(self, local_log: Path) -> None:
+        """Copy the log into the run directory by whole lines (secret values scrubbed: the run directory
+        gets shared) and hand the lines on."""
         with open(local_log, "ab") as fh:
-            async for block in self.target.tail(self.remote_log):
-                fh.write(block)
-                fh.flush()
-                data = self._partial + block
-                *complete, self._partial = data.split(b"\n")
-                if not complete:
-                    continue
-                lines = [c.decode("utf-8", "replace").rstrip("\r") for c in complete]
-                self.lines_seen += len(lines)
-                for line in lines:
-                    self.last_lines.append(line)
-                    if READY_LINE in line:
-                        self.ready_seen.set()
-                if self.on_lines is not None:
-                    res = self.on_lines(lines)
-                    if asyncio.iscoroutine(res):
-                        await res
+            try:
+                await self._follow_into(fh)
+            finally:
+                if self._partial:  # a last line without its newline yet
+                    fh.write(scrub(self._partial, self.secrets))
+                    self._partial = b""
+
+    async def _follow_into(self, fh: Any) -> None:
+        async for block in self.target.tail(self.remote_log):
+            *complete, self._partial = (self._partial + block).split(b"\n")
+            if not complete:
+                continue
+            text = scrub(b"\n".join(complete), self.secrets)
+            fh.write(text + b"\n")
+            fh.flush()
+            lines = [c.decode("utf-8", "replace").rstrip("\r") for c in text.split(b"\n")]
+            self.lines_seen += len(lines)
+            for line in lines:
+                self.last_lines.append(line)
+                if READY_LINE in line:
+                    self.ready_seen.set()
+            if self.on_lines is not None:
+                res = self.on_lines(lines)
+                if asyncio.iscoroutine(res):
+                    await res
 
     # ---- readiness -------------------------------------------------------------------------------
     async def wait_ready(self, timeout: float) -> float:
@@ -131,7 +144,7 @@ class Server:
     async def _drain_log(self) -> None:
         """Give the log follower a moment to deliver the last lines (they explain most failures)."""
         with contextlib.suppress(Exception):
-            data = await self.target.read_file(self.remote_log)
+            data = scrub(await self.target.read_file(self.remote_log), self.secrets)
             lines = data.decode("utf-8", "replace").splitlines()
             self.last_lines.clear()
             self.last_lines.extend(lines[-TAIL_LINES:])
