@@ -12,11 +12,15 @@ import sys
 from pathlib import Path
 
 import harness
-from harness.errors import EXIT_BAD_INPUT, EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, HarnessError, InputError
-
-
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+from harness.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILURES,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    HarnessError,
+    InputError,
+    say,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,13 +89,13 @@ def main(argv: list[str] | None = None) -> int:
                    "import-suite": _import_suite, "compare": _compare, **retrain_handlers()}[args.command]
         return handler(args)
     except InputError as exc:
-        _err(f"error: {exc}")
+        say(f"error: {exc}")
         return EXIT_BAD_INPUT
     except HarnessError as exc:
-        _err(f"error: {exc}")
+        say(f"error: {exc}")
         return EXIT_FAILURES
     except KeyboardInterrupt:
-        _err("interrupted")
+        say("interrupted")
         return EXIT_INTERRUPTED
 
 
@@ -99,7 +103,7 @@ def _tui(plan: str | None, results_dir: str) -> int:
     try:
         from harness.tui.app import run_tui
     except ImportError:
-        _err("the TUI is not available in this build; use `draftbench demo` or `draftbench run PLAN`")
+        say("the TUI is not available in this build; use `draftbench demo` or `draftbench run PLAN`")
         return EXIT_BAD_INPUT
     return run_tui(plan, results_dir)
 
@@ -146,7 +150,7 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
     try:
         return asyncio.run(go())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        _err("interrupted: servers stopped, finished requests kept; resume with "
+        say("interrupted: servers stopped, finished requests kept; resume with "
              "`draftbench run --resume RUN_DIR`")
         return EXIT_INTERRUPTED
 
@@ -181,7 +185,7 @@ def _parse_log(args: argparse.Namespace) -> int:
         raise InputError(args.file, None, None, "log file not found")
     if args.csv:
         n = write_windows_csv(parse_file(args.file), args.csv)
-        _err(f"{n} windows -> {args.csv}")
+        say(f"{n} windows -> {args.csv}")
     else:
         write_windows_csv(parse_file(args.file), sys.stdout)
     return EXIT_OK
@@ -199,7 +203,7 @@ def _summary(args: argparse.Namespace) -> int:
     print(render_table(df))
     if args.csv:
         df.to_csv(args.csv, index=False)
-        _err(f"exported {args.csv}")
+        say(f"exported {args.csv}")
     return EXIT_OK
 
 
@@ -216,7 +220,7 @@ def _compare(args: argparse.Namespace) -> int:
     print(grid(headers, [list(cells) for _, cells in rows]))
     if args.csv:
         comparison.table.to_csv(args.csv, index=False)
-        _err(f"exported {args.csv}")
+        say(f"exported {args.csv}")
     return EXIT_OK
 
 
@@ -225,7 +229,7 @@ def _import_suite(args: argparse.Namespace) -> int:
 
     suite = import_question_jsonl(args.jsonl, name=args.name, all_turns=args.all_turns)
     write_suite_yaml(suite, args.out)
-    _err(f"{len(suite.prompts)} prompts -> {args.out}")
+    say(f"{len(suite.prompts)} prompts -> {args.out}")
     return EXIT_OK
 
 

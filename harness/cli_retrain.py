@@ -5,17 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
-import sys
 import time
 from pathlib import Path
 
-from harness.errors import EXIT_FAILURES, EXIT_OK, InputError
+from harness.errors import EXIT_FAILURES, EXIT_OK, InputError, say
 
 PROGRESS_EVERY_S = 2.0
-
-
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -87,7 +82,7 @@ def _regen(args: argparse.Namespace) -> int:
             now = time.monotonic()
             if p.state != "running" or now - last >= PROGRESS_EVERY_S:
                 last = now
-                _err(p.note())
+                say(p.note())
         print(args.output)
         return EXIT_OK if final is None or not final.errors else EXIT_FAILURES
 
@@ -127,7 +122,7 @@ def _train(args: argparse.Namespace) -> int:
         try:
             job = await launch_training(target, spec, workdir=plan.target.workdir, results_dir=args.results_dir,
                                         ssh_port=plan.target.ssh_port)
-            _err(f"job {job.job_id} started ({job.era} era), pgid {job.pgid}, log {job.log_path}")
+            say(f"job {job.job_id} started ({job.era} era), pgid {job.pgid}, log {job.log_path}")
             print(job.job_id)
             if args.follow:
                 return await _follow(target, job, args.results_dir)
@@ -147,7 +142,7 @@ async def _follow(target, job, results_dir: str) -> int:
         now = time.monotonic()
         if now - last >= PROGRESS_EVERY_S or p.state != "running":
             last = now
-            _err(_progress_line(p))
+            say(_progress_line(p))
     return EXIT_OK if state is None or state.state in ("finished", "running") else EXIT_FAILURES
 
 
@@ -169,7 +164,7 @@ def _jobs(args: argparse.Namespace) -> int:
         for j in rows:
             print(f"{j.job_id}\t{j.state}\t{j.era}\t{j.target}\t{j.output_dir}\t{j.created_at}")
         if not rows:
-            _err(f"no training jobs under {args.results_dir}/jobs")
+            say(f"no training jobs under {args.results_dir}/jobs")
         return EXIT_OK
     if not args.job:
         raise InputError(None, None, "job", f"`draftbench jobs {args.action}` needs a job id")
@@ -183,11 +178,11 @@ def _jobs(args: argparse.Namespace) -> int:
                 return await _follow(target, job, args.results_dir)
             if args.action == "cancel":
                 done = await J.cancel_job(target, job, args.results_dir)
-                _err(f"job {done.job_id}: {done.state}")
+                say(f"job {done.job_id}: {done.state}")
                 return EXIT_OK
             if args.action == "resume":
                 again = await J.resume_job(target, job, args.results_dir)
-                _err(f"job {again.job_id} resumed, pgid {again.pgid}")
+                say(f"job {again.job_id} resumed, pgid {again.pgid}")
                 return EXIT_OK
             from harness.retrain.checkpoints import discover_checkpoints
 

@@ -30,3 +30,13 @@ class InputError(HarnessError):
         if self.field:
             head += f"{self.field}: "
         return head + self.message
+
+
+def say(msg: str) -> None:
+    """A diagnostic line on stderr. A closed terminal (SIGHUP, broken pipe) must not turn cleanup into a crash."""
+    import sys
+
+    try:
+        print(msg, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass

@@ -8,13 +8,9 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from harness import events as ev
-from harness.errors import EXIT_FAILURES, EXIT_OK
+from harness.errors import EXIT_FAILURES, EXIT_OK, say
 
 PROGRESS_EVERY_S = 2.0
-
-
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 async def consume(events: AsyncIterator[Any], *, out=None) -> int:
@@ -28,35 +24,35 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
     async for e in events:
         if isinstance(e, ev.RunStarted):
             sim = " (SIMULATED: SGLang stand-in)" if e.simulated else ""
-            _err(f"run {e.run_id}{sim}: {len(e.variants)} variants, {e.total_requests} requests -> {e.run_dir}")
+            say(f"run {e.run_id}{sim}: {len(e.variants)} variants, {e.total_requests} requests -> {e.run_dir}")
         elif isinstance(e, ev.ServerState):
             extra = f" port {e.port} pgid {e.pgid}" if e.port and e.state in ("ready", "starting") else ""
-            _err(f"[{e.variant}] server {e.state}{extra}")
+            say(f"[{e.variant}] server {e.state}{extra}")
             if e.state == "failed" and e.detail:
-                _err("  " + e.detail.replace("\n", "\n  "))
+                say("  " + e.detail.replace("\n", "\n  "))
         elif isinstance(e, ev.PhaseStarted):
-            _err(f"[{e.variant}] {e.phase}: {e.requests} requests at concurrency {e.concurrency}")
+            say(f"[{e.variant}] {e.phase}: {e.requests} requests at concurrency {e.concurrency}")
         elif isinstance(e, ev.RequestDone):
             now = time.monotonic()
             if now - last >= PROGRESS_EVERY_S or e.done == e.total:
                 last = now
                 r = e.record
-                _err(f"  {e.done}/{e.total} requests done (last: {r.variant} {r.prompt_id} "
+                say(f"  {e.done}/{e.total} requests done (last: {r.variant} {r.prompt_id} "
                      f"{'ok' if r.ok else 'ERROR ' + r.error})")
         elif isinstance(e, ev.PhaseDone):
             acc = f", server accept len {e.server_accept_len:.2f}" if e.server_accept_len else ""
-            _err(f"[{e.variant}] {e.phase} done in {e.wall_s:.1f} s{acc}")
+            say(f"[{e.variant}] {e.phase} done in {e.wall_s:.1f} s{acc}")
         elif isinstance(e, ev.VariantDone) and not e.ok:
-            _err(f"[{e.variant}] FAILED: server {e.detail} (last log lines in variants.jsonl)")
+            say(f"[{e.variant}] FAILED: server {e.detail} (last log lines in variants.jsonl)")
         elif isinstance(e, ev.Alarm):
-            _err(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
+            say(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
         elif isinstance(e, ev.RunDone):
             if e.summary_csv:
                 print(render_table(load_summary(e.run_dir)), file=out, flush=True)
-            _err(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
+            say(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
             print(e.run_dir, file=out, flush=True)
             errors = int(e.extra.get("request_errors", 0))
             if errors:
-                _err(f"{errors} requests failed (recorded with their error in requests.csv)")
+                say(f"{errors} requests failed (recorded with their error in requests.csv)")
             result = EXIT_OK if e.complete and not errors else EXIT_FAILURES
     return result
