@@ -18,8 +18,7 @@ from typing import Any
 
 from harness import events as ev
 from harness.errors import HarnessError
-from harness.runner import SIM_VERSION
-from harness.server import Server, ServerFailed
+from harness.server import Server, ServerFailed, sglang_version
 
 EventCallback = Callable[[Any], None]
 GPU_QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
@@ -51,20 +50,6 @@ class _Member:
     pgid: int | None = None
     starts: int = 0
     starting: asyncio.Task | None = None
-
-
-async def detect_sglang_version(plan: Any, target: Any, *, sim_version: str) -> str | None:
-    """The SGLang version that decides flag spellings: the plan's pin, the stand-in's, or asked on the target."""
-    t = plan.target
-    if t.simulated:
-        return sim_version
-    if t.sglang_version and t.sglang_version != "auto":
-        return str(t.sglang_version)
-    res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
-    if res.rc != 0:
-        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise HarnessError(f"SGLang is not importable by '{t.python}' on {target.name}: {last[0]}")
-    return res.stdout.strip().splitlines()[-1]
 
 
 def parse_gpu_memory(smi_csv: str, ps_out: str, pgids: dict[str, int]) -> dict[str, int]:
@@ -108,14 +93,12 @@ class Fleet:
         on_event: EventCallback,
         results_dir: str | Path = "results",
         target: Any = None,
-        sim_version: str = SIM_VERSION,
     ):
         self.plan = plan
         self.on_event = on_event
         self.results_dir = Path(results_dir)
         self.target = target
         self._own_target = target is None
-        self.sim_version = sim_version
         self.members = {v.name: _Member(v) for v in plan.variants}
         self.session_id: str | None = None
         self.session_dir: Path | None = None
@@ -158,7 +141,7 @@ class Fleet:
                 t = self.plan.target
                 self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
             await self.target.connect()
-            self.version = await detect_sglang_version(self.plan, self.target, sim_version=self.sim_version)
+            self.version = await sglang_version(self.plan, self.target)
             self._opened = True
 
     async def open(self) -> None:

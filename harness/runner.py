@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import hashlib
 import json
 import platform
@@ -21,8 +22,8 @@ from typing import Any
 import harness
 from harness import events as ev
 from harness.admin import avg_spec_accept_length
+from harness.aio import drain
 from harness.alarms import AlarmTracker
-from harness.errors import HarnessError
 from harness.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
 from harness.rundir import (
     PHASE_COLUMNS,
@@ -33,9 +34,7 @@ from harness.rundir import (
     redact_plan,
     write_json,
 )
-from harness.server import Server, ServerFailed
-
-SIM_VERSION = "0.5.15.post1"  # the SGLang version the stand-in reproduces
+from harness.server import SIM_VERSION, Server, ServerFailed, sglang_version  # noqa: F401 (SIM_VERSION re-exported)
 
 
 def phase_id(suite: str, concurrency: int, repeat: int) -> str:
@@ -45,27 +44,13 @@ def phase_id(suite: str, concurrency: int, repeat: int) -> str:
 async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
                    resume_dir: str | Path | None = None, target: Any = None) -> AsyncIterator[Any]:
     """Run the plan; yields events from harness.events. Closing the generator stops every server."""
-    queue: asyncio.Queue[Any] = asyncio.Queue()
-    run = _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers,
-               resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=queue.put_nowait)
-    task = asyncio.create_task(run.main(), name="draftbench-run")
-    try:
-        while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter in done:
-                yield getter.result()
-                continue
-            getter.cancel()
-            while not queue.empty():
-                yield queue.get_nowait()
-            task.result()  # re-raise a crash of the run
-            return
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.shield(task)
+    def start(emit: Any) -> Any:
+        return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers,
+                    resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit).main()
+
+    async with contextlib.aclosing(drain(start, name="draftbench-run")) as events:
+        async for event in events:  # closing us closes the drain, which stops every server
+            yield event
 
 
 class _Run:
@@ -82,6 +67,7 @@ class _Run:
         self.phase_tag: dict[str, str | None] = {}
         self.alarms = AlarmTracker(plan)
         self.failures = 0
+        self.failed: set[str] = set()
         self.request_errors = 0
         self.done_requests = 0
         self.total_requests = 0
@@ -107,13 +93,17 @@ class _Run:
                 t = plan.target
                 self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
             await self.target.connect()
-            version = await self._sglang_version()
+            if self.resume_dir:
+                await self._reap_leftovers()
+            version = await sglang_version(plan, self.target)
             self._write_provenance(version, status="running")
             per_variant = sum(len(s.prompts) for s in plan.suites) * len(plan.run.concurrency) * plan.run.repeats
             self.total_requests = per_variant * len(plan.variants)
             self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
                                     tuple(v.name for v in plan.variants), self.total_requests,
                                     bool(plan.target.simulated)))
+            import harness.client  # noqa: F401  (the SDK import takes ~1 s: pay it before any server is ready)
+
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
             for variant in ordered:
                 await self._run_variant(variant, version)
@@ -130,18 +120,6 @@ class _Run:
                     await self.target.close()
         self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
-
-    async def _sglang_version(self) -> str | None:
-        t = self.plan.target
-        if t.simulated:
-            return SIM_VERSION
-        if t.sglang_version and t.sglang_version != "auto":
-            return str(t.sglang_version)
-        res = await self.target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
-        if res.rc != 0:
-            raise HarnessError(f"SGLang is not importable by '{t.python}' on {self.target.name}: "
-                               f"{(res.stderr or res.stdout).strip().splitlines()[-1:] or ['no output']}")
-        return res.stdout.strip().splitlines()[-1]
 
     def _write_provenance(self, version: str | None, status: str) -> None:
         write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
@@ -191,6 +169,7 @@ class _Run:
             self.emit(ev.VariantDone(name, True))
         except ServerFailed as exc:
             self.failures += 1
+            self.failed.add(name)
             meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
             self.emit(ev.ServerState(name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
             self.emit(ev.VariantDone(name, False, exc.reason))
@@ -201,13 +180,26 @@ class _Run:
             self._write_variant_meta(meta)
             await self._stop(server)
 
+    async def _reap_leftovers(self) -> None:
+        """Servers the interrupted run started and never stopped (the harness itself was killed): stop them
+        now, so a resumed run never leaves a GPU server behind. Servers kept on purpose stay."""
+        for entry in leftover_servers(self.run_dir / "servers.jsonl"):
+            pgid = int(entry["pgid"])
+            gone = await self.target.kill_group(pgid) if await self.target.alive(pgid) else True
+            with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"variant": entry["variant"], "pgid": pgid,
+                                     "state": "stopped" if gone else "stop-failed", "by": "resume"}) + "\n")
+            self.emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
+                                     "left running by the interrupted run"))
+
     async def _stop(self, server: Server) -> None:
         if server not in self.servers:
             return
         self.servers.remove(server)
-        self.emit(ev.ServerState(server.name, "stopping" if not self.keep else "kept", server.port, server.pgid))
-        gone = await server.stop(keep=self.keep)
-        if not self.keep:
+        keep = self.keep and server.name not in self.failed  # a failed server is of no use to anyone
+        self.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
+        gone = await server.stop(keep=keep)
+        if not keep:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      "" if gone else "processes left after SIGKILL"))
 
@@ -240,6 +232,10 @@ class _Run:
         meta["per_request_spec"] = probe
         try:
             await warmup(client, self.plan, variant)
+            # a full collection stalls the event loop for tens of ms mid-stream: collect now, then keep the
+            # long-lived objects out of later collections (vLLM's bench does the same)
+            gc.collect()
+            gc.freeze()
             for pid, suite, c, repeat, prompts in todo:
                 await self._phase(variant, server, client, pid, suite, c, repeat, prompts, probe)
         finally:
@@ -271,9 +267,10 @@ class _Run:
         wall = time.perf_counter() - t0
         if not await server.alive():
             raise ServerFailed(name, "died during the suite", list(server.last_lines))
+        mark = server.lines_seen
         info = await server.admin.server_info()
         accept = avg_spec_accept_length(info)
-        await self._log_catch_up(server)
+        await self._log_catch_up(server, mark)
         self.phase_tag[name] = None
         self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
                             "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
@@ -285,12 +282,13 @@ class _Run:
             await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid)
             self.phase_tag[name] = None
 
-    async def _log_catch_up(self, server: Server, timeout: float = 2.0) -> None:
-        """Wait (briefly) until the log shows our /get_server_info call, so the phase's last windows are in."""
-        start = server.lines_seen
+    async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
+        """Wait (briefly) until the log shows our /get_server_info call (the access line printed after `mark`),
+        so the phase's last decode windows are tagged with it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if any("server_info" in ln for ln in list(server.last_lines)[-10:]) and server.lines_seen > start:
+            new = server.lines_seen - mark
+            if new > 0 and any("server_info" in ln for ln in list(server.last_lines)[-min(new, 50):]):
                 return
             await asyncio.sleep(0.02)
 
@@ -351,6 +349,23 @@ class _Run:
         for alarm in self.alarms.compare(load_summary(self.run_dir)):
             self.emit(alarm)
         return str(path)
+
+
+def leftover_servers(path: Path) -> list[dict[str, Any]]:
+    """Entries of servers.jsonl whose process group was started but never stopped or kept."""
+    if not path.exists():
+        return []
+    last: dict[int, dict[str, Any]] = {}
+    started: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if isinstance(entry.get("pgid"), int):
+            last[entry["pgid"]] = entry
+            if entry.get("state") == "started":
+                started[entry["pgid"]] = entry
+    return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]
 
 
 def _probe_mode(run: Any, variant: Any, version: str | None) -> str:

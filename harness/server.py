@@ -17,9 +17,24 @@ from harness.launch import build_launch_argv
 from harness.rundir import redact_argv, scrub, secret_values
 
 READY_LINE = "The server is fired up and ready to roll!"
+SIM_VERSION = "0.5.15.post1"  # the SGLang version the stand-in reproduces
 TAIL_LINES = 50
 
 LinesCallback = Callable[[list[str]], Awaitable[None] | None]
+
+
+async def sglang_version(plan: Any, target: Any) -> str | None:
+    """The SGLang version that decides flag spellings: the stand-in's, the plan's pin, or asked on the target."""
+    t = plan.target
+    if t.simulated:
+        return SIM_VERSION
+    if t.sglang_version and t.sglang_version != "auto":
+        return str(t.sglang_version)
+    res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
+    if res.rc != 0:
+        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise HarnessError(f"SGLang is not importable by '{t.python}' on {target.name}: {last[0]}")
+    return res.stdout.strip().splitlines()[-1]
 
 
 class ServerFailed(HarnessError):

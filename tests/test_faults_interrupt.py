@@ -152,3 +152,16 @@ def test_keep_servers_leaves_them_running(tmp_path: Path):
     finally:
         kill_groups(pgids)
         wait_until(lambda: not set(pgids) & live_groups(), 10, "the kept servers to go")
+
+
+def test_harness_killed_outright_then_resume_stops_the_leftover_server(tmp_path: Path):
+    """SIGKILL gives the harness no chance to clean up: its server keeps running. `run --resume` must stop
+    that left-over server (recorded in servers.jsonl) before it starts its own, then finish the run."""
+    run_dir, rc = _interrupt(tmp_path, signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    orphans = [p for ps in started_pgids(run_dir).values() for p in ps]
+    assert orphans and set(orphans) & live_groups()  # the server outlived its harness
+    before = read_csv(run_dir / "requests.csv")
+    _assert_resumes(run_dir, before)  # also asserts that no started process group is left
+    reaped = [json.loads(x) for x in (run_dir / "servers.jsonl").read_text().splitlines()]
+    assert any(e.get("by") == "resume" and e["pgid"] in orphans and e["state"] == "stopped" for e in reaped)

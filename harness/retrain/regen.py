@@ -20,7 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, InputError
+from harness.aio import drain
+from harness.errors import InputError
 from harness.retrain.data import drop_ids, error_path, finished_ids, read_conversations
 from harness.retrain.regen_rows import RegenProgress, RowEngine
 
@@ -81,7 +82,6 @@ async def regen(
     already = len(convs) - len(pending)
     timeout_s = float(request_timeout_s or getattr(plan.run, "request_timeout_s", 600))
     name = model or plan.model.served_model_name or str(plan.model.path)
-    queue: asyncio.Queue[RegenProgress] = asyncio.Queue()
     job = RowEngine(
         convs,
         pending,
@@ -93,33 +93,20 @@ async def regen(
         temperature=temperature,
         model=name,
         reasoning=reasoning,
-        emit=queue.put_nowait,
+        emit=lambda _progress: None,  # wired to the event stream below
     )
     try:
         if not pending:
             yield replace(job.state, state="done", detail="nothing to do: every input row is finished")
             return
-        task = asyncio.create_task(
-            _main(job, plan, urls, timeout_s, max_retries, target, Path(results_dir), queue.put_nowait),
-            name="draftbench-regen",
-        )
-        try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                finished, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in finished:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not queue.empty():
-                    yield queue.get_nowait()
-                task.result()
-                return
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await asyncio.shield(task)
+
+        def start(emit: Any) -> Any:
+            job.emit = emit
+            return _main(job, plan, urls, timeout_s, max_retries, target, Path(results_dir), emit)
+
+        async with contextlib.aclosing(drain(start, name="draftbench-regen")) as events:
+            async for progress in events:  # closing us closes the drain, which stops the server
+                yield progress
     finally:
         job.close()
 
@@ -169,18 +156,6 @@ async def _main(
 
 
 async def sglang_version(plan: Any, target: Any) -> str | None:
-    """The SGLang version that decides launch flag spellings (as the runner detects it)."""
-    from harness.runner import SIM_VERSION
+    from harness.server import sglang_version as detect
 
-    t = plan.target
-    if t.simulated:
-        return SIM_VERSION
-    if t.sglang_version and t.sglang_version != "auto":
-        return str(t.sglang_version)
-    res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
-    if res.rc != 0:
-        raise HarnessError(
-            f"SGLang is not importable by '{t.python}' on {target.name}: "
-            f"{(res.stderr or res.stdout).strip()[-300:] or 'no output'}"
-        )
-    return res.stdout.strip().splitlines()[-1]
+    return await detect(plan, target)
