@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -166,8 +167,16 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
             await self.workers.wait_for_complete([w for w in self.workers if w.group == "run"])
         if self.fleet is not None:
             self.notify("stopping servers...")
-            await self.fleet.close()
+            fleet, self.fleet = self.fleet, None
+            await fleet.close()
         self.exit(0)
+
+    async def on_unmount(self) -> None:
+        """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI started."""
+        if self.fleet is not None:
+            fleet, self.fleet = self.fleet, None
+            with contextlib.suppress(Exception):
+                await fleet.close()
 
     def _mounted(self, name: str) -> Any:
         """The section's screen when it is on display or was (a timer may fire while the app shuts down)."""
