@@ -1,6 +1,13 @@
-"""Throughput and memory of ``harness.logparse.parse_file`` on a large synthetic SGLang 0.5.15 log.
+"""Throughput and memory of ``harness.logparse.parse_file`` (or, with ``--csv``, of ``draftbench
+parse-log``) on a large synthetic SGLang 0.5.15 log.
 
     python benchmarks/parse_log.py [--lines 2000000] [--mix all|NAME] [--repeat 3] [--json OUT]
+    python benchmarks/parse_log.py --csv [--compare] ...
+
+``--csv`` measures the CLI instead, end to end: ``draftbench parse-log LOG --csv OUT`` in a fresh
+process (interpreter start and imports included), its CPU and wall seconds and its peak RSS; with
+``--compare`` also the objects path it replaced (``write_windows_csv(parse_file(LOG), OUT)``),
+checking both write the same bytes.
 
 The log is written to a temporary directory in the exact 0.5.15.post1 line formats (see
 tests/fixtures/sglang-0.5.15.post1/server-eagle3.log), with tqdm ``\\r`` redraw lines and access
@@ -14,10 +21,12 @@ tracemalloc peak over a quarter and over all of the file (equal peaks = constant
 from __future__ import annotations
 
 import argparse
+import filecmp
 import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -130,25 +139,78 @@ def measure(path: Path, lines: int, stats: int, *, repeat: int, traced: bool) ->
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lines", type=int, default=2_000_000)
-    ap.add_argument("--mix", choices=["all", *MIXES], default="all")
-    ap.add_argument("--repeat", type=int, default=3, help="parse each file N times, report the best")
-    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
-    ap.add_argument("--no-tracemalloc", action="store_true", help="skip the (slow) tracemalloc passes")
-    args = ap.parse_args(argv)
+# The objects path that `parse-log --csv` used before harness.logcsv, for --compare.
+_OBJECTS_PATH = ("import sys; from harness.logparse import parse_file, write_windows_csv; "
+                 "print(write_windows_csv(parse_file(sys.argv[1]), sys.argv[2]), file=sys.stderr)")  # fmt: skip
 
-    mixes = list(MIXES) if args.mix == "all" else [args.mix]
-    results: dict[str, dict[str, float | int]] = {}
-    with tempfile.TemporaryDirectory(prefix="draftbench-bench-") as tmp:
-        for i, name in enumerate(mixes):
-            path = Path(tmp) / f"{name}.log"
-            stats = write_log(path, args.lines, MIXES[name])
-            traced = not args.no_tracemalloc and i == 0
-            results[name] = measure(path, args.lines, stats, repeat=args.repeat, traced=traced)
-            path.unlink()
 
+def _run_child(argv: list[str]) -> tuple[float, float, float]:
+    """CPU seconds, wall seconds and peak RSS (MiB) of one child process run to completion."""
+    with tempfile.TemporaryFile() as err:
+        wall0 = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)  # the child's own rusage, unlike RUSAGE_CHILDREN
+        wall = time.perf_counter() - wall0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            err.seek(0)
+            message = err.read().decode(errors="replace").strip()[-2000:]
+            raise SystemExit(f"{' '.join(argv)} exited {child.returncode}: {message}")
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+
+
+def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: bool,
+                quarter: Path | None = None) -> dict[str, float | int]:  # fmt: skip
+    """``quarter``: the same mix at a quarter of the lines, whose peak RSS shows memory is constant."""
+    out = path.with_suffix(".csv")
+    runs = [_run_child([sys.executable, "-m", "harness.cli", "parse-log", str(path), "--csv", str(out)])
+            for _ in range(repeat)]  # fmt: skip
+    with open(out, "rb") as f:
+        rows = sum(1 for _ in f) - 1
+    if rows != stats:
+        raise SystemExit(f"parse-log wrote {rows} rows, the log has {stats} stats lines")
+    cpu, wall, rss = min(r[0] for r in runs), min(r[1] for r in runs), max(r[2] for r in runs)
+    result: dict[str, float | int] = {
+        "lines": lines, "windows": rows, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
+        "lines_per_cpu_s": round(lines / cpu), "lines_per_wall_s": round(lines / wall),
+        "peak_rss_mib": round(rss, 1),
+    }  # fmt: skip
+    if quarter is not None:
+        quarter_csv = quarter.with_suffix(".csv")
+        _, _, rss = _run_child(
+            [sys.executable, "-m", "harness.cli", "parse-log", str(quarter), "--csv", str(quarter_csv)]
+        )
+        result["peak_rss_quarter_mib"] = round(rss, 1)
+    if compare:
+        before = path.with_suffix(".objects.csv")
+        cpu, wall, rss = _run_child([sys.executable, "-c", _OBJECTS_PATH, str(path), str(before)])
+        if not filecmp.cmp(out, before, shallow=False):
+            raise SystemExit(f"parse-log and the objects path wrote different CSV for {path.name}")
+        result |= {"objects_cpu_s": round(cpu, 3), "objects_lines_per_cpu_s": round(lines / cpu),
+                   "objects_lines_per_wall_s": round(lines / wall), "objects_peak_rss_mib": round(rss, 1)}  # fmt: skip
+        before.unlink()
+    out.unlink()
+    return result
+
+
+def _print_cli(results: dict[str, dict[str, float | int]], args: argparse.Namespace) -> None:
+    print(f"draftbench parse-log --csv on {args.lines:,} lines, best of {args.repeat} "
+          f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+    head = f"{'mix':<14}{'stats':>6}{'lines/cpu-s':>13}{'lines/wall-s':>14}{'peak RSS MiB':>14}"
+    print(head + (f"{'before: lines/cpu-s':>21}{'peak RSS MiB':>14}" if args.compare else ""))
+    for name, r in results.items():
+        share = 100 * int(r["windows"]) / int(r["lines"])
+        line = f"{name:<14}{share:>5.0f}%{r['lines_per_cpu_s']:>13,}{r['lines_per_wall_s']:>14,}{r['peak_rss_mib']:>14}"
+        if args.compare:
+            line += f"{r['objects_lines_per_cpu_s']:>21,}{r['objects_peak_rss_mib']:>14}"
+        print(line)
+    for name, r in results.items():
+        if "peak_rss_quarter_mib" in r:
+            print(f"peak RSS ({name}): {r['peak_rss_quarter_mib']} MiB on {args.lines // 4:,} lines, "
+                  f"{r['peak_rss_mib']} MiB on {args.lines:,}")  # fmt: skip
+
+
+def _print_parse_file(results: dict[str, dict[str, float | int]], args: argparse.Namespace) -> None:
     print(f"parse_file on {args.lines:,} lines, best of {args.repeat} "
           f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")  # fmt: skip
     print(f"{'mix':<14}{'stats':>6}{'lines/cpu-s':>13}{'lines/wall-s':>14}{'windows/cpu-s':>15}"
@@ -165,12 +227,50 @@ def main(argv: list[str] | None = None) -> int:
                 f"tracemalloc peak ({name}): {r['traced_peak_quarter_mib']} MiB over 1/4 of the file, "
                 f"{r['traced_peak_full_mib']} MiB over all of it"
             )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lines", type=int, default=2_000_000)
+    ap.add_argument("--mix", choices=["all", *MIXES], default="all")
+    ap.add_argument("--repeat", type=int, default=3, help="parse each file N times, report the best")
+    ap.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    ap.add_argument("--no-tracemalloc", action="store_true", help="skip the (slow) tracemalloc passes")
+    ap.add_argument("--csv", action="store_true", help="measure `draftbench parse-log LOG --csv OUT` instead")
+    ap.add_argument(
+        "--compare", action="store_true", help="with --csv: also time the objects path it replaced"
+    )
+    args = ap.parse_args(argv)
+
+    mixes = list(MIXES) if args.mix == "all" else [args.mix]
+    results: dict[str, dict[str, float | int]] = {}
+    with tempfile.TemporaryDirectory(prefix="draftbench-bench-") as tmp:
+        for i, name in enumerate(mixes):
+            path = Path(tmp) / f"{name}.log"
+            stats = write_log(path, args.lines, MIXES[name])
+            if args.csv:
+                quarter = None
+                if i == 0:
+                    quarter = Path(tmp) / "quarter.log"
+                    write_log(quarter, args.lines // 4, MIXES[name])
+                results[name] = measure_cli(path, args.lines, stats, repeat=args.repeat, compare=args.compare,
+                                            quarter=quarter)  # fmt: skip
+            else:
+                traced = not args.no_tracemalloc and i == 0
+                results[name] = measure(path, args.lines, stats, repeat=args.repeat, traced=traced)
+            path.unlink()
+
+    if args.csv:
+        _print_cli(results, args)
+    else:
+        _print_parse_file(results, args)
     if args.json:
         meta = {
             "lines": args.lines,
             "repeat": args.repeat,
             "python": sys.version.split()[0],
             "cpus": os.cpu_count(),
+            "measured": "draftbench parse-log --csv" if args.csv else "parse_file",
         }
         Path(args.json).write_text(json.dumps({**meta, "results": results}, indent=2) + "\n")
     return 0

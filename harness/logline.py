@@ -119,6 +119,8 @@ _FIELD_KEYS = (
     ("#new-token",),
     ("#cached-token",),
 )
+FIELD_NAMES = ("running_req", "queue_req", "token_usage", "num_tokens", "accept_len", "accept_rate",
+               "cuda_graph", "gen_throughput", "input_throughput", "new_seq", "new_token", "cached_token")  # fmt: skip
 _Plan = tuple[itemgetter, tuple[str, ...], tuple[int, ...]]
 # A log repeats a handful of key sequences, so where each field sits is worked out once per
 # sequence; False marks sequences without #running-req/#queue-req.
@@ -126,12 +128,12 @@ _plan_cache: dict[tuple[str, ...], _Plan | Literal[False]] = {}
 _PLAN_CACHE_MAX = 512
 
 
-def _make_plan(keys: tuple[str, ...], first: int, step: int) -> _Plan | Literal[False]:
-    """Where each field's value sits in a list holding value i at ``first + step * i`` and a final
-    None (index -1, for absent fields); plus the unrecognised keys and their value indexes."""
+def field_positions(keys: tuple[str, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Index in ``keys`` of each ``FIELD_NAMES`` field (-1 if absent) and of the unrecognised keys;
+    ``None`` without ``#running-req`` / ``#queue-req``. A repeated key counts once, at its first place."""
     where: dict[str, int] = {}
     for i, key in enumerate(keys):
-        where.setdefault(key, first + step * i)
+        where.setdefault(key, i)
     used: set[str] = set()
     picks = []
     for alternatives in _FIELD_KEYS:
@@ -144,9 +146,19 @@ def _make_plan(keys: tuple[str, ...], first: int, step: int) -> _Plan | Literal[
                 break
         picks.append(pos)
     if picks[0] < 0 or picks[1] < 0:
+        return None
+    return tuple(picks), tuple(i for i, key in enumerate(keys) if key not in used)
+
+
+def _make_plan(keys: tuple[str, ...], first: int, step: int) -> _Plan | Literal[False]:
+    """Where each field's value sits in a list holding value i at ``first + step * i`` and a final
+    None (index -1, for absent fields); plus the unrecognised keys and their value indexes."""
+    positions = field_positions(keys)
+    if positions is None:
         return False
-    extra = [(key, first + step * i) for i, key in enumerate(keys) if key not in used]
-    return itemgetter(*picks), tuple(k for k, _ in extra), tuple(i for _, i in extra)
+    picks, extra = positions
+    get = itemgetter(*(-1 if i < 0 else first + step * i for i in picks))
+    return get, tuple(keys[i] for i in extra), tuple(first + step * i for i in extra)
 
 
 # Fast path: a log repeats one decode and one prefill layout, so after the general parser accepts a
@@ -167,7 +179,8 @@ def _remember_layout(kind: str, keys: tuple[str, ...]) -> None:
     if fast is None:
         if len(_fast_cache) >= _PLAN_CACHE_MAX:
             _fast_cache.clear()
-        body = ", ".join(re.escape(key) + r": ([^,\s]*)" for key in keys)
+        # The last value is not empty: "key: " is no pair once the general parser rstrip()s it.
+        body = ", ".join(re.escape(key) + r": ([^,\s]*)" for key in keys) + "(?<!: )"
         word = "Decode" if kind == "decode" else "Prefill"
         # \s is Unicode here, matching what str.rstrip() strips on the general path.
         rx = re.compile(r"\[([^\[\]]*)\] " + word + r" batch(?: \[([0-9]+)\])?[.,] " + body + r",?\s*")
@@ -194,8 +207,9 @@ def parse_segment(seg: str, line_no: int) -> LogWindow | None:
     return _parse_slow(seg, line_no)
 
 
-def _parse_slow(seg: str, line_no: int) -> LogWindow | None:
-    """The general parser: any prefix, any layout."""
+def split_line(seg: str) -> tuple[str, tuple[str, str], int | None, list[str]] | None:
+    """Kind, (time, ranks), iteration and the alternating key/value list of a stats line, or None.
+    The values are not checked (see ``field_positions`` for which key is which field)."""
     k = seg.find("] Decode batch")
     if k >= 0:
         kind = "decode"
@@ -232,6 +246,15 @@ def _parse_slow(seg: str, line_no: int) -> LogWindow | None:
     kv = body.replace(", ", ": ").split(": ")
     if len(kv) & 1:  # a part without ": ": SGLang never prints one, so the line was cut or mangled
         return None
+    return kind, head, iteration, kv
+
+
+def _parse_slow(seg: str, line_no: int) -> LogWindow | None:
+    """The general parser: any prefix, any layout."""
+    parts = split_line(seg)
+    if parts is None:
+        return None
+    kind, head, iteration, kv = parts
     keys = tuple(kv[::2])
     plan = _plan_cache.get(keys)
     if plan is None:

@@ -12,7 +12,8 @@ from harness.logline import LogWindow
 WINDOW_CSV_COLUMNS = ["line", "time", "kind", "running_req", "queue_req", "token_usage", "accept_len",
                       "accept_rate", "cuda_graph", "gen_throughput", "input_throughput"]  # fmt: skip
 # Written after the contract columns; "extra" holds unrecognised pairs as "key: value, key: value".
-_CSV_MORE = ["num_tokens", "new_seq", "new_token", "cached_token", "ranks", "iteration", "extra"]
+WINDOW_CSV_HEADER = [*WINDOW_CSV_COLUMNS, "num_tokens", "new_seq", "new_token", "cached_token", "ranks",
+                     "iteration", "extra"]  # fmt: skip
 
 
 def write_windows_csv(windows: Iterable[LogWindow], out: str | os.PathLike[str] | IO[str]) -> int:
@@ -21,17 +22,22 @@ def write_windows_csv(windows: Iterable[LogWindow], out: str | os.PathLike[str] 
         with open(out, "w", newline="", encoding="utf-8") as f:
             return write_windows_csv(windows, f)
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(WINDOW_CSV_COLUMNS + _CSV_MORE)
+    writer.writerow(WINDOW_CSV_HEADER)
     rows = 0
     for w in windows:
-        writer.writerow([
-            w.line, w.time, w.kind, _cell(w.running_req), _cell(w.queue_req), _cell(w.token_usage),
-            _cell(w.accept_len), _cell(w.accept_rate), _cell(w.cuda_graph), _cell(w.gen_throughput),
-            _cell(w.input_throughput), _cell(w.num_tokens), _cell(w.new_seq), _cell(w.new_token),
-            _cell(w.cached_token), w.ranks, _cell(w.iteration), ", ".join(f"{k}: {v}" for k, v in w.extra),
-        ])  # fmt: skip
+        writer.writerow(window_csv_row(w))
         rows += 1
     return rows
+
+
+def window_csv_row(w: LogWindow) -> list[object]:
+    """The cells of one window in ``WINDOW_CSV_HEADER`` order, for ``csv.writer`` (None -> empty)."""
+    return [
+        w.line, w.time, w.kind, _cell(w.running_req), _cell(w.queue_req), _cell(w.token_usage),
+        _cell(w.accept_len), _cell(w.accept_rate), _cell(w.cuda_graph), _cell(w.gen_throughput),
+        _cell(w.input_throughput), _cell(w.num_tokens), _cell(w.new_seq), _cell(w.new_token),
+        _cell(w.cached_token), w.ranks, _cell(w.iteration), ", ".join(f"{k}: {v}" for k, v in w.extra),
+    ]  # fmt: skip
 
 
 def _cell(value: object) -> object:

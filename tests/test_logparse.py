@@ -308,6 +308,16 @@ def test_mangled_real_lines_never_raise_and_fast_path_agrees_with_general_parser
     assert fast_hits > 400  # the fast path really was exercised (861 with this seed)
 
 
+def test_an_empty_last_value_gets_the_same_answer_whether_its_layout_is_cached_or_not():
+    # The general parser rstrip()s the line, so "key: " at the end is no pair but "key: ," is one.
+    logline._parse_slow(EAGLE3_DECODE + ", #pending-token: 0", 1)  # caches the layout's regex
+    for text in (EAGLE3_DECODE + ", #pending-token: ", EAGLE3_DECODE + ", #pending-token:  "):
+        assert parse_line(text) is None and logline._parse_slow(text, 1) is None
+    text = EAGLE3_DECODE + ", #pending-token: ,"
+    assert parse_line(text, 1) == logline._parse_slow(text, 1) is not None
+    assert parse_line(text).extra == (("#pending-token", ""),)
+
+
 def test_noise_around_the_bracket_is_ignored():
     expected = parse_line(EAGLE3_DECODE, 5)
     for prefix in ("(SGLangEngine pid=48213) ", "(SGLangEngine pid=1, ip=10.0.0.2) ", "\x1b[36m(SGLangEngine pid=7)\x1b[0m ",
