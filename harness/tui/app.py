@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -115,6 +116,13 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
             self._load_plan()
         self.action_refresh_runs()
         self.action_refresh_jobs()
+        self.call_after_refresh(self._settle)
+
+    def _settle(self) -> None:
+        """A full collection walks every tracked object and stops the UI meanwhile (150-450 ms pauses in
+        benchmarks/tui_responsiveness.py). What lives as long as the app (modules, screens, the plan) is
+        frozen after each one-time setup step, so collections walk only what changes."""
+        gc.freeze()
 
     @work(thread=True, group="plan", exit_on_error=False)
     def _load_plan(self) -> None:
@@ -133,13 +141,19 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
     # ---- sections, help, palette -----------------------------------------------------------------------------
     def action_section(self, name: str) -> None:
         if isinstance(self.screen, SectionScreen) and self.screen is not self.get_screen(name):
+            first_visit = not self.get_screen(name).is_mounted
             self.switch_screen(name)
+            if first_visit:  # a section's widgets are made on its first visit and live on
+                self.call_after_refresh(self._settle)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            sections = [("Everywhere", list(self.BINDINGS))]
-            sections += [(title, list(cls.BINDINGS)) for _, title, cls in SECTIONS if cls.BINDINGS]
-            self.push_screen(HelpScreen(key_help(sections)))
+            # made once: new widgets on every `?` cost ~20 ms and churn for the collector
+            if not self.is_screen_installed("help"):
+                sections = [("Everywhere", list(self.BINDINGS))]
+                sections += [(title, list(cls.BINDINGS)) for _, title, cls in SECTIONS if cls.BINDINGS]
+                self.install_screen(HelpScreen(key_help(sections)), "help")
+            self.push_screen("help")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -173,6 +187,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
 
     async def on_unmount(self) -> None:
         """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI started."""
+        gc.unfreeze()  # what was frozen for the app's lifetime can be collected again
         if self.fleet is not None:
             fleet, self.fleet = self.fleet, None
             with contextlib.suppress(Exception):
@@ -199,6 +214,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
             f"{len(plan.variants)} variants   suites: {suites}"
         )
         self.plan = plan
+        self.call_after_refresh(self._settle)
         if self.fleet_factory is not None:
             self.fleet = self.fleet_factory(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir)
         else:

@@ -52,6 +52,9 @@ class ServersScreen(SectionScreen):
     def append_log(self, variant: str, lines: tuple[str, ...]) -> None:
         self.query_one(LogPane).append(variant, lines)
 
+    def on_screen_resume(self) -> None:
+        self.query_one(LogPane).catch_up()  # lines that came while another section or a dialog was on top
+
     def _show_detail(self) -> None:
         name = self.query_one(ServerTable).selected
         view = self.app.servers.get(name) if name else None

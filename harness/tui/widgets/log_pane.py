@@ -24,6 +24,12 @@ class LogPane(Vertical):
         super().__init__(**kwargs)
         self._buffers: dict[str, deque[str]] = {}
         self._ids: dict[str, str] = {}  # variant -> widget id (variant names may hold '.', not valid in ids)
+        # Lines reach a Log only while it is on display and wait in `_pending` meanwhile; a Log that missed
+        # more than it holds, or whose filter changed, is rebuilt from its buffer (`_stale`). Feeding a hidden
+        # Log costs as much as a shown one, and behind a dialog each write repaints the whole dimmed screen
+        # (benchmarks/tui_responsiveness.py).
+        self._pending: dict[str, list[str]] = {}
+        self._stale: set[str] = set()
         self.decode_only = False
         self.current: str | None = None
 
@@ -60,8 +66,15 @@ class LogPane(Vertical):
         if variant is None or variant == self.current or variant not in self._ids:
             return
         self.current = variant
+        self._catch_up(variant)
         self.query_one("#log-switcher", ContentSwitcher).current = self._ids[variant]
         self.query_one("#log-title", Static).update(self._title())
+
+    def _on_display(self, variant: str) -> bool:
+        try:
+            return variant == self.current and self.screen is self.app.screen
+        except Exception:  # no screen while the app starts or shuts down
+            return False
 
     def append(self, variant: str, lines: Iterable[str]) -> None:
         buf = self._buffers.get(variant)
@@ -69,19 +82,42 @@ class LogPane(Vertical):
             return
         lines = list(lines)
         buf.extend(lines)
+        if variant not in self._stale:
+            pending = self._pending.setdefault(variant, [])
+            pending.extend(lines)
+            if len(pending) >= LOG_LINES:  # the whole Log will be new: take it from the buffer
+                self._stale.add(variant)
+                del self._pending[variant]
+        if self._on_display(variant):
+            self._catch_up(variant)
+
+    def _catch_up(self, variant: str) -> None:
+        """Bring the variant's Log up to its buffer."""
         log = self._log(variant)
-        shown = [ln for ln in lines if keep_line(ln, self.decode_only)]
-        if log is not None and shown:
-            log.write_lines(shown)
+        if log is None:  # not mounted yet
+            self._stale.add(variant)
+            self._pending.pop(variant, None)
+        elif variant in self._stale:
+            self._stale.discard(variant)
+            self._pending.pop(variant, None)
+            log.clear()
+            log.write_lines([ln for ln in self._buffers[variant] if keep_line(ln, self.decode_only)])
+        else:
+            shown = [ln for ln in self._pending.pop(variant, ()) if keep_line(ln, self.decode_only)]
+            if shown:
+                log.write_lines(shown)
+
+    def catch_up(self) -> None:
+        """The screen is on display again: show what arrived meanwhile."""
+        if self.current is not None:
+            self._catch_up(self.current)
 
     def set_decode_only(self, on: bool) -> None:
-        """Re-render every log from its buffer with the filter applied."""
+        """Re-render the shown log from its buffer with the filter applied (the others when shown)."""
         self.decode_only = on
-        for variant, buf in self._buffers.items():
-            log = self._log(variant)
-            if log is not None:
-                log.clear()
-                log.write_lines([ln for ln in buf if keep_line(ln, on)])
+        self._stale.update(self._buffers)
+        self._pending.clear()
+        self.catch_up()
         self.query_one("#log-title", Static).update(self._title())
 
     def visible_lines(self, variant: str) -> list[str]:
