@@ -146,12 +146,17 @@ class Engine:
         )
         self._mfu = [0.0, 0.0, 0.0]  # FLOPs, bytes read, bytes written since the last Decode line
         self._clock = 0.0
+        self._seen: dict[int, int] = {}  # submissions per prompt key
 
     # --- requests ---------------------------------------------------------------------------------------
     def submit(self, req: Req) -> Req:
-        n = next(self._counter)
+        next(self._counter)
         req.prompt_key = model.stable_hash(tuple(req.prompt_ids))
-        req.rng = random.Random(model.stable_hash(self.cfg.seed, n))
+        # seeded by the prompt and how often it was seen, not by arrival order: health probes and timing must
+        # not change which drafts a replayed request accepts (two runs of one plan agree, as under greedy)
+        seen = self._seen.get(req.prompt_key, 0)
+        self._seen[req.prompt_key] = seen + 1
+        req.rng = random.Random(model.stable_hash(self.cfg.seed, req.prompt_key, seen))
         if req.temperature > 0:
             req.sample_key = req.rng.getrandbits(32)
         self.waiting.append(req)
