@@ -31,6 +31,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from harness.sim.responses import chat_chunk
+
 READY_LINE = "The server is fired up and ready to roll!"
 FAULTS = ("FAIL_ONCE", "FAIL_ALWAYS", "MALFORMED", "RESET_ONCE", "RESET", "HANG")
 MODEL = "faulty-model"
@@ -52,23 +54,8 @@ def chunk(
     finish: str | None = None,
     usage: dict | None = None,
 ) -> bytes:
-    delta: dict[str, Any] = {"reasoning_content": None}
-    if role is not None:
-        delta["role"] = role
-    if content is not None:
-        delta["content"] = content
-    body: dict[str, Any] = {
-        "id": rid,
-        "object": "chat.completion.chunk",
-        "created": int(time.time()),
-        "model": MODEL,
-        "choices": [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish, "matched_stop": None}
-        ],
-    }
-    if usage is not None:
-        body["usage"] = usage
-    return sse(body)
+    """SGLang's chat chunk, built by the stand-in's own (capture-checked) builder."""
+    return chat_chunk(rid, MODEL, role=role, content=content, finish_reason=finish, usage_=usage)
 
 
 def usage(prompt: int, completion: int) -> dict[str, int]:
