@@ -229,7 +229,8 @@ class RunSettings(StrictModel):
     )
     max_tokens: int = Field(default=256, gt=0, description="output cap per request (a prompt may override)")
     temperature: float = Field(default=0.0, ge=0, description="sampling temperature (0 = greedy)")
-    warmup_requests: int = Field(default=2, ge=0, description="requests sent and discarded before measuring")
+    warmup_requests: int = Field(default=2, ge=0, description="requests discarded before measuring "
+                                 "(at least, and as many at a time as, the highest concurrency)")
     repeats: int = Field(default=1, ge=1, description="times each suite is replayed per concurrency level")
     request_timeout_s: float = Field(default=600, gt=0, description="per-request timeout")
     retries: int = Field(

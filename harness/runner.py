@@ -64,6 +64,7 @@ class _Run:
         self.target = target
         self.own_target = target is None
         self.servers: list[Server] = []
+        self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
         self.phase_tag: dict[str, str | None] = {}
         self.alarms = AlarmTracker(plan)
         self.failures = 0
@@ -149,6 +150,7 @@ class _Run:
         server = Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
                         sglang_version=version, on_lines=lambda lines, s=name: self._on_lines(s, lines))
         self.servers.append(server)
+        self._log_owner[name] = server
         self.emit(ev.ServerState(name, "starting"))
         try:
             await server.start()
@@ -296,7 +298,7 @@ class _Run:
     def _on_lines(self, variant: str, lines: list[str]) -> None:
         from harness.logparse import parse_line
 
-        server = next((s for s in self.servers if s.name == variant), None)
+        server = self._log_owner.get(variant)
         first = (server.lines_seen if server else len(lines)) - len(lines) + 1
         self.emit(ev.ServerLog(variant, tuple(lines)))
         tag = self.phase_tag.get(variant)

@@ -276,3 +276,18 @@ def test_seed_scale_kimi_shapes_from_header_only():
     fc = next(f for f in found if f.code == "fc-shape")
     assert "21504" in fc.what and "hidden size 4096" in fc.why
     assert {"hidden-size", "vocab-size", "t2d-shape"} <= _codes(found)
+
+
+async def test_drafter_directory_behind_a_symlink_is_read(tmp_path):
+    """A `latest` link to the newest checkpoint directory is how training runs are often pointed at:
+    listing its weights must follow the link (found on the H200 with a trained drafter)."""
+    from harness.checks.remote import read_drafter
+    from harness.target import LocalTarget
+
+    real = _drafter(tmp_path, LLAMA | {"vocab_size": 256}, name="epoch_3_step_120")
+    link = tmp_path / "latest"
+    link.symlink_to(real, target_is_directory=True)
+    facts = await read_drafter(LocalTarget(), str(link))
+    assert facts.problem is None
+    assert {"fc.weight", "lm_head.weight", "d2t", "t2d"} <= set(facts.tensors)
+    assert tuple(facts.tensors["fc.weight"].shape) == (64, 3 * 64)

@@ -1,13 +1,16 @@
-"""Write the plan, the suite and bench_serving's dataset for the H200 run (docs/real-gpu.md).
+"""Write the plans, the suite and bench_serving's dataset for the H200 runs (docs/real-gpu.md).
 
-Run on the GPU machine from the repository root: python3 benchmarks/h200/make_plan.py WORKDIR
-Paths are made absolute there; SGLang builds random weights itself (--load-format dummy).
+Run on the GPU machine from the repository root:
+  python3 benchmarks/h200/make_plan.py WORKDIR          # random weights, SGLang makes them (--load-format dummy)
+  python3 benchmarks/h200/make_plan.py --tiny WORKDIR   # the trained tiny target and its trained drafter
+Paths are made absolute there.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from pathlib import Path
 
@@ -16,12 +19,46 @@ import yaml
 from harness.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVER_FLAGS = [  # GPU.md: the defaults need FlashAttention-3 or downloads, which that machine lacks
-    "--load-format", "dummy", "--dtype", "bfloat16", "--attention-backend", "triton",
+COMMON_FLAGS = [  # GPU.md: the defaults need FlashAttention-3 or downloads, which that machine lacks
+    "--dtype", "bfloat16", "--attention-backend", "triton",
     "--sampling-backend", "pytorch", "--grammar-backend", "none", "--disable-flashinfer-autotune",
     "--mem-fraction-static", "0.26", "--context-length", "4096", "--cuda-graph-max-bs-decode", "16",
     "--disable-prefill-cuda-graph", "--random-seed", "0", "--watchdog-timeout", "600",
 ]
+SERVER_FLAGS = ["--load-format", "dummy", *COMMON_FLAGS]
+SPEC = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4, "cuda_graph": True}
+
+
+def tiny(workdir: str) -> None:
+    """Plan for the tiny target trained by tiny_target.py and the drafter trained on its own answers
+    (WORKDIR/tiny-stdlib, WORKDIR/draft, WORKDIR/suite.yaml): baseline, EAGLE3, and the wrong flag."""
+    work = Path(workdir).resolve()
+    drafter = {"name": "tiny-stdlib-eagle3", "path": str(work / "draft"), "algorithm": "EAGLE3",
+               "trained_for": "tiny-stdlib"}
+    plan = {
+        "name": "h200-tiny-trained",
+        "description": "real SGLang 0.5.15.post1 on one H200: a byte-level Llama trained on the Python "
+                       "standard library, and an EAGLE-3 head trained on the target's own answers",
+        "target": {"host": "local", "python": "python3", "workdir": str(work), "sglang_version": "0.5.15.post1",
+                   "env": {"PYTHONPATH": "/tmp/site"}},
+        "model": {"path": str(work / "tiny-stdlib"), "tp_size": 1, "extra_args": COMMON_FLAGS},
+        "server": {"host": "127.0.0.1", "port": "auto", "max_running_requests": 32, "decode_log_interval": 10,
+                   "startup_timeout_s": 420},
+        "variants": [{"name": "baseline"},
+                     {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **SPEC},
+                     {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **SPEC}],
+        "suites": [str(work / "suite.yaml")],
+        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")],
+                "max_tokens": int(os.environ.get("MAX_TOKENS", "192")), "temperature": 0.0, "warmup_requests": 2,
+                "ignore_eos": True, "request_timeout_s": 300, "order": "shuffled"},
+    }
+    (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    suite = load_suite(work / "suite.yaml")
+    with open(work / "bench.jsonl", "w") as fh:  # the same prompts for bench_serving's custom dataset
+        for p in suite.prompts:
+            fh.write(json.dumps({"conversations": [{"role": "user", "content": p.text},
+                                                   {"role": "assistant", "content": "x"}]}) + "\n")
+    print(f"plan at {work / 'plan.yaml'}, {len(suite.prompts)} prompts")
 
 
 def main(workdir: str) -> None:
@@ -32,16 +69,20 @@ def main(workdir: str) -> None:
     single = [p for p in cats.prompts if p.text or (p.messages and len(p.messages) == 1)]
     prompts = [{"id": p.id, "category": p.category,
                 "text": p.text if p.text else p.messages[0].content} for p in single]
+    # bench_serving's custom dataset does random.seed(42); random.shuffle(rows): draftbench replays the suite in
+    # that same order (run.order: suite), so that both tools send the same requests in the same waves
+    same = list(prompts)
+    random.Random(42).shuffle(same)
     (work / "h200.yaml").write_text(yaml.safe_dump({"name": "h200", "description": "single-turn prompts of "
-                                                   "suites/categories.yaml", "prompts": prompts}, sort_keys=False))
+                                                   "suites/categories.yaml, in bench_serving's order",
+                                                   "prompts": same}, sort_keys=False))
     with open(work / "h200.jsonl", "w") as fh:  # bench_serving --dataset-name custom: user turn, assistant turn
         for p in prompts:
             fh.write(json.dumps({"conversations": [{"role": "user", "content": p["text"]},
                                                    {"role": "assistant", "content": "x"}]}) + "\n")
     drafter = {"name": "random-eagle3", "path": str(models / "draft"), "algorithm": "EAGLE3",
                "trained_for": "random weights (SGLang --speculative-draft-load-format dummy)"}
-    spec = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4, "cuda_graph": True,
-            "extra_args": ["--speculative-draft-load-format", "dummy"]}
+    spec = dict(SPEC, extra_args=["--speculative-draft-load-format", "dummy"])
     plan = {
         "name": "h200-sglang-0.5.15",
         "description": "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights",
@@ -52,14 +93,19 @@ def main(workdir: str) -> None:
                    "startup_timeout_s": 420},
         "variants": [{"name": "baseline"},
                      {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **spec},
-                     {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **spec}],
+                     {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **spec}
+                     ][: int(os.environ.get("VARIANTS", "3"))],
         "suites": [str(work / "h200.yaml")],
-        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")], "max_tokens": 128, "temperature": 0.0, "warmup_requests": 2,
-                "ignore_eos": True, "request_timeout_s": 300},
+        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")], "max_tokens": 128,
+                "temperature": 0.0, "warmup_requests": 2, "ignore_eos": True, "request_timeout_s": 300,
+                "order": os.environ.get("ORDER", "suite")},
     }
     (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     print(f"{len(prompts)} prompts; plan at {work / 'plan.yaml'}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else ".dbwork")
+    if sys.argv[1:2] == ["--tiny"]:
+        tiny(sys.argv[2])
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else ".dbwork")

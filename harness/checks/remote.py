@@ -103,7 +103,7 @@ async def _weight_files(target: Any, directory: str) -> list[str]:
     index, _ = await read_json(target, f"{directory}/{INDEX_FILE}")
     if index and isinstance(index.get("weight_map"), dict):
         return sorted(set(map(str, index["weight_map"].values())))[:SHARD_LIMIT]
-    res = await target.run(["find", directory, "-maxdepth", "1", "-name", "*.safetensors"], timeout=60)
+    res = await target.run(["find", "-H", directory, "-maxdepth", "1", "-name", "*.safetensors"], timeout=60)
     names = sorted(line.rsplit("/", 1)[-1] for line in res.stdout.splitlines() if line.strip())
     return names[:SHARD_LIMIT]
 

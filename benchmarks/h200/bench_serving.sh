@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# On the H200 machine: sglang.bench_serving against the servers that a draftbench run kept
+# (--keep-servers), the extra SSE capture of the EAGLE3 server, then every kept server is stopped and
+# compare.py writes the table (docs/real-gpu.md).
+#   bench_serving.sh RUN_DIR DATASET_JSONL NUM_PROMPTS OUTPUT_LEN MODEL_DIR
+set -uo pipefail
+RUN=${1:?run dir} DATASET=${2:?dataset} NUM=${3:?prompts} OUTLEN=${4:?output len} MODEL=${5:?model dir}
+OUT=${OUT:-./out}; mkdir -p "$OUT"
+DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
+# bench_serving imports every dataset module; the MMMU one needs HF `datasets`, which this machine lacks and
+# the custom dataset never uses: give it an import-only stand-in that fails if it is ever called.
+mkdir -p /tmp/stub/datasets
+echo 'def load_dataset(*a, **k): raise RuntimeError("datasets is not installed here")' > /tmp/stub/datasets/__init__.py
+pgids() { python3 -c "import json; print(' '.join(str(json.loads(l)['pgid']) for l in open('$RUN/servers.jsonl') if 'argv' in l))"; }
+for v in baseline eagle3; do
+  PORT=$(python3 -c "import json; print([json.loads(l) for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant']=='$v'][-1]['port'])")
+  env PYTHONPATH=/tmp/site:/tmp/stub timeout 200 python3 -m sglang.bench_serving --backend sglang-oai-chat --host 127.0.0.1 \
+      --port "$PORT" --dataset-name custom --dataset-path "$DATASET" --num-prompts "$NUM" --sharegpt-output-len "$OUTLEN" \
+      --max-concurrency 8 --model "$MODEL" --tokenizer "$MODEL" --warmup-requests 2 --flush-cache \
+      --output-file "$OUT/bench_serving-$v.jsonl" 2>&1 | tail -40 | tee "$OUT/bench_serving-$v.txt"
+  [ "$v" = eagle3 ] && $DB benchmarks/h200/capture.py "$PORT" "$OUT/sse-extra-$v.txt"
+done
+for pg in $(pgids); do kill -TERM -- -"$pg" 2>/dev/null; done
+sleep 8
+for pg in $(pgids); do kill -KILL -- -"$pg" 2>/dev/null; done
+$DB benchmarks/h200/compare.py "$RUN" "$OUT" | tee "$OUT/compare.md"

@@ -1,0 +1,54 @@
+"""The warmup runs the batch sizes the phases will run, and none of it is measured."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from harness.replay import warmup
+from harness.suites import Prompt, Suite
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.inflight = self.peak = 0
+        self.seen: list[tuple[str, float]] = []
+
+    async def stream(self, req):
+        self.inflight += 1
+        self.peak = max(self.peak, self.inflight)
+        self.seen.append((req.request_id, req.temperature))
+        await asyncio.sleep(0)  # let the others start: a real stream yields many times
+        await asyncio.sleep(0)
+        self.inflight -= 1
+        return SimpleNamespace(ok=not req.request_id.endswith("/3"))
+
+
+def _plan(concurrency: list[int], warmup_requests: int) -> SimpleNamespace:
+    suite = Suite(name="s", prompts=[Prompt(id=f"p{i}", text=f"prompt {i}") for i in range(3)])
+    run = SimpleNamespace(concurrency=concurrency, warmup_requests=warmup_requests, max_tokens=8,
+                          temperature=0.0, ignore_eos=False, endpoint="chat", seed=1)
+    return SimpleNamespace(suites=[suite], run=run, model=SimpleNamespace(path="m"))
+
+
+def test_warmup_reaches_the_highest_concurrency():
+    client = _Client()
+    ok = asyncio.run(warmup(client, _plan([1, 8], 2), None))
+    ids = [i for i, _ in client.seen]
+    assert ids[0] == "warmup/sampled" and client.seen[0][1] == 0.7
+    assert len(ids) == 1 + 8 and all(i.startswith("warmup/") for i in ids)  # max(2, 8) after the sampled one
+    assert client.peak == 8  # sent 8 at a time, like the c8 phase
+    assert ok == 8  # warmup/3 failed; failures are counted, not raised
+
+
+def test_warmup_count_and_width_at_concurrency_one():
+    client = _Client()
+    asyncio.run(warmup(client, _plan([1], 3), None))
+    assert len(client.seen) == 1 + 3
+    assert client.peak == 1
+
+
+def test_no_warmup_when_disabled():
+    client = _Client()
+    assert asyncio.run(warmup(client, _plan([4], 0), None)) == 0
+    assert client.seen == []
