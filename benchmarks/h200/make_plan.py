@@ -29,29 +29,36 @@ SERVER_FLAGS = ["--load-format", "dummy", *COMMON_FLAGS]
 SPEC = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4, "cuda_graph": True}
 
 
+def plan_of(name: str, description: str, work: Path, model: Path, flags: list[str], drafter: dict, spec: dict,
+            suite: Path, run: dict) -> dict:
+    """A local-target plan on that machine: baseline, EAGLE3, and the same drafter with the wrong flag."""
+    return {
+        "name": name, "description": description,
+        "target": {"host": "local", "python": "python3", "workdir": str(work), "sglang_version": "0.5.15.post1",
+                   "env": {"PYTHONPATH": "/tmp/site"}},
+        "model": {"path": str(model), "tp_size": 1, "extra_args": flags},
+        "server": {"host": "127.0.0.1", "port": "auto", "max_running_requests": 32, "decode_log_interval": 10,
+                   "startup_timeout_s": 420},
+        "variants": [{"name": "baseline"},
+                     {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **spec},
+                     {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **spec}
+                     ][: int(os.environ.get("VARIANTS", "3"))],
+        "suites": [str(suite)],
+        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")],
+                "temperature": 0.0, "warmup_requests": 2, "ignore_eos": True, "request_timeout_s": 300, **run},
+    }
+
+
 def tiny(workdir: str) -> None:
     """Plan for the tiny target trained by tiny_target.py and the drafter trained on its own answers
     (WORKDIR/tiny-stdlib, WORKDIR/draft, WORKDIR/suite.yaml): baseline, EAGLE3, and the wrong flag."""
     work = Path(workdir).resolve()
     drafter = {"name": "tiny-stdlib-eagle3", "path": str(work / "draft"), "algorithm": "EAGLE3",
                "trained_for": "tiny-stdlib"}
-    plan = {
-        "name": "h200-tiny-trained",
-        "description": "real SGLang 0.5.15.post1 on one H200: a byte-level Llama trained on the Python "
-                       "standard library, and an EAGLE-3 head trained on the target's own answers",
-        "target": {"host": "local", "python": "python3", "workdir": str(work), "sglang_version": "0.5.15.post1",
-                   "env": {"PYTHONPATH": "/tmp/site"}},
-        "model": {"path": str(work / "tiny-stdlib"), "tp_size": 1, "extra_args": COMMON_FLAGS},
-        "server": {"host": "127.0.0.1", "port": "auto", "max_running_requests": 32, "decode_log_interval": 10,
-                   "startup_timeout_s": 420},
-        "variants": [{"name": "baseline"},
-                     {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **SPEC},
-                     {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **SPEC}],
-        "suites": [str(work / "suite.yaml")],
-        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")],
-                "max_tokens": int(os.environ.get("MAX_TOKENS", "192")), "temperature": 0.0, "warmup_requests": 2,
-                "ignore_eos": True, "request_timeout_s": 300, "order": "shuffled"},
-    }
+    plan = plan_of("h200-tiny-trained", "real SGLang 0.5.15.post1 on one H200: a byte-level Llama trained on the "
+                   "Python standard library, and an EAGLE-3 head trained on the target's own answers",
+                   work, work / "tiny-stdlib", COMMON_FLAGS, drafter, SPEC, work / "suite.yaml",
+                   {"max_tokens": int(os.environ.get("MAX_TOKENS", "192")), "order": "shuffled"})
     (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     suite = load_suite(work / "suite.yaml")
     with open(work / "bench.jsonl", "w") as fh:  # the same prompts for bench_serving's custom dataset
@@ -83,23 +90,9 @@ def main(workdir: str) -> None:
     drafter = {"name": "random-eagle3", "path": str(models / "draft"), "algorithm": "EAGLE3",
                "trained_for": "random weights (SGLang --speculative-draft-load-format dummy)"}
     spec = dict(SPEC, extra_args=["--speculative-draft-load-format", "dummy"])
-    plan = {
-        "name": "h200-sglang-0.5.15",
-        "description": "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights",
-        "target": {"host": "local", "python": "python3", "workdir": str(work), "sglang_version": "0.5.15.post1",
-                   "env": {"PYTHONPATH": "/tmp/site"}},
-        "model": {"path": str(models / "target"), "tp_size": 1, "extra_args": SERVER_FLAGS},
-        "server": {"host": "127.0.0.1", "port": "auto", "max_running_requests": 32, "decode_log_interval": 10,
-                   "startup_timeout_s": 420},
-        "variants": [{"name": "baseline"},
-                     {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **spec},
-                     {"name": "wrong-flag-eagle", "drafter": drafter, "algorithm": "EAGLE", **spec}
-                     ][: int(os.environ.get("VARIANTS", "3"))],
-        "suites": [str(work / "h200.yaml")],
-        "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")], "max_tokens": 128,
-                "temperature": 0.0, "warmup_requests": 2, "ignore_eos": True, "request_timeout_s": 300,
-                "order": os.environ.get("ORDER", "suite")},
-    }
+    plan = plan_of("h200-sglang-0.5.15", "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights",
+                   work, models / "target", SERVER_FLAGS, drafter, spec, work / "h200.yaml",
+                   {"max_tokens": 128, "order": os.environ.get("ORDER", "suite")})
     (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     print(f"{len(prompts)} prompts; plan at {work / 'plan.yaml'}")
 

@@ -25,6 +25,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import Any
 
 VOCAB = 48  # hashed word buckets of the toy model
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -148,6 +149,13 @@ def save(
     print(f"Saved model configuration to {out}", flush=True)
 
 
+def final_save(args: argparse.Namespace, global_step: int, epoch: int, save: Any) -> None:
+    """SpecForge's end of training: a last checkpoint, unless the last step has just written one."""
+    if global_step % args.save_interval != 0:
+        print(f"Training completed at step {global_step}, saving final checkpoint...", flush=True)
+        save(min(epoch, args.num_epochs - 1))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     step_s = float(os.environ.get("DRAFTBENCH_FAKE_STEP_S", "0.05"))
@@ -233,9 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         if stop:
             break
-    if global_step % args.save_interval != 0:
-        print(f"Training completed at step {global_step}, saving final checkpoint...", flush=True)
-        save(args, target_cfg, model, min(epoch, args.num_epochs - 1), global_step, acc)
+    final_save(args, global_step, epoch, lambda e: save(args, target_cfg, model, e, global_step, acc))
     return 0
 
 

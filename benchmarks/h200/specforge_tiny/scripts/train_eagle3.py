@@ -33,7 +33,7 @@ sys.path[:0] = [str(HERE.parents[2]), str(HERE.parents[4])]  # benchmarks/h200 (
 import torch  # noqa: E402
 from tinylm import Eagle3Draft, aux_hooks, byte_table, chat_ids, draft_config, save_checkpoint  # noqa: E402
 
-from harness.retrain.fake_trainer import format_bar, last_checkpoint, parse_args  # noqa: E402
+from harness.retrain.fake_trainer import final_save, format_bar, last_checkpoint, parse_args  # noqa: E402
 
 DECAY = 0.8
 
@@ -200,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         if stop:
             break
-    if global_step % args.save_interval != 0:
-        print(f"Training completed at step {global_step}, saving final checkpoint...", flush=True)
-        save(min(epoch, args.num_epochs - 1))
+    final_save(args, global_step, epoch, save)
     return 0
 
 
