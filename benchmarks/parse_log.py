@@ -2,12 +2,15 @@
 parse-log``) on a large synthetic SGLang 0.5.15 log.
 
     python benchmarks/parse_log.py [--lines 2000000] [--mix all|NAME] [--repeat 3] [--json OUT]
-    python benchmarks/parse_log.py --csv [--compare] ...
+    python benchmarks/parse_log.py --csv [--compare] [--against OLD_LOGCSV.py] ...
 
 ``--csv`` measures the CLI instead, end to end: ``draftbench parse-log LOG --csv OUT`` in a fresh
-process (interpreter start and imports included), its CPU and wall seconds and its peak RSS; with
+process (interpreter start and imports included), its CPU and wall seconds and its peak RSS (the
+process's own VmHWM: a child's ru_maxrss would count the benchmark's RSS at fork time); with
 ``--compare`` also the objects path it replaced (``write_windows_csv(parse_file(LOG), OUT)``),
-checking both write the same bytes.
+checking both write the same bytes. ``--against FILE`` also runs the CLI with ``harness.logcsv``
+loaded from FILE (another version of the module, e.g. ``git show HEAD:harness/logcsv.py``), its
+runs taking turns with the current module's so both meet the same load, and checks the bytes too.
 
 The log is written to a temporary directory in the exact 0.5.15.post1 line formats (see
 tests/fixtures/sglang-0.5.15.post1/server-eagle3.log), with tqdm ``\\r`` redraw lines and access
@@ -139,32 +142,51 @@ def measure(path: Path, lines: int, stats: int, *, repeat: int, traced: bool) ->
     return result
 
 
-# The objects path that `parse-log --csv` used before harness.logcsv, for --compare.
+# What the children run: the CLI as `python -m harness.cli` runs it; the objects path that
+# `parse-log --csv` used before harness.logcsv (--compare); the CLI with harness.logcsv loaded from
+# another file (--against).
+_CLI = "import runpy; runpy.run_module('harness.cli', run_name='__main__')"
 _OBJECTS_PATH = ("import sys; from harness.logparse import parse_file, write_windows_csv; "
                  "print(write_windows_csv(parse_file(sys.argv[1]), sys.argv[2]), file=sys.stderr)")  # fmt: skip
+_AGAINST = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('harness.logcsv', sys.argv[1]); "
+            "module = sys.modules['harness.logcsv'] = importlib.util.module_from_spec(spec); "
+            "spec.loader.exec_module(module); from harness import cli; sys.exit(cli.main(sys.argv[2:]))")  # fmt: skip
+# A child's ru_maxrss counts its parent's RSS at fork time (Linux carries the forked copy's high
+# water mark across exec), so each child prints its own peak, VmHWM, as it exits.
+_PEAK = ("import atexit, sys; atexit.register(lambda: print('VmHWM', *[line.split()[1] for line in "
+         "open('/proc/self/status') if line.startswith('VmHWM:')], file=sys.stderr)); ")  # fmt: skip
 
 
-def _run_child(argv: list[str]) -> tuple[float, float, float]:
-    """CPU seconds, wall seconds and peak RSS (MiB) of one child process run to completion."""
+def _run_child(code: str, args: list[str]) -> tuple[float, float, float]:
+    """CPU seconds, wall seconds and peak RSS (MiB) of ``python -c code *args`` run to completion."""
+    argv = [sys.executable, "-c", _PEAK + code, *args]
     with tempfile.TemporaryFile() as err:
         wall0 = time.perf_counter()
         child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(child.pid, 0)  # the child's own rusage, unlike RUSAGE_CHILDREN
         wall = time.perf_counter() - wall0
         child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        message = err.read().decode(errors="replace")
         if child.returncode != 0:
-            err.seek(0)
-            message = err.read().decode(errors="replace").strip()[-2000:]
-            raise SystemExit(f"{' '.join(argv)} exited {child.returncode}: {message}")
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024
+            raise SystemExit(f"{' '.join(args)} exited {child.returncode}: {message.strip()[-2000:]}")
+    peak = [line.split()[1:] for line in message.splitlines() if line.startswith("VmHWM")]
+    rss = int(peak[-1][0]) / 1024 if peak and peak[-1] else usage.ru_maxrss / 1024  # KiB either way
+    return usage.ru_utime + usage.ru_stime, wall, rss
 
 
 def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: bool,
-                quarter: Path | None = None) -> dict[str, float | int]:  # fmt: skip
+                quarter: Path | None = None, against: Path | None = None) -> dict[str, float | int]:  # fmt: skip
     """``quarter``: the same mix at a quarter of the lines, whose peak RSS shows memory is constant."""
     out = path.with_suffix(".csv")
-    runs = [_run_child([sys.executable, "-m", "harness.cli", "parse-log", str(path), "--csv", str(out)])
-            for _ in range(repeat)]  # fmt: skip
+    other = path.with_suffix(".against.csv")
+    runs, other_runs = [], []
+    for _ in range(repeat):
+        runs.append(_run_child(_CLI, ["parse-log", str(path), "--csv", str(out)]))
+        if against is not None:
+            other_runs.append(
+                _run_child(_AGAINST, [str(against), "parse-log", str(path), "--csv", str(other)])
+            )
     with open(out, "rb") as f:
         rows = sum(1 for _ in f) - 1
     if rows != stats:
@@ -175,15 +197,20 @@ def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: boo
         "lines_per_cpu_s": round(lines / cpu), "lines_per_wall_s": round(lines / wall),
         "peak_rss_mib": round(rss, 1),
     }  # fmt: skip
+    if against is not None:
+        if not filecmp.cmp(out, other, shallow=False):
+            raise SystemExit(f"{against} and harness.logcsv wrote different CSV for {path.name}")
+        cpu = min(r[0] for r in other_runs)
+        result |= {"against_cpu_s": round(cpu, 3), "against_lines_per_cpu_s": round(lines / cpu),
+                   "against_peak_rss_mib": round(max(r[2] for r in other_runs), 1)}  # fmt: skip
+        other.unlink()
     if quarter is not None:
         quarter_csv = quarter.with_suffix(".csv")
-        _, _, rss = _run_child(
-            [sys.executable, "-m", "harness.cli", "parse-log", str(quarter), "--csv", str(quarter_csv)]
-        )
+        _, _, rss = _run_child(_CLI, ["parse-log", str(quarter), "--csv", str(quarter_csv)])
         result["peak_rss_quarter_mib"] = round(rss, 1)
     if compare:
         before = path.with_suffix(".objects.csv")
-        cpu, wall, rss = _run_child([sys.executable, "-c", _OBJECTS_PATH, str(path), str(before)])
+        cpu, wall, rss = _run_child(_OBJECTS_PATH, [str(path), str(before)])
         if not filecmp.cmp(out, before, shallow=False):
             raise SystemExit(f"parse-log and the objects path wrote different CSV for {path.name}")
         result |= {"objects_cpu_s": round(cpu, 3), "objects_lines_per_cpu_s": round(lines / cpu),
@@ -197,10 +224,13 @@ def _print_cli(results: dict[str, dict[str, float | int]], args: argparse.Namesp
     print(f"draftbench parse-log --csv on {args.lines:,} lines, best of {args.repeat} "
           f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")  # fmt: skip
     head = f"{'mix':<14}{'stats':>6}{'lines/cpu-s':>13}{'lines/wall-s':>14}{'peak RSS MiB':>14}"
+    head += f"{'against: lines/cpu-s':>22}{'peak RSS MiB':>14}" if args.against else ""
     print(head + (f"{'before: lines/cpu-s':>21}{'peak RSS MiB':>14}" if args.compare else ""))
     for name, r in results.items():
         share = 100 * int(r["windows"]) / int(r["lines"])
         line = f"{name:<14}{share:>5.0f}%{r['lines_per_cpu_s']:>13,}{r['lines_per_wall_s']:>14,}{r['peak_rss_mib']:>14}"
+        if args.against:
+            line += f"{r['against_lines_per_cpu_s']:>22,}{r['against_peak_rss_mib']:>14}"
         if args.compare:
             line += f"{r['objects_lines_per_cpu_s']:>21,}{r['objects_peak_rss_mib']:>14}"
         print(line)
@@ -240,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--compare", action="store_true", help="with --csv: also time the objects path it replaced"
     )
+    ap.add_argument("--against", type=Path, metavar="LOGCSV_PY",
+                    help="with --csv: also time the CLI with harness.logcsv loaded from this file")  # fmt: skip
     args = ap.parse_args(argv)
 
     mixes = list(MIXES) if args.mix == "all" else [args.mix]
@@ -254,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                     quarter = Path(tmp) / "quarter.log"
                     write_log(quarter, args.lines // 4, MIXES[name])
                 results[name] = measure_cli(path, args.lines, stats, repeat=args.repeat, compare=args.compare,
-                                            quarter=quarter)  # fmt: skip
+                                            quarter=quarter, against=args.against)  # fmt: skip
             else:
                 traced = not args.no_tracemalloc and i == 0
                 results[name] = measure(path, args.lines, stats, repeat=args.repeat, traced=traced)
