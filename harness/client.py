@@ -4,9 +4,11 @@ The request goes through the openai SDK (base URL, auth header, no retries, erro
 openai.APIStatusError / APIConnectionError) as a custom `client.post()`; the typed `create()` spends about
 a millisecond per request validating params. The response is read raw over `harness.http1` (an httpx2
 transport that hands over each network read dechunked in one piece: aiohttp's reader costs as much per
-SSE event as parsing it): one `time.perf_counter()` per read, taken before any parsing, then the bytes
-are split into SSE events (`harness.sse`) and each event is parsed with orjson. The SDK's parsed stream
-builds a pydantic model per chunk and falls far behind at 64 streams. docs/performance.md has numbers.
+SSE event as parsing it): one timestamp per read, on the `time.perf_counter()` clock and taken before any
+parsing (the kernel's receive time of the read where the socket gives it, see `harness.rxstamp`),
+then the bytes are split into SSE events (`harness.sse`) and each event is parsed with orjson. The SDK's
+parsed stream builds a pydantic model per chunk and falls far behind at 64 streams.
+docs/performance.md has numbers.
 
 Tokens: the request asks for `stream_options.continuous_usage_stats`, so SGLang (and vLLM) put the
 cumulative `usage.completion_tokens` on every content chunk; tokens per chunk are its deltas, exact.
@@ -63,7 +65,7 @@ class StreamResult:
     t_first: float | None  # arrival of the first read that carried content
     t_end: float  # arrival of the read that carried [DONE] (or the error)
     wall_send: float  # time.time() at t_send (to correlate with server logs)
-    chunk_times: list[float] = field(default_factory=list)  # per content chunk: its read's perf_counter
+    chunk_times: list[float] = field(default_factory=list)  # per content chunk: its read's time
     chunk_tokens: list[int] = field(default_factory=list)  # tokens per content chunk (see module doc)
     chunk_tokens_exact: bool = False
     output_tokens: int | None = None  # usage.completion_tokens of the final usage chunk
@@ -347,8 +349,8 @@ class ReplayClient:
 
         body = http_response.extensions.get(BODY_EXT)
         if body is not None:
-            # harness.http1 calls on_read from the protocol callback (no task switch per read) with a
-            # timestamp taken as the read arrives.
+            # harness.http1 calls on_read from the read callback (no task switch per read) with the
+            # read's time: the kernel's receive stamp, or perf_counter as the read arrives.
             complete = await body.pump(on_read)
         else:
             complete = True

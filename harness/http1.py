@@ -4,8 +4,10 @@ SGLang (uvicorn) sends every SSE event as its own HTTP chunk. aiohttp's body rea
 microseconds of bookkeeping per HTTP chunk (buffer entry, chunk split, flow-control resume), as much as
 parsing the event itself; this transport hands over everything one network read brought, dechunked in
 one pass. It receives into one reused buffer (asyncio's plain protocols allocate 256 KiB per read), and
-`_Body.pump` calls the consumer straight from the protocol callback, so a read costs no task switch.
-docs/performance.md has the numbers.
+`_Body.pump` calls the consumer straight from the read callback, so a read costs no task switch.
+Plain-http connections are read with `recvmsg_into` to get the kernel's receive time of each read
+(`harness.rxstamp`); https, and kernels without SO_TIMESTAMPNS, use an asyncio protocol (`_Conn`)
+and the `time.perf_counter()` of the read callback. docs/performance.md has the numbers.
 
 Scope: http and https, keep-alive pool, bodies framed by Content-Length, chunked encoding or connection
 close. No proxies, no HTTP/2, no content decoding (ask for `Accept-Encoding: identity`). Timeouts: only
@@ -23,10 +25,13 @@ from typing import Any
 
 import httpx2
 
+from harness import rxstamp
 from harness.http1_wire import MAX_HEAD, Dechunker, framing, parse_head
+from harness.rxstamp import PAUSE_AT, Inbox
+
+__all__ = ["BODY_EXT", "PAUSE_AT", "READ_SIZE", "HTTP1Transport", "StreamingClient"]
 
 READ_SIZE = 256 * 1024  # as asyncio's own max read
-PAUSE_AT = 4 * 1024 * 1024  # stop reading the socket while this much is waiting for the consumer
 BODY_EXT = "draftbench.body"  # Response.extensions key of the _Body, for readers that skip httpx2's layers
 
 
@@ -38,8 +43,9 @@ class _NoResponse(httpx2.RemoteProtocolError):
     """The server closed the connection before sending a single byte of response."""
 
 
-class _Conn(asyncio.BufferedProtocol):
-    """One TCP connection; received bytes queue up until the one reader takes them all at once.
+class _Conn(Inbox, asyncio.BufferedProtocol):
+    """One TCP (or TLS) connection over an asyncio transport: the fallback of `rxstamp.StampedConn`,
+    each read timed by `time.perf_counter()` in the protocol callback.
 
     A BufferedProtocol: asyncio's plain protocols receive into a fresh 256 KiB bytes object per read,
     which costs ~25 µs per read here (most of a paced stream's per-chunk cost); receiving into one
@@ -47,17 +53,9 @@ class _Conn(asyncio.BufferedProtocol):
     a transport: asyncio fills and hands it over synchronously, one read at a time."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, buffer: memoryview):
-        self.loop = loop
+        super().__init__(loop)
         self.buffer = buffer
         self.transport: asyncio.Transport | None = None
-        self.pending: list[bytes] = []
-        self.size = 0
-        self.waiter: asyncio.Future[None] | None = None
-        self.closed = False
-        self.error: BaseException | None = None
-        self.paused = False
-        self.idle_since = 0.0
-        self.sink: Callable[[bytes], None] | None = None  # set by _Body.pump: reads go straight there
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -70,18 +68,10 @@ class _Conn(asyncio.BufferedProtocol):
         return self.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.data_received(bytes(self.buffer[:nbytes]))
+        self.deliver(bytes(self.buffer[:nbytes]), time.perf_counter())
 
     def data_received(self, data: bytes) -> None:
-        if self.sink is not None:
-            self.sink(data)
-            return
-        self.pending.append(data)
-        self.size += len(data)
-        if self.size > PAUSE_AT and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        self._wake()
+        self.deliver(data, time.perf_counter())
 
     def eof_received(self) -> bool:
         self.closed = True
@@ -93,37 +83,17 @@ class _Conn(asyncio.BufferedProtocol):
         self.error = exc
         self._wake()
 
-    def _wake(self) -> None:
-        if self.sink is not None and self.closed:
-            self.sink(b"")
-        w = self.waiter
-        if w is not None:
-            self.waiter = None
-            if not w.done():
-                w.set_result(None)
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
 
-    def take(self) -> bytes:
-        """Whatever is queued, without waiting."""
-        data = b"".join(self.pending)
-        self.pending.clear()
-        self.size = 0
-        return data
+    def pause_reading(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
 
-    async def read(self) -> bytes:
-        """Everything received since the last call (waits for something); b"" once the peer is gone."""
-        while not self.pending:
-            if self.closed:
-                return b""
-            self.waiter = self.loop.create_future()
-            await self.waiter
-        pending = self.pending
-        data = pending[0] if len(pending) == 1 else b"".join(pending)
-        pending.clear()
-        self.size = 0
-        if self.paused and self.transport is not None:
-            self.paused = False
+    def resume_reading(self) -> None:
+        if self.transport is not None:
             self.transport.resume_reading()
-        return data
 
     def close(self) -> None:
         self.closed = True
@@ -133,9 +103,9 @@ class _Conn(asyncio.BufferedProtocol):
 
 class _Body(httpx2.AsyncByteStream):
     """The response body, one piece per network read; gives the connection back when read to the end.
-    Read it with `reads()` (an async iterator) or `pump(handler)` (callbacks from the protocol)."""
+    Read it with `reads()` (an async iterator) or `pump(handler)` (callbacks from the read)."""
 
-    def __init__(self, pool: HTTP1Transport, key: tuple, conn: _Conn, framing: str, length: int,
+    def __init__(self, pool: HTTP1Transport, key: tuple, conn: Inbox, framing: str, length: int,
                  rest: bytes, keep_alive: bool):
         self.pool, self.key, self.conn = pool, key, conn
         self.framing, self.left, self.rest, self.keep_alive = framing, length, rest, keep_alive
@@ -183,10 +153,12 @@ class _Body(httpx2.AsyncByteStream):
                 yield body
 
     async def pump(self, handler: Callable[[bytes, float], bool] | None) -> bool:
-        """Hand body bytes to `handler(data, t)` right from the protocol callback, `t` being the
-        `time.perf_counter()` of the read, with no task switch per read. Returns True once the body is
-        complete, False as soon as the handler returns True (it wants no more); raises like `reads()`
-        (and whatever the handler raises). `handler=None` discards the rest of the body."""
+        """Hand body bytes to `handler(data, t)` right from the read callback, with no task switch per
+        read; `t` is the read's time on the `time.perf_counter()` clock (the kernel's receive stamp
+        where the connection has one, else the callback's perf_counter; bytes already queued when
+        pump starts carry the time of the read that brought the latest of them). Returns True once
+        the body is complete, False as soon as the handler returns True (it wants no more); raises like
+        `reads()` (and whatever the handler raises). `handler=None` discards the rest of the body."""
         conn = self.conn
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
 
@@ -197,8 +169,7 @@ class _Body(httpx2.AsyncByteStream):
             else:
                 done.set_result(result)
 
-        def on_read(data: bytes) -> None:
-            t = time.perf_counter()
+        def on_read(data: bytes, t: float) -> None:
             try:
                 if not data:
                     self._eof()
@@ -217,9 +188,9 @@ class _Body(httpx2.AsyncByteStream):
         data, self.rest = self.rest + conn.take(), b""
         conn.sink = on_read
         if data:
-            on_read(data)
+            on_read(data, conn.last_t)
         if not done.done() and conn.closed:
-            on_read(b"")
+            on_read(b"", conn.last_t)
         try:
             return await done
         finally:
@@ -242,7 +213,7 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
         self.keepalive_s = keepalive_s
         self.ssl_context = ssl_context
         self._slots = asyncio.Semaphore(max_connections)
-        self._idle: dict[tuple, list[_Conn]] = {}
+        self._idle: dict[tuple, list[Inbox]] = {}
         self._buffer = memoryview(bytearray(READ_SIZE))
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -269,7 +240,7 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
             if conn is None:
                 conn = await self._connect(key, connect_s)
             try:
-                conn.transport.write(head)  # type: ignore[union-attr]
+                conn.write(head)
                 status, headers, rest, http10 = await _read_head(conn)
                 break
             except _NoResponse:
@@ -286,22 +257,27 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
         return httpx2.Response(status, headers=headers, stream=body,
                                extensions={"http_version": b"HTTP/1.1", BODY_EXT: body})
 
-    async def _connect(self, key: tuple, timeout: float | None) -> _Conn:
+    async def _connect(self, key: tuple, timeout: float | None) -> Inbox:
         scheme, host, port = key
         loop = asyncio.get_running_loop()
         ctx = None
         if scheme == "https":
             ctx = self.ssl_context or ssl.create_default_context()
+        conn: Inbox
         try:
             async with asyncio.timeout(timeout):
-                _, conn = await loop.create_connection(lambda: _Conn(loop, self._buffer), host, port, ssl=ctx)
+                if ctx is None and rxstamp.kernel_stamps():
+                    conn = await rxstamp.open_stamped(loop, host, port, self._buffer)
+                else:
+                    _, conn = await loop.create_connection(lambda: _Conn(loop, self._buffer), host, port,
+                                                           ssl=ctx)
         except TimeoutError as exc:
             raise httpx2.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
         except OSError as exc:
             raise httpx2.ConnectError(f"cannot connect to {host}:{port}: {exc}") from exc
         return conn
 
-    def _take_idle(self, key: tuple) -> _Conn | None:
+    def _take_idle(self, key: tuple) -> Inbox | None:
         idle = self._idle.get(key)
         now = time.monotonic()
         while idle:
@@ -311,7 +287,7 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
             conn.close()
         return None
 
-    def release(self, key: tuple, conn: _Conn, *, reuse: bool) -> None:
+    def release(self, key: tuple, conn: Inbox, *, reuse: bool) -> None:
         self._slots.release()
         if reuse and not conn.closed and not conn.pending:
             conn.idle_since = time.monotonic()
@@ -336,7 +312,7 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
         self._idle.clear()
 
 
-async def _read_head(conn: _Conn) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+async def _read_head(conn: Inbox) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
     """(status, headers, body bytes already received, HTTP/1.0?); skips 1xx interim responses."""
     buf = b""
     while True:

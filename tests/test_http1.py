@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx2
 import pytest
 
+from harness import rxstamp
 from harness.http1 import HTTP1Transport, StreamingClient
 from harness.http1_wire import Dechunker
 
@@ -88,8 +89,15 @@ async def raw() -> AsyncIterator[RawServer]:
     server.close()
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[httpx2.AsyncClient]:
+@pytest.fixture(params=["kernel-stamps", "asyncio-protocol"])
+async def client(request: pytest.FixtureRequest,
+                 monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx2.AsyncClient]:
+    """Both connection kinds: harness.rxstamp's recvmsg reader (plain http where the kernel gives
+    receive stamps) and the asyncio-protocol fallback (https, or no SO_TIMESTAMPNS)."""
+    if request.param == "asyncio-protocol":
+        monkeypatch.setattr(rxstamp, "KERNEL_STAMPS", False)
+    elif not rxstamp.kernel_stamps():
+        pytest.skip("no SO_TIMESTAMPNS receive stamps on this platform")
     c = httpx2.AsyncClient(transport=HTTP1Transport(max_connections=2))
     yield c
     await c.aclose()
