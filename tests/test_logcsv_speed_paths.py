@@ -21,8 +21,8 @@ import pytest
 
 from harness import logcsv
 from harness.logcsv import write_log_csv
-from harness.logparse import IncrementalParser, parse_file, write_windows_csv
-from tests.test_logcsv import CANONICAL, EAGLE3_DECODE, EAGLE3_PREFILL, TRICKY_NUMBERS
+from harness.logparse import IncrementalParser, parse_file
+from tests.test_logcsv import CANONICAL, EAGLE3_DECODE, EAGLE3_PREFILL, TRICKY_NUMBERS, objects_csv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = FIXTURES / "sglang-0.5.15.post1"
@@ -37,12 +37,6 @@ NOISE = [
     "[2026-08-20 03:03:05] Cache not flushed because there are pending requests. #queue-req: 0, #running-req: 1",
     "",
 ]
-
-
-def objects_csv(path: Path) -> bytes:
-    buf = io.StringIO()
-    write_windows_csv(parse_file(path), buf)
-    return buf.getvalue().encode("utf-8")
 
 
 @pytest.fixture
