@@ -24,6 +24,7 @@ from harness import events as ev
 from harness.admin import avg_spec_accept_length
 from harness.aio import drain
 from harness.alarms import AlarmTracker
+from harness.logparse import parse_line
 from harness.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
 from harness.rundir import (
     PHASE_COLUMNS,
@@ -296,8 +297,6 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------------
     def _on_lines(self, variant: str, lines: list[str]) -> None:
-        from harness.logparse import parse_line
-
         server = self._log_owner.get(variant)
         first = (server.lines_seen if server else len(lines)) - len(lines) + 1
         self.emit(ev.ServerLog(variant, tuple(lines)))
