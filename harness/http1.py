@@ -21,7 +21,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx2
 
@@ -29,7 +29,7 @@ from harness import rxstamp
 from harness.http1_wire import MAX_HEAD, Dechunker, framing, parse_head
 from harness.rxstamp import PAUSE_AT, Inbox
 
-__all__ = ["BODY_EXT", "PAUSE_AT", "READ_SIZE", "HTTP1Transport", "StreamingClient"]
+__all__ = ["BODY_EXT", "PAUSE_AT", "READ_SIZE", "HTTP1Transport", "Prepared", "StreamingClient"]
 
 READ_SIZE = 256 * 1024  # as asyncio's own max read
 BODY_EXT = "draftbench.body"  # Response.extensions key of the _Body, for readers that skip httpx2's layers
@@ -99,6 +99,15 @@ class _Conn(Inbox, asyncio.BufferedProtocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+
+class Prepared(NamedTuple):
+    """A request's method, URL, pool key, head without Content-Length, and connect timeout."""
+    method: str
+    url: httpx2.URL
+    key: tuple
+    head: bytes
+    connect_s: float | None
 
 
 class _Body(httpx2.AsyncByteStream):
@@ -217,21 +226,37 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
         self._buffer = memoryview(bytearray(READ_SIZE))
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        prepared = self.prepare(request)
+        return await self.send_prepared(prepared, await request.aread())
+
+    def prepare(self, request: httpx2.Request) -> Prepared:
+        """What `request` puts on the wire before its body: reused by `send_prepared` for later
+        requests to the same URL with the same headers, so the SDK builds a request only once."""
         url = request.url
         if url.scheme not in ("http", "https"):
             raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
         key = (url.scheme, url.host, url.port or (443 if url.scheme == "https" else 80))
-        head = self._head(request, await request.aread())
+        lines = [b"%s %s HTTP/1.1" % (request.method.encode(), url.raw_path)]
+        for name, value in request.headers.raw:
+            if name.lower() not in (b"content-length", b"transfer-encoding"):
+                lines.append(name + b": " + value)
         connect_s = (request.extensions.get("timeout") or {}).get("connect")
+        return Prepared(request.method, url, key, b"\r\n".join(lines) + b"\r\n", connect_s)
+
+    async def send_prepared(self, prepared: Prepared, content: bytes) -> httpx2.Response:
+        """Send `content` as the body of a request with `prepared`'s method, URL and headers."""
+        head = prepared.head
+        if content or prepared.method not in ("GET", "HEAD"):
+            head += b"Content-Length: %d\r\n" % len(content)
+        head += b"\r\n" + content
         await self._slots.acquire()
         try:
-            return await self._exchange(request, key, head, connect_s)
+            return await self._exchange(prepared.method, prepared.key, head, prepared.connect_s)
         except BaseException:
             self._slots.release()
             raise
 
-    async def _exchange(self, request: httpx2.Request, key: tuple, head: bytes,
-                        connect_s: float | None) -> httpx2.Response:
+    async def _exchange(self, method: str, key: tuple, head: bytes, connect_s: float | None) -> httpx2.Response:
         # A pooled connection the server has just closed fails before any response byte: the request
         # never reached the application, so it is safe to send it once more on a fresh connection.
         while True:
@@ -251,7 +276,7 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
             except BaseException:
                 conn.close()
                 raise
-        body_framing, length, keep_alive = framing(request.method, status, headers)
+        body_framing, length, keep_alive = framing(method, status, headers)
         keep_alive = keep_alive and not http10
         body = _Body(self, key, conn, body_framing, length, rest, keep_alive)
         return httpx2.Response(status, headers=headers, stream=body,
@@ -294,16 +319,6 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
             self._idle.setdefault(key, []).append(conn)
         else:
             conn.close()
-
-    @staticmethod
-    def _head(request: httpx2.Request, content: bytes) -> bytes:
-        lines = [b"%s %s HTTP/1.1" % (request.method.encode(), request.url.raw_path)]
-        for name, value in request.headers.raw:
-            if name.lower() not in (b"content-length", b"transfer-encoding"):
-                lines.append(name + b": " + value)
-        if content or request.method not in ("GET", "HEAD"):
-            lines.append(b"Content-Length: %d" % len(content))
-        return b"\r\n".join(lines) + b"\r\n\r\n" + content
 
     async def aclose(self) -> None:
         for idle in self._idle.values():

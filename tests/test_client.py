@@ -64,12 +64,14 @@ class ScriptServer:
         self.scripts: list[Script] = []
         self.requests: list[tuple[str, dict, tuple]] = []
         self.auth: list[str] = []
+        self.heads: list[tuple[str, str, list[tuple[str, str]]]] = []  # method, path, headers as received
         self.release = asyncio.Event()
         self.url = ""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.auth.append(request.headers.get("Authorization", ""))
+        self.heads.append((request.method, request.path_qs, list(request.headers.items())))
         self.requests.append((request.path, body, request.transport.get_extra_info("peername")))
         script = self.scripts.pop(0) if len(self.scripts) > 1 else self.scripts[0]
         return await script(request)

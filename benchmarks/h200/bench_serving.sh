@@ -16,10 +16,13 @@ for v in baseline eagle3; do
   PORT=$(python3 -c "import json; print([json.loads(l) for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant']=='$v'][-1]['port'])")
   env PYTHONPATH=/tmp/site:/tmp/stub timeout 200 python3 -m sglang.bench_serving --backend sglang-oai-chat --host 127.0.0.1 \
       --port "$PORT" --dataset-name custom --dataset-path "$DATASET" --num-prompts "$NUM" --sharegpt-output-len "$OUTLEN" \
-      --max-concurrency 8 --model "$MODEL" --tokenizer "$MODEL" --warmup-requests 2 --flush-cache \
+      --max-concurrency 8 --model "$MODEL" --tokenizer "$MODEL" --warmup-requests 2 --flush-cache --output-details \
       --output-file "$OUT/bench_serving-$v.jsonl" 2>&1 | tail -40 | tee "$OUT/bench_serving-$v.txt"
   [ "$v" = eagle3 ] && $DB benchmarks/h200/capture.py "$PORT" "$OUT/sse-extra-$v.txt"
 done
+# the servers' own logs, bench_serving's requests included (the run directory's copies end with the run)
+python3 -c "import json; [print(json.loads(l)['remote_log']) for l in open('$RUN/servers.jsonl') if 'remote_log' in l]" |
+  while read -r log; do cp "$log" "$RUN/logs/whole-$(basename "$log")"; done
 for pg in $(pgids); do kill -TERM -- -"$pg" 2>/dev/null; done
 sleep 8
 for pg in $(pgids); do kill -KILL -- -"$pg" 2>/dev/null; done
