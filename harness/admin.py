@@ -1,4 +1,4 @@
-"""SGLang's native admin endpoints: health, flush_cache, server_info (REFERENCE.md §3)."""
+"""SGLang's native admin endpoints: health, flush_cache, server_info (REFERENCE.md §3), /metrics."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from typing import Any
 
 import aiohttp
 import orjson
+
+from harness.prom import Totals, histogram_totals
 
 
 class Admin:
@@ -56,6 +58,14 @@ class Admin:
                     return None
                 return data if isinstance(data, dict) else None
         return None
+
+    async def histograms(self, timeout: float = 10.0) -> Totals | None:
+        """SGLang's latency histograms from /metrics (harness.prom); None without --enable-metrics."""
+        try:
+            status, body = await self._get("/metrics", timeout)
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        return histogram_totals(body.decode("utf-8", "replace")) if status == 200 else None
 
     async def model_id(self, timeout: float = 10.0) -> str | None:
         try:

@@ -25,6 +25,7 @@ from harness.admin import avg_spec_accept_length
 from harness.aio import drain
 from harness.alarms import AlarmTracker
 from harness.logparse import parse_line
+from harness.prom import phase_means
 from harness.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
 from harness.rundir import (
     PHASE_COLUMNS,
@@ -250,6 +251,7 @@ class _Run:
 
         name = variant.name
         await server.admin.flush_cache()
+        before = await server.admin.histograms()
         self.phase_tag[name] = pid
         self.emit(ev.PhaseStarted(name, pid, suite.name, c, len(prompts)))
         tokens = 0
@@ -271,6 +273,7 @@ class _Run:
         if not await server.alive():
             raise ServerFailed(name, "died during the suite", list(server.last_lines))
         mark = server.lines_seen
+        server_side = phase_means(before, await server.admin.histograms())
         info = await server.admin.server_info()
         accept = avg_spec_accept_length(info)
         await self._log_catch_up(server, mark)
@@ -278,7 +281,7 @@ class _Run:
         self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
                             "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
                             "wall_s": round(wall, 6), "server_accept_len": accept,
-                            "last_gen_throughput": _last_gen(info)})
+                            "last_gen_throughput": _last_gen(info), **server_side})
         self.emit(ev.PhaseDone(name, pid, wall, accept))
         if probe == "meta_info":
             self.phase_tag[name] = f"probe:{pid}"

@@ -24,7 +24,8 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "drafter", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph",
                    "accept_len_requests", "accept_len_server", "accept_len_log", "accept_sources_agree",
                    "accept_rate_log", "decode_tok_s", "step_ms", "e2e_p50_ms", "tokens_per_chunk",
-                   "cuda_graph_false_windows", "output_match", "slower_than_baseline"]
+                   "cuda_graph_false_windows", "output_match", "slower_than_baseline", "ttft_mean_ms",
+                   "server_ttft_mean_ms", "server_queue_mean_ms"]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 
 
@@ -84,6 +85,13 @@ def _weighted(values: pd.Series, weights: pd.Series) -> float | None:
     return float((v[mask] * w[mask]).sum() / w[mask].sum())
 
 
+def _server_mean(ph: pd.DataFrame, column: str) -> float | None:
+    """A server-side per-phase mean over all phases, weighted by the requests the server counted."""
+    if ph.empty or column not in ph or "server_requests" not in ph:
+        return None
+    return _weighted(ph[column], ph["server_requests"])
+
+
 def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
               variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None) -> pd.DataFrame:
     """The comparison: one row per (variant, concurrency)."""
@@ -135,6 +143,10 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
             "tokens_per_chunk": float(pd.to_numeric(ok["tokens_per_chunk"], errors="coerce").mean())
             if not ok.empty else None,
             "cuda_graph_false_windows": int((dec["cuda_graph"].astype(str) == "False").sum()) if not dec.empty else 0,
+            # the client's TTFT next to the server's own for the same phases (harness.prom)
+            "ttft_mean_ms": float(pd.to_numeric(ok["ttft_ms"], errors="coerce").mean()) if not ok.empty else None,
+            "server_ttft_mean_ms": _server_mean(ph, "server_ttft_ms_mean"),
+            "server_queue_mean_ms": _server_mean(ph, "server_queue_ms_mean"),
         })
     df = pd.DataFrame(rows)
     if df.empty:
