@@ -11,13 +11,23 @@ DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
 # the custom dataset never uses: give it an import-only stand-in that fails if it is ever called.
 mkdir -p /tmp/stub/datasets
 echo 'def load_dataset(*a, **k): raise RuntimeError("datasets is not installed here")' > /tmp/stub/datasets/__init__.py
+scrape() { python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"; }
 pgids() { python3 -c "import json; print(' '.join(str(json.loads(l)['pgid']) for l in open('$RUN/servers.jsonl') if 'argv' in l))"; }
 for v in baseline eagle3; do
   PORT=$(python3 -c "import json; print([json.loads(l) for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant']=='$v'][-1]['port'])")
-  env PYTHONPATH=/tmp/site:/tmp/stub timeout 200 python3 -m sglang.bench_serving --backend sglang-oai-chat --host 127.0.0.1 \
-      --port "$PORT" --dataset-name custom --dataset-path "$DATASET" --num-prompts "$NUM" --sharegpt-output-len "$OUTLEN" \
-      --max-concurrency 8 --model "$MODEL" --tokenizer "$MODEL" --warmup-requests 2 --flush-cache --output-details \
-      --output-file "$OUT/bench_serving-$v.jsonl" 2>&1 | tail -40 | tee "$OUT/bench_serving-$v.txt"
+  # the server's own TTFT over bench_serving's requests: /metrics before and after (harness.prom); no
+  # warmup requests, so that the window holds exactly the benchmark's (draftbench's warmup ran earlier).
+  # REPEATS=2: a second round, written into the run directory (tag -rep2), for the tool's own spread.
+  for tag in "" $([ "${REPEATS:-1}" -ge 2 ] && echo -rep2); do
+    DEST=$OUT; [ -n "$tag" ] && DEST=$RUN
+    scrape "http://127.0.0.1:$PORT/metrics" > "$RUN/metrics-bench_serving-$v$tag-before.txt"
+    env PYTHONPATH=/tmp/site:/tmp/stub timeout 200 python3 -m sglang.bench_serving --backend sglang-oai-chat \
+        --host 127.0.0.1 --port "$PORT" --dataset-name custom --dataset-path "$DATASET" --num-prompts "$NUM" \
+        --sharegpt-output-len "$OUTLEN" --max-concurrency 8 --model "$MODEL" --tokenizer "$MODEL" \
+        --warmup-requests 0 --flush-cache --output-details --output-file "$DEST/bench_serving-$v$tag.jsonl" 2>&1 |
+      tail -40 | tee "$DEST/bench_serving-$v$tag.txt"
+    scrape "http://127.0.0.1:$PORT/metrics" > "$RUN/metrics-bench_serving-$v$tag-after.txt"
+  done
   [ "$v" = eagle3 ] && $DB benchmarks/h200/capture.py "$PORT" "$OUT/sse-extra-$v.txt"
 done
 # the servers' own logs, bench_serving's requests included (the run directory's copies end with the run)
