@@ -13,7 +13,8 @@ mkdir -p /tmp/stub/datasets
 echo 'def load_dataset(*a, **k): raise RuntimeError("datasets is not installed here")' > /tmp/stub/datasets/__init__.py
 scrape() { python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())" "$1"; }
 pgids() { python3 -c "import json; print(' '.join(str(json.loads(l)['pgid']) for l in open('$RUN/servers.jsonl') if 'argv' in l))"; }
-for v in baseline eagle3; do
+VARIANTS=$(python3 -c "import json; print(' '.join(dict.fromkeys(json.loads(l)['variant'] for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant'] in ('baseline', 'eagle3'))))")
+for v in $VARIANTS; do
   PORT=$(python3 -c "import json; print([json.loads(l) for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant']=='$v'][-1]['port'])")
   # the server's own TTFT over bench_serving's requests: /metrics before and after (harness.prom); no
   # warmup requests, so that the window holds exactly the benchmark's (draftbench's warmup ran earlier).
