@@ -13,6 +13,11 @@ process pinned to the other core:
   2 ms ("staggered") or all in the same instant ("aligned", like one decode step), each chunk's content
   being its send time; added jitter is the client's timestamp minus the send time, less the smallest
   such delay of the run (loopback and wake-up), p50/p99, once all streams are flowing.
+* scheduling floor: right before each jitter run, a loop on the client's core (same priority) reads
+  perf_counter for as long as one jitter run (0.5 s with --quick); its gaps (the vCPU not running: steal,
+  interrupts, other tasks) give the delay an ideal zero-cost client would add to events arriving at
+  random (`floor_p99_us`, `_floor.py`), with the time lost in gaps > 1 ms and /proc/stat's steal ticks.
+  Jitter at the floor is the machine's; above it, the client's own work (or the server core's gaps).
 
 Clients: draftbench (harness.client.ReplayClient: openai SDK request, harness.http1 raw read, orjson,
 kernel receive timestamps), draftbench-callback (the same, kernel timestamps off: perf_counter in the
@@ -250,6 +255,14 @@ def run_worker(kind: str, client: str, port: int, cpu: int | None, rt: bool = Fa
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def jitter_span_s(rounds: int, streams: int = 64, n: int = JITTER_TOKENS, interval_ms: float = 2.0) -> float:
+    """How long `jitter` paces chunks: its slowest stream's seeded request lengths, end to end."""
+    def span(rng: random.Random) -> int:
+        return sum(rng.randint(n // 2, n * 3 // 2) for _ in range(rounds))
+
+    return max(span(random.Random(i)) for i in range(streams)) * interval_ms / 1e3
+
+
 def machine() -> dict:
     model = ""
     try:
@@ -275,6 +288,9 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256, help="content chunks per request (throughput)")
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--duration", type=float, default=None, help="seconds per throughput run")
+    ap.add_argument("--floor-s", type=float, default=None,
+                    help="seconds of scheduling-floor loop before each jitter run (default: as long as one "
+                         "jitter run, 0.5 with --quick; 0: none)")
     ap.add_argument("--rt", action="store_true",
                     help="jitter runs (client and paced server) at real-time priority (SCHED_FIFO, root): on a "
                          "shared machine, keeps other work from preempting them")
@@ -290,10 +306,12 @@ def main() -> None:
         args.kind = args.worker
         worker(args)
         return
+    import _floor
 
     repeats = args.repeats or (1 if args.quick else 3)
-    duration = args.duration or (0.8 if args.quick else 3.0)
+    duration = args.duration or (0.5 if args.quick else 3.0)
     rounds = 2 if args.quick else 6
+    floor_s = args.floor_s if args.floor_s is not None else (0.5 if args.quick else jitter_span_s(rounds))
     cpus = sorted(os.sched_getaffinity(0))
     client_cpu, server_cpu = (cpus[0], cpus[1]) if len(cpus) >= 2 else (None, None)
     if client_cpu is None:
@@ -302,7 +320,8 @@ def main() -> None:
     result: dict[str, Any] = {"machine": machine(), "settings": {
         "quick": args.quick, "repeats": repeats, "duration_s": duration, "tokens_per_request": args.tokens,
         "client_cpu": client_cpu, "server_cpu": server_cpu, "jitter_streams": 64, "jitter_interval_ms": 2.0,
-        "jitter_tokens_per_request": f"{JITTER_TOKENS // 2}-{JITTER_TOKENS * 3 // 2}", "jitter_rounds": rounds, "realtime_jitter": args.rt}}
+        "jitter_tokens_per_request": f"{JITTER_TOKENS // 2}-{JITTER_TOKENS * 3 // 2}", "jitter_rounds": rounds,
+        "realtime_jitter": args.rt, "floor_s": floor_s, "proc_stat_ticks_per_s": _clock_ticks()}}
 
     runs: list[dict] = []
     srv = FastServer("burst", server_cpu)
@@ -310,7 +329,7 @@ def main() -> None:
         for _ in range(repeats):  # clients interleaved, so that outside load hits them alike
             for streams in args.streams_list:
                 for client in args.clients:
-                    if args.quick and client == "openai" and streams > 64:
+                    if args.quick and (client == "null" or (client == "openai" and streams > 64)):
                         continue  # ~20 s for one round of 256 parsed streams: too slow for --quick
                     r = run_worker("throughput", client, srv.port, client_cpu, streams=streams,
                                    duration=duration, tokens=args.tokens)
@@ -341,8 +360,17 @@ def main() -> None:
             for client in [c for c in JITTER_CLIENTS if c in args.clients]:
                 if phase != "staggered" and args.quick and not client.startswith("draftbench"):
                     continue
+                fl = _floor.run(client_cpu, floor_s, rt=args.rt) if floor_s > 0 else {}
+                if fl:
+                    print(f"floor  {phase:>9} {client:>19} cpu{client_cpu}  p50 {fl['floor_p50_us']:6.0f} us"
+                          f"  p99 {fl['floor_p99_us']:6.0f} us  max gap {fl['floor_max_gap_us'] / 1e3:5.1f} ms"
+                          f"  {fl['floor_gaps_over_1ms_per_s']:5.1f} gaps > 1 ms/s,"
+                          f" {fl['floor_lost_pct_over_1ms']:.2f}% lost in them  steal"
+                          f" {_num(fl['floor_steal_ticks_per_s'])} ticks/s (cpu{client_cpu}:"
+                          f" {_num(fl['floor_cpu_steal_ticks_per_s'])})", file=sys.stderr)
                 j = run_worker("jitter", client, srv.port, client_cpu, rt=args.rt, streams=64, rounds=rounds,
                                tokens=JITTER_TOKENS)
+                j.update(fl)
                 jit.setdefault(phase, {})[client] = j
                 print(f"jitter {phase:>9} {client:>19} x64  p50 {j.get('p50_us', float('nan')):8.0f} us"
                       f"  p99 {j.get('p99_us', float('nan')):8.0f} us  ({j.get('chunks', 0)} chunks,"
@@ -365,6 +393,8 @@ def main() -> None:
     for phase, key in (("staggered", "jitter"), ("aligned", "jitter_aligned")):
         mine = jit.get(phase, {}).get("draftbench", {})
         result[f"{key}_p50_us_64"], result[f"{key}_p99_us_64"] = mine.get("p50_us"), mine.get("p99_us")
+        # the machine's own floor, measured on the client's core right before that run
+        result[f"{key.replace('jitter', 'floor')}_p99_us_64"] = mine.get("floor_p99_us")
     # The *_cpu ratios divide by the client's CPU time instead of wall time: on a machine where other
     # work competes for the client's core they are the fair comparison (see docs/performance.md).
     result["targets"] = {f"{k} >= 2.0": (result.get(k) or 0) >= 2.0 for k in (
@@ -378,13 +408,17 @@ def main() -> None:
 def print_table(result: dict, streams_list: list[int]) -> None:
     table = result["throughput_chunks_per_s"]
     print("| client | " + " | ".join(f"chunks/s, {s} streams" for s in streams_list)
-          + " | jitter p50 / p99 µs, staggered | jitter p50 / p99 µs, aligned |")
-    print("|---|" + "---:|" * (len(streams_list) + 2))
+          + " | jitter p50 / p99 µs, staggered | jitter p50 / p99 µs, aligned"
+          + " | floor p99 µs, staggered | floor p99 µs, aligned |")
+    print("|---|" + "---:|" * (len(streams_list) + 4))
     for client, row in table.items():
         jts = []
         for phase in PHASES:
             j = result["jitter_64"].get(phase, {}).get(client)
             jts.append(f"{j['p50_us']:.0f} / {j['p99_us']:.0f}" if j and "p50_us" in j else "")
+        for phase in PHASES:
+            j = result["jitter_64"].get(phase, {}).get(client)
+            jts.append(f"{j['floor_p99_us']:.0f}" if j and "floor_p99_us" in j else "")
         print(f"| {client} | " + " | ".join(_cell(row, s) for s in streams_list) + " | " + " | ".join(jts) + " |")
     cpu = result["throughput_chunks_per_cpu_s"]
     print("\nper CPU-second of the client:")
@@ -395,6 +429,17 @@ def print_table(result: dict, streams_list: list[int]) -> None:
             print(f"{k}: {result[k]:.2f}")
     for k, ok in result["targets"].items():
         print(f"target {k}: {'met' if ok else 'MISSED'}")
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}"
+
+
+def _clock_ticks() -> int | None:
+    try:
+        return os.sysconf("SC_CLK_TCK")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _cell(row: dict[str, float], streams: int) -> str:
