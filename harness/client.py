@@ -268,7 +268,7 @@ class ReplayClient:
     http://host:port/v1). `endpoint` is "chat" (/chat/completions) or "completions" (/completions)."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str = "EMPTY", endpoint: str = "chat",
-                 timeout_s: float = 600.0, max_connections: int = 1024,
+                 timeout_s: float = 600.0, max_connections: int = 1024, keepalive: bool = True,
                  http_client: httpx2.AsyncClient | None = None):
         if endpoint not in ENDPOINTS:
             raise ValueError(f"endpoint must be one of {ENDPOINTS}, not {endpoint!r}")
@@ -280,7 +280,9 @@ class ReplayClient:
         timeout = httpx2.Timeout(self.timeout_s, read=None)
         if http_client is None:
             # harness.http1 rather than the SDK's aiohttp transport: see its module doc.
-            http_client = StreamingClient(max_connections=max_connections, timeout=timeout)
+            # keepalive False: a new connection per request, as sglang.bench_serving opens one
+            http_client = StreamingClient(max_connections=max_connections, keepalive_s=4.0 if keepalive else 0.0,
+                                          timeout=timeout)
         # No retries: a retried request would hide the failure and skew the timing of the one we record.
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout,

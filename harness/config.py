@@ -224,9 +224,7 @@ class Variant(StrictModel):
 class RunSettings(StrictModel):
     """How the suites are replayed against each variant."""
 
-    concurrency: list[int] = Field(
-        default_factory=lambda: [1], min_length=1, description="concurrency levels"
-    )
+    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1, description="concurrency levels")
     max_tokens: int = Field(default=256, gt=0, description="output cap per request (a prompt may override)")
     temperature: float = Field(default=0.0, ge=0, description="sampling temperature (0 = greedy)")
     warmup_requests: int = Field(default=2, ge=0, description="requests discarded before measuring "
@@ -237,9 +235,10 @@ class RunSettings(StrictModel):
         default=1, ge=0, le=10,
         description="re-sends of a request after a server-side failure (5xx, reset, timeout); only the last is recorded",
     )
-    endpoint: Literal["chat", "completions"] = Field(
-        default="chat", description="OpenAI endpoint to replay on"
-    )
+    endpoint: Literal["chat", "completions"] = Field(default="chat", description="OpenAI endpoint to replay on")
+    connections: Literal["keep-alive", "per-request"] = Field(
+        default="keep-alive", description="reuse connections (as SDK clients do), or open a new one for every "
+        "request (as sglang.bench_serving does); on a real server the choice moves TTFT (docs/real-gpu.md)")
     per_request_spec: Literal["auto", "off"] = Field(
         default="auto", description="ask the server for per-request accept stats where it offers them"
     )

@@ -215,7 +215,7 @@ class _Body(httpx2.AsyncByteStream):
 class HTTP1Transport(httpx2.AsyncBaseTransport):
     """httpx2 transport: `httpx2.AsyncClient(transport=HTTP1Transport())`, or through the openai SDK's
     `http_client=`. At most `max_connections` requests in flight; idle connections are reused for
-    `keepalive_s` (uvicorn closes them after 5 s)."""
+    `keepalive_s` (uvicorn closes them after 5 s); 0: a new connection for every request."""
 
     def __init__(self, *, max_connections: int = 1024, keepalive_s: float = 4.0,
                  ssl_context: ssl.SSLContext | None = None):
@@ -314,7 +314,7 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
 
     def release(self, key: tuple, conn: Inbox, *, reuse: bool) -> None:
         self._slots.release()
-        if reuse and not conn.closed and not conn.pending:
+        if reuse and self.keepalive_s > 0 and not conn.closed and not conn.pending:
             conn.idle_since = time.monotonic()
             self._idle.setdefault(key, []).append(conn)
         else:
@@ -355,8 +355,8 @@ class StreamingClient(httpx2.AsyncClient):
     and all its headers), `send` skips auth flows, redirects, cookies and event hooks (the key is a
     header). About 0.3 ms less per request, which is time the event loop cannot timestamp reads."""
 
-    def __init__(self, *, max_connections: int = 1024, **kwargs: object):
-        self._http1 = HTTP1Transport(max_connections=max_connections)
+    def __init__(self, *, max_connections: int = 1024, keepalive_s: float = 4.0, **kwargs: object):
+        self._http1 = HTTP1Transport(max_connections=max_connections, keepalive_s=keepalive_s)
         super().__init__(transport=self._http1, **kwargs)  # type: ignore[arg-type]
 
     def build_request(self, method: str, url: httpx2.URL | str, *, content: Any = None,  # type: ignore[override]

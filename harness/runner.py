@@ -230,8 +230,8 @@ class _Run:
 
         run = self.plan.run
         model = await server.admin.model_id() or str(self.plan.model.path)
-        client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint,
-                              timeout_s=run.request_timeout_s, max_connections=max(run.concurrency) + 8)
+        client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
+                              max_connections=max(run.concurrency) + 8, keepalive=run.connections == "keep-alive")
         probe = _probe_mode(run, variant, meta.get("sglang_version"))
         meta["per_request_spec"] = probe
         try:

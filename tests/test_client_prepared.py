@@ -92,3 +92,20 @@ async def test_a_user_http_client_keeps_the_sdk_path(server: ScriptServer) -> No
     finally:
         await c.aclose()
     assert built[0] == 3
+
+
+async def test_per_request_connections_open_one_connection_each(server: ScriptServer) -> None:  # noqa: F811
+    server.scripts = [sse(spec_stream([1, 1]))]
+    fresh = ReplayClient(server.url, "default", timeout_s=30, keepalive=False)
+    pooled = ReplayClient(server.url, "default", timeout_s=30)
+    try:
+        assert all([(await fresh.stream(REQ)).ok for _ in range(4)])
+        assert all([(await pooled.stream(REQ)).ok for _ in range(4)])
+        assert fresh._fast is not None and not any(fresh._fast._idle.values())  # nothing left open
+    finally:
+        await fresh.aclose()
+        await pooled.aclose()
+    peers = [peer for _, _, peer in server.requests]
+    assert len(set(peers[:4])) == 4  # a new client port for every request
+    assert len(set(peers[4:])) == 1  # keep-alive: one connection for all four
+    assert all(body == server.requests[0][1] for _, body, _ in server.requests)

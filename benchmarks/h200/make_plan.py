@@ -46,7 +46,8 @@ def plan_of(name: str, description: str, work: Path, model: Path, flags: list[st
         "suites": [str(suite)],
         "run": {"concurrency": [int(c) for c in os.environ.get("CONCURRENCY", "1,8").split(",")],
                 "temperature": 0.0, "warmup_requests": 2, "ignore_eos": True, "request_timeout_s": 300,
-                "repeats": int(os.environ.get("REPEATS", "1")), **run},
+                "repeats": int(os.environ.get("REPEATS", "1")),
+                "connections": os.environ.get("CONNECTIONS", "keep-alive"), **run},
     }
 
 

@@ -12,8 +12,7 @@ W=${WORK:-/tmp/dbwork}
 OUT=${OUT:-./out}; mkdir -p "$OUT"
 if [ "$STAGE" != b ]; then
   $DB benchmarks/h200/make_plan.py "$W" || exit 3
-  CLI="-m harness.cli"; [ -n "${FRESH_CONN:-}" ] && CLI=benchmarks/h200/fresh_conn.py  # a connection per request
-  $DB $CLI run "$W/plan.yaml" --results-dir "$W/results" --keep-servers 2>&1 | tee "$OUT/draftbench-run.log"
+  $DB -m harness.cli run "$W/plan.yaml" --results-dir "$W/results" --keep-servers 2>&1 | tee "$OUT/draftbench-run.log"
   [ "$STAGE" = a ] && exit 0
 fi
 RUN=$(ls -d "$W"/results/*/ | tail -1)
