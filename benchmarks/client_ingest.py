@@ -218,20 +218,18 @@ def worker(args: argparse.Namespace) -> None:
 
 # ------------------------------------------------------------------ orchestration
 
-class FastServer:
-    def __init__(self, mode: str, cpu: int | None, interval_ms: float = 2.0, phase: str = "staggered",
-                 rt: bool = False):
-        argv = [sys.executable, str(HERE / "_fastserver.py"), "--mode", mode, "--interval-ms", str(interval_ms),
-                "--phase", phase] + (["--rt"] if rt else [])
-        if cpu is not None:
-            argv += ["--cpu", str(cpu)]
+class ServerProcess:
+    """A server subprocess that prints `PORT <port> ...` once it listens and stops when its stdin closes."""
+
+    def __init__(self, argv: list[str], what: str):
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("PORT "):
             self.proc.kill()
-            raise SystemExit(f"fast server did not start (said {line!r})")
-        self.port = int(line.split()[1])
+            raise SystemExit(f"{what} did not start (said {line!r})")
+        self.words = line.split()[1:]
+        self.port = int(self.words[0])
 
     def stop(self) -> None:
         assert self.proc.stdin is not None
@@ -240,6 +238,17 @@ class FastServer:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait()
+
+
+class FastServer(ServerProcess):
+    def __init__(self, mode: str, cpu: int | None, interval_ms: float = 2.0, phase: str = "staggered",
+                 rt: bool = False):
+        argv = [sys.executable, str(HERE / "_fastserver.py"), "--mode", mode, "--interval-ms", str(interval_ms),
+                "--phase", phase] + (["--rt"] if rt else [])
+        if cpu is not None:
+            argv += ["--cpu", str(cpu)]
+        super().__init__(argv, "fast server")
 
 
 def run_worker(kind: str, client: str, port: int, cpu: int | None, rt: bool = False, **kw: Any) -> dict:

@@ -56,6 +56,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
+from client_ingest import ServerProcess  # noqa: E402 (found through the path above)
+
 CLIENTS = ["draftbench", "draftbench-sdk-build", "sglang", "vllm"]
 WARMUP_WAVES = 3
 GAP_S = 0.01  # between waves: the previous wave's connections settle (SGLang's close theirs)
@@ -259,30 +261,15 @@ def serve(cpu: int | None) -> None:
         pass
 
 
-class Server:
+class Server(ServerProcess):
     """The server subprocess, from the parent's side."""
 
     def __init__(self, cpu: int | None):
         argv = [sys.executable, str(Path(__file__).resolve()), "--serve"]
         if cpu is not None:
             argv += ["--cpu", str(cpu)]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("PORT "):
-            self.proc.kill()
-            raise SystemExit(f"burst server did not start (said {line!r})")
-        _, port, stamps = line.split()
-        self.port, self.kernel_stamps = int(port), stamps == "kernel"
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        super().__init__(argv, "burst server")
+        self.kernel_stamps = self.words[1:2] == ["kernel"]
 
 
 # ------------------------------------------------------------------ worker (runs pinned, one client)

@@ -33,12 +33,14 @@ import httpx2
 import openai
 import orjson
 
+from harness.faults import FAULTS as _FAULTS
+from harness.faults import MALFORMED as _MALFORMED
+from harness.faults import describe_fault, http_error
 from harness.http1 import BODY_EXT, Prepared, StreamingClient
 from harness.sse import SSESplitter
 
 ENDPOINTS = ("chat", "completions")
 DONE_GRACE_S = 1.0  # after [DONE], wait this long for the end of the HTTP body so the connection is reused
-BODY_HEAD = 300  # characters of an HTTP error body kept in StreamResult.error
 # The SDK header behind `with_streaming_response`: return the HTTP response unread.
 RAW_STREAM_HEADER = "X-Stainless-Raw-Response"
 
@@ -221,46 +223,6 @@ def _reads(http_response: httpx2.Response) -> AsyncIterator[bytes]:
     if isinstance(inner, aiohttp.ClientResponse):  # the SDK's DefaultAioHttpClient
         return inner.content.iter_any()
     return http_response.aiter_raw()
-
-
-def describe_fault(exc: BaseException) -> str:
-    """A short, stable description of a network or server fault, from the root cause outwards (the
-    SDK and its transport wrap aiohttp errors in types that do not say what happened)."""
-    chain: list[BaseException] = []
-    e: BaseException | None = exc
-    while e is not None and e not in chain:
-        chain.append(e)
-        e = e.__cause__ or e.__context__
-    for e in reversed(chain):
-        if isinstance(e, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(e, aiohttp.ClientConnectorError) and isinstance(e.os_error, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, ConnectionResetError,
-                          BrokenPipeError, ConnectionAbortedError)):
-            return "connection reset"
-        if isinstance(e, (TimeoutError, aiohttp.ServerTimeoutError)):
-            return "timeout"
-    for e in reversed(chain):
-        if isinstance(e, (aiohttp.ClientConnectorError, OSError)):
-            return f"connection error: {e}"
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return "timeout"
-    root = chain[-1]
-    return f"connection error: {type(root).__name__}: {root}".rstrip(": ")
-
-
-def http_error(exc: openai.APIStatusError) -> str:
-    try:
-        body = exc.response.text
-    except (httpx2.ResponseNotRead, UnicodeDecodeError):
-        body = str(exc.body or exc.message)
-    return f"http {exc.status_code}: {' '.join(body.split())[:BODY_HEAD]}"
-
-
-_FAULTS = (openai.APIConnectionError, httpx2.HTTPError, aiohttp.ClientError, OSError, TimeoutError)
-# Raised by event handling on valid HTTP but bad events (invalid JSON, unexpected shapes).
-_MALFORMED = (ValueError, TypeError, AttributeError, KeyError, IndexError)
 
 
 class ReplayClient:
