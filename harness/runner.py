@@ -289,8 +289,7 @@ class _Run:
             self.phase_tag[name] = None
 
     async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
-        """Wait (briefly) until the log shows our /get_server_info call (the access line printed after `mark`),
-        so the phase's last decode windows are tagged with it."""
+        """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             new = server.lines_seen - mark
@@ -392,8 +391,7 @@ def _server_provenance(info: dict[str, Any] | None) -> dict[str, Any]:
             "speculative_num_draft_tokens", "speculative_draft_model_path", "max_running_requests",
             "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "disable_cuda_graph", "attention_backend",
             "decode_log_interval", "tp_size")
-    out = {("sglang_version" if k == "version" else f"server_{k}"): info.get(k) for k in keys if k in info}
-    return out
+    return {("sglang_version" if k == "version" else f"server_{k}"): info.get(k) for k in keys if k in info}
 
 
 def _last_gen(info: dict[str, Any] | None) -> float | None:
