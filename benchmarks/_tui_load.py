@@ -20,7 +20,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import events as ev  # noqa: E402
+from harness.common import events as ev  # noqa: E402
 from harness.tui.runchild import frame  # noqa: E402
 from harness.tui.state import ProgressModel  # noqa: E402
 
@@ -41,7 +41,7 @@ def steady_lines(variant: str) -> list[str]:
 
 def record_pool(n: int, streams: int) -> list[Any]:
     """RequestRecords of 256-token streams, 4 tokens a chunk (accept length ~3.2 at temperature 0)."""
-    from harness.records import make_record
+    from harness.analysis.records import make_record
 
     out = []
     for i in range(n):
@@ -84,7 +84,7 @@ def record_pool(n: int, streams: int) -> list[Any]:
 
 def event_stream(p: dict[str, Any], stop: Any) -> Any:
     """The paced events (a generator: the child writes them, the check folds the same ones)."""
-    from harness.logparse import parse_line
+    from harness.engines.sglang.logparse import parse_line
 
     total = int(p["requests_per_s"] * p["duration_s"])
     yield ev.RunStarted("bench", p["run_dir"], "tui-load", VARIANTS, total, True)
@@ -109,7 +109,7 @@ def event_stream(p: dict[str, Any], stop: Any) -> Any:
                 continue
             src = lines[v]
             batch = [src[(sent[v] + k) % len(src)] for k in range(due)]
-            yield ev.ServerLog(v, tuple(batch))  # then its windows, as harness.runner._on_lines does
+            yield ev.ServerLog(v, tuple(batch))  # then its windows, as harness.run.runner._on_lines does
             for k, text in enumerate(batch):
                 w = parse_line(text, sent[v] + k + 1)
                 if w is not None:

@@ -19,7 +19,7 @@ process pinned to the other core:
   random (`floor_p99_us`, `_floor.py`), with the time lost in gaps > 1 ms and /proc/stat's steal ticks.
   Jitter at the floor is the machine's; above it, the client's own work (or the server core's gaps).
 
-Clients: draftbench (harness.client.ReplayClient: openai SDK request, harness.http1 raw read, orjson,
+Clients: draftbench (harness.client.stream.ReplayClient: openai SDK request, harness.client.http1 raw read, orjson,
 kernel receive timestamps), draftbench-callback (the same, kernel timestamps off: perf_counter in the
 read callback), draftbench-aiohttp (over the SDK's DefaultAioHttpClient), SGLang's and vLLM's bench
 request functions (reproduced in `_reference_clients.py`), and the openai SDK's own parsed stream.
@@ -66,8 +66,8 @@ def request_fn(client: str, port: int, streams: int) -> tuple[Any, Any]:
         import httpx2
         import openai
 
-        from harness import rxstamp
-        from harness.client import ReplayClient, ReplayRequest
+        from harness.client import rxstamp
+        from harness.client.stream import ReplayClient, ReplayRequest
 
         if client == "draftbench-callback":
             rxstamp.KERNEL_STAMPS = False  # the asyncio-protocol connection, stamped in its read callback
@@ -281,7 +281,7 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    from harness import rxstamp
+    from harness.client import rxstamp
 
     return {"cpus": os.cpu_count(), "cpu_model": model, "python": platform.python_version(),
             "platform": platform.platform(), "loadavg_before": os.getloadavg(),

@@ -1,4 +1,4 @@
-"""Throughput and memory of ``harness.logparse.parse_file`` (or, with ``--csv``, of ``draftbench
+"""Throughput and memory of ``harness.engines.sglang.logparse.parse_file`` (or, with ``--csv``, of ``draftbench
 parse-log``) on a large synthetic SGLang 0.5.15 log.
 
     python benchmarks/parse_log.py [--lines 2000000] [--mix all|NAME] [--repeat 3] [--json OUT]
@@ -8,8 +8,8 @@ parse-log``) on a large synthetic SGLang 0.5.15 log.
 process (interpreter start and imports included), its CPU and wall seconds and its peak RSS (the
 process's own VmHWM: a child's ru_maxrss would count the benchmark's RSS at fork time); with
 ``--compare`` also the objects path it replaced (``write_windows_csv(parse_file(LOG), OUT)``),
-checking both write the same bytes. ``--against FILE`` also runs the CLI with ``harness.logcsv``
-loaded from FILE (another version of the module, e.g. ``git show HEAD:harness/logcsv.py``), its
+checking both write the same bytes. ``--against FILE`` also runs the CLI with ``harness.engines.sglang.logcsv``
+loaded from FILE (another version of the module, e.g. ``git show HEAD:harness/engines/sglang/logcsv.py``), its
 runs taking turns with the current module's so both meet the same load, and checks the bytes too.
 
 The log is written to a temporary directory in the exact 0.5.15.post1 line formats (see
@@ -36,7 +36,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from harness.logparse import parse_file
+from harness.engines.sglang.logparse import parse_file
 
 # Fractions of (decode, prefill, noise) lines.
 MIXES = {
@@ -143,13 +143,13 @@ def measure(path: Path, lines: int, stats: int, *, repeat: int, traced: bool) ->
 
 
 # What the children run: the CLI as `python -m harness.cli` runs it; the objects path that
-# `parse-log --csv` used before harness.logcsv (--compare); the CLI with harness.logcsv loaded from
+# `parse-log --csv` used before harness.engines.sglang.logcsv (--compare); the CLI with harness.engines.sglang.logcsv loaded from
 # another file (--against).
 _CLI = "import runpy; runpy.run_module('harness.cli', run_name='__main__')"
-_OBJECTS_PATH = ("import sys; from harness.logparse import parse_file, write_windows_csv; "
+_OBJECTS_PATH = ("import sys; from harness.engines.sglang.logparse import parse_file, write_windows_csv; "
                  "print(write_windows_csv(parse_file(sys.argv[1]), sys.argv[2]), file=sys.stderr)")  # fmt: skip
-_AGAINST = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('harness.logcsv', sys.argv[1]); "
-            "module = sys.modules['harness.logcsv'] = importlib.util.module_from_spec(spec); "
+_AGAINST = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('harness.engines.sglang.logcsv', sys.argv[1]); "
+            "module = sys.modules['harness.engines.sglang.logcsv'] = importlib.util.module_from_spec(spec); "
             "spec.loader.exec_module(module); from harness import cli; sys.exit(cli.main(sys.argv[2:]))")  # fmt: skip
 # A child's ru_maxrss counts its parent's RSS at fork time (Linux carries the forked copy's high
 # water mark across exec), so each child prints its own peak, VmHWM, as it exits.
@@ -199,7 +199,7 @@ def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: boo
     }  # fmt: skip
     if against is not None:
         if not filecmp.cmp(out, other, shallow=False):
-            raise SystemExit(f"{against} and harness.logcsv wrote different CSV for {path.name}")
+            raise SystemExit(f"{against} and harness.engines.sglang.logcsv wrote different CSV for {path.name}")
         cpu = min(r[0] for r in other_runs)
         result |= {"against_cpu_s": round(cpu, 3), "against_lines_per_cpu_s": round(lines / cpu),
                    "against_peak_rss_mib": round(max(r[2] for r in other_runs), 1)}  # fmt: skip
@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         "--compare", action="store_true", help="with --csv: also time the objects path it replaced"
     )
     ap.add_argument("--against", type=Path, metavar="LOGCSV_PY",
-                    help="with --csv: also time the CLI with harness.logcsv loaded from this file")  # fmt: skip
+                    help="with --csv: also time the CLI with harness.engines.sglang.logcsv loaded from this file")  # fmt: skip
     args = ap.parse_args(argv)
 
     mixes = list(MIXES) if args.mix == "all" else [args.mix]

@@ -9,7 +9,7 @@ Content-Length bodies and keep-alive, answering every request with SGLang 0.5.15
 (`_fastserver.py`: role chunk, one content chunk, finish chunk, the `"choices": []` usage chunk when
 asked for, `data: [DONE]`). The content chunk is the request's arrival time on the `perf_counter`
 clock (CLOCK_MONOTONIC, the same in every process on Linux): the kernel's receive stamp of the read
-that completed the request's body (SO_TIMESTAMPNS, mapped onto perf_counter, as harness.rxstamp does
+that completed the request's body (SO_TIMESTAMPNS, mapped onto perf_counter, as harness.client.rxstamp does
 for the client), so that the server's own work on the requests before it does not delay it; where the
 kernel gives no stamp, perf_counter right after that read. The server's read time is sent too
 (`last_read_ms` in the JSON: the same, but including the server's own queueing).
@@ -22,7 +22,7 @@ waves of the first and the last arrival, in ms after the wave started (the clien
 before the gather), and of their difference (spread); and the client's CPU time per request over the
 measured waves (`time.process_time`, which covers reading the tiny responses too).
 
-Clients: draftbench (harness.client.ReplayClient: later requests to a path reuse the head the SDK built
+Clients: draftbench (harness.client.stream.ReplayClient: later requests to a path reuse the head the SDK built
 for the first, `ReplayClient._send`), draftbench-sdk-build (the same client with that path switched off:
 the SDK builds every request, as before), sglang and vllm (their bench request functions, reproduced
 in `_reference_clients.py`: SGLang opens a new aiohttp session and TCP connection per request, vLLM
@@ -80,7 +80,7 @@ class BurstServer:
     """A selectors loop (no asyncio: nothing to cancel, no tracebacks at exit) on 127.0.0.1."""
 
     def __init__(self) -> None:
-        from harness import rxstamp
+        from harness.client import rxstamp
 
         self.rxstamp = rxstamp
         self.kernel = rxstamp.kernel_stamps()  # also holds the kernel's stamping switch on
@@ -282,7 +282,7 @@ def make_one(client: str, port: int, size: int) -> tuple[Any, Any]:
     one, close = request_fn("draftbench", port, size)
     # The ReplayClient behind request_fn's draftbench. Without its http1 transport `_send` takes the
     # SDK's path for every request: the prepared head is never built nor used.
-    from harness.client import ReplayClient
+    from harness.client.stream import ReplayClient
 
     replay = close.__self__
     assert isinstance(replay, ReplayClient) and hasattr(replay, "_fast")

@@ -3,9 +3,9 @@
 Load, through the path a real run's events take (harness.tui.runproc): a child process writes framed
 pickles of core events on a pipe; the TUI side reads them with RunProcess._pump on a thread, folds them in
 an EventFeed and posts coalesced messages to the App. The child paces RequestDone at --requests-per-s
-(RequestRecords from harness.records.make_record, 256-token streams), ServerLog for two variants at
+(RequestRecords from harness.analysis.records.make_record, 256-token streams), ServerLog for two variants at
 --lines-per-s each (real SGLang 0.5.15 Decode/Prefill/access lines from tests/fixtures, every 10 ms) and a
-LogWindow per Decode/Prefill line (harness.logparse.parse_line, as the runner does).
+LogWindow per Decode/Prefill line (harness.engines.sglang.logparse.parse_line, as the runner does).
 Keys, at human pace, on the headless App (run_test, fixed size): f f (Decode filter), 2 3 4 1 (sections),
 ? escape (help). Latency: from the key event entering the App to the first frame the compositor renders
 with the expected state on screen (App._display is wrapped; headless Textual writes no terminal bytes, so
@@ -206,7 +206,7 @@ class Presser:
 
 def build(tmp: Path, streams: int) -> Any:
     """The app as the CLI builds it, on a two-variant plan (nothing is started from it)."""
-    from harness.config import load_plan
+    from harness.inputs.config import load_plan
     from harness.tui.app import build_app
 
     path = tmp / "plan.yaml"

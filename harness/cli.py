@@ -1,6 +1,6 @@
 """draftbench command line: thin commands that parse, call the core, print.
 
-Data goes to stdout; progress and diagnostics to stderr. Exit codes live in harness.errors.
+Data goes to stdout; progress and diagnostics to stderr. Exit codes live in harness.common.errors.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness.errors import (
+from harness.common.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILURES,
     EXIT_INTERRUPTED,
@@ -109,7 +109,7 @@ def _tui(plan: str | None, results_dir: str) -> int:
 
 
 def _load_plan(path: str):
-    from harness.config import load_plan
+    from harness.inputs.config import load_plan
 
     if not Path(path).exists():
         raise InputError(path, None, None, "plan file not found")
@@ -117,7 +117,7 @@ def _load_plan(path: str):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.rundir import read_resume_plan
+    from harness.run.rundir import read_resume_plan
 
     if args.resume:
         plan = read_resume_plan(args.resume)
@@ -136,10 +136,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
-    from harness.progress import consume
+    from harness.run.progress import consume
 
     async def go() -> int:
-        from harness.runner import run_plan
+        from harness.run.runner import run_plan
 
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
@@ -158,7 +158,7 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
 def _check(args: argparse.Namespace) -> int:
     from harness.checks import findings_json, has_errors, render_findings, run_checks
     from harness.demo import DEMO_PLAN, prepare_demo
-    from harness.target import open_target
+    from harness.targets import open_target
 
     if Path(args.plan).resolve() == DEMO_PLAN:
         plan = prepare_demo(args.results_dir)  # the demo's model directories must exist to be inspected
@@ -179,7 +179,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _parse_log(args: argparse.Namespace) -> int:
-    from harness.logcsv import write_log_csv  # the bytes write_windows_csv(parse_file(...)) writes, faster
+    from harness.engines.sglang.logcsv import (
+        write_log_csv,  # the bytes write_windows_csv(parse_file(...)) writes, faster
+    )
 
     if not Path(args.file).exists():
         raise InputError(args.file, None, None, "log file not found")
@@ -192,8 +194,8 @@ def _parse_log(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from harness.report import render_table
-    from harness.summary import load_summary, summarise_run
+    from harness.analysis.report import render_table
+    from harness.analysis.summary import load_summary, summarise_run
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "requests.csv").exists():
@@ -208,8 +210,8 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from harness.report import grid
-    from harness.runs import compare_runs, comparison_rows, load_run
+    from harness.analysis.report import grid
+    from harness.analysis.runs import compare_runs, comparison_rows, load_run
 
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
@@ -225,7 +227,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _import_suite(args: argparse.Namespace) -> int:
-    from harness.suites import import_question_jsonl, write_suite_yaml
+    from harness.inputs.suites import import_question_jsonl, write_suite_yaml
 
     suite = import_question_jsonl(args.jsonl, name=args.name, all_turns=args.all_turns)
     write_suite_yaml(suite, args.out)

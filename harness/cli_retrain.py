@@ -8,7 +8,7 @@ import shlex
 import time
 from pathlib import Path
 
-from harness.errors import EXIT_FAILURES, EXIT_OK, InputError, say
+from harness.common.errors import EXIT_FAILURES, EXIT_OK, InputError, say
 
 PROGRESS_EVERY_S = 2.0
 
@@ -58,7 +58,7 @@ def handlers() -> dict:
 
 
 def _plan(path: str):
-    from harness.config import load_plan
+    from harness.inputs.config import load_plan
 
     if not Path(path).exists():
         raise InputError(path, None, None, "plan file not found")
@@ -92,7 +92,7 @@ def _regen(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace) -> int:
     from harness.retrain.jobs import launch_training
     from harness.retrain.train import parse_gpus, spec_from_plan
-    from harness.target import open_target
+    from harness.targets import open_target
 
     plan = _plan(args.plan)
     fields = {"data_path": args.data, "output_dir": args.output_dir, "era": args.era}

@@ -20,7 +20,7 @@ WEAK_PROFILE = [0.6, 0.45, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.01, 0.01, 0.
 
 def write_demo_models(workdir: str | Path) -> Path:
     """(Re)create the demo's model directories under workdir/demo-models; idempotent and small (KBs-MBs)."""
-    from harness.sim.fixtures import write_eagle3_drafter, write_target_model
+    from harness.sim.sglang.fixtures import write_eagle3_drafter, write_target_model
 
     root = Path(workdir) / "demo-models"
     write_target_model(root / "target", hidden_size=TARGET_HIDDEN, num_layers=8, vocab_size=VOCAB,
@@ -44,7 +44,7 @@ def _copy_rope(target_cfg: Path, draft_cfg: Path) -> None:
 
 def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -> Any:
     """Load plans/demo.yaml, point its work directory at results/.demo-target and write the models there."""
-    from harness.config import load_plan
+    from harness.inputs.config import load_plan
 
     workdir = (Path(results_dir) / ".demo-target").resolve()
     workdir.mkdir(parents=True, exist_ok=True, mode=0o700)

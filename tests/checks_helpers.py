@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.config import load_plan
-from harness.sim.fixtures import write_eagle3_drafter, write_target_model
+from harness.inputs.config import load_plan
+from harness.sim.sglang.fixtures import write_eagle3_drafter, write_target_model
 
 TARGET = {
     "hidden_size": 64,

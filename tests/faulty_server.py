@@ -31,7 +31,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from harness.sim.responses import chat_chunk
+from harness.sim.sglang.responses import chat_chunk
 
 READY_LINE = "The server is fired up and ready to roll!"
 FAULTS = ("FAIL_ONCE", "FAIL_ALWAYS", "MALFORMED", "RESET_ONCE", "RESET", "HANG")

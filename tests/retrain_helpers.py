@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from harness.config import load_plan
 from harness.demo import write_demo_models
+from harness.inputs.config import load_plan
 
 REPO = Path(__file__).resolve().parent.parent
 SIM_ENV = {"DRAFTBENCH_SIM_STARTUP_S": "0.1", "DRAFTBENCH_SIM_TIME_SCALE": "0.05"}

@@ -5,7 +5,7 @@ import contextlib
 
 import pytest
 
-from harness.aio import drain
+from harness.common.aio import drain
 
 
 async def test_events_in_order_and_crash_reraised():

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from harness.alarms import AlarmTracker
-from harness.logparse import parse_line
+from harness.analysis.alarms import AlarmTracker
+from harness.engines.sglang.logparse import parse_line
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_drafter, load_plan
-from harness.errors import InputError
-from harness.suites import MAX_PROMPT_CHARS, import_question_jsonl, load_suite
+from harness.common.errors import InputError
+from harness.inputs.config import load_drafter, load_plan
+from harness.inputs.suites import MAX_PROMPT_CHARS, import_question_jsonl, load_suite
 
 CORPUS = Path(__file__).parent / "bad_input"
 EXPECT_RE = re.compile(r"# expect: (?:(?P<ok>ok)|(?P<line>\d+|-) (?P<field>\S+) (?P<msg>.+))$")

@@ -13,8 +13,8 @@ from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
 from harness.checks import compat
 from harness.checks.checkpoint import DrafterFacts
-from harness.safetensors_io import TensorInfo, read_header
-from harness.sim.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
+from harness.common.safetensors_io import TensorInfo, read_header
+from harness.sim.sglang.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
 
 LLAMA = {
     "hidden_size": 64,
@@ -282,7 +282,7 @@ async def test_drafter_directory_behind_a_symlink_is_read(tmp_path):
     """A `latest` link to the newest checkpoint directory is how training runs are often pointed at:
     listing its weights must follow the link (found on the H200 with a trained drafter)."""
     from harness.checks.remote import read_drafter
-    from harness.target import LocalTarget
+    from harness.targets.local import LocalTarget
 
     real = _drafter(tmp_path, LLAMA | {"vocab_size": 256}, name="epoch_3_step_120")
     link = tmp_path / "latest"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.checks import findings_json, has_errors, render_findings, sort_findings
-from harness.checks.findings import PLAN_WIDE, Finding, error, info, warning
+from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
 
 
 def _sample() -> list[Finding]:

@@ -1,4 +1,4 @@
-"""Flag checks on launch argv built by harness.launch, against the version facts of REFERENCE §5."""
+"""Flag checks on launch argv built by harness.engines.sglang.launch, against the version facts of REFERENCE §5."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.checks import flags as fl
-from harness.launch import build_launch_argv
+from harness.engines.sglang import flags as fl
+from harness.engines.sglang.launch import build_launch_argv
 
 
 def _variant(name="v", algorithm="EAGLE3", steps=3, topk=1, ndt=4, cuda_graph=True, extra=(), baseline=False):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from harness.checks import parser_probe as pp
+from harness.engines.sglang import parser_probe as pp
 from tests.checks_helpers import TARGET, write_fake_sglang, write_target_model
 
 

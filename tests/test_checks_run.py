@@ -11,9 +11,10 @@ import sys
 import pytest
 
 from harness.checks import findings_json, has_errors, render_findings, run_checks
+from harness.common.safetensors_io import header_length
 from harness.demo import prepare_demo
-from harness.safetensors_io import header_length
-from harness.target import LocalTarget, open_target
+from harness.targets import open_target
+from harness.targets.local import LocalTarget
 from tests.checks_helpers import load, write_fake_nvidia_smi, write_fake_sglang, write_models, write_plan
 from tests.sshd import SSHDServer, sshd_missing_reason, start_sshd
 

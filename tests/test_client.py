@@ -1,4 +1,4 @@
-"""harness.client and harness.sse against an in-test aiohttp server replaying real SGLang captures and
+"""harness.client.stream and harness.client.sse against an in-test aiohttp server replaying real SGLang captures and
 synthetic faults."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import openai
 import pytest
 from aiohttp import web
 
-from harness.client import ReplayClient, ReplayRequest, prompt_text, spread_tokens
-from harness.sse import SSESplitter
+from harness.client.sse import SSESplitter
+from harness.client.stream import ReplayClient, ReplayRequest, prompt_text, spread_tokens
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -279,7 +279,7 @@ async def test_replays_real_sglang_captures(server: ScriptServer, name: str, end
     lines = capture(name, "v1/chat" if endpoint == "chat" else "v1/completions")
     exp = expected_from(lines, endpoint == "chat")
     server.scripts = [sse(events(lines))]
-    # The default transport (harness.http1), and the reading path kept for any other httpx2 client.
+    # The default transport (harness.client.http1), and the reading path kept for any other httpx2 client.
     http_client = openai.DefaultAioHttpClient() if transport == "sdk-aiohttp" else None
     c = ReplayClient(server.url, "default", api_key="sk-key", endpoint=endpoint, http_client=http_client)
     try:

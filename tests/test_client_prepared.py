@@ -8,7 +8,7 @@ import asyncio
 import openai
 import pytest
 
-from harness.client import ReplayClient, ReplayRequest
+from harness.client.stream import ReplayClient, ReplayRequest
 from tests.test_client import REQ, ScriptServer, server, spec_stream, sse, status  # noqa: F401 (fixture)
 
 

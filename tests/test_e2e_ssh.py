@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis.summary import REQUIRED_COLUMNS
 from harness.demo import GOOD_PROFILE, write_demo_models
-from harness.summary import REQUIRED_COLUMNS
 from tests.sshd import sshd_missing_reason, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow,

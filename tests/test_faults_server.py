@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import events as ev
-from harness.config import load_plan
-from harness.progress import consume
-from harness.runner import run_plan
+from harness.common import events as ev
+from harness.inputs.config import load_plan
+from harness.run.progress import consume
+from harness.run.runner import run_plan
 from tests.faults_helpers import (
     FAULTY_LAUNCHER,
     GOOD,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import events as ev
-from harness.config import load_plan
-from harness.progress import consume
-from harness.runner import run_plan
-from harness.target import open_target
+from harness.common import events as ev
+from harness.inputs.config import load_plan
+from harness.run.progress import consume
+from harness.run.runner import run_plan
+from harness.targets import open_target
 from tests.faults_helpers import (
     GOOD,
     SIM_LAUNCHER,

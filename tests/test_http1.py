@@ -1,4 +1,4 @@
-"""harness.http1: the chunked decoder byte by byte, and the transport against a raw in-test server."""
+"""harness.client.http1: the chunked decoder byte by byte, and the transport against a raw in-test server."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx2
 import pytest
 
-from harness import rxstamp
-from harness.http1 import HTTP1Transport, StreamingClient
-from harness.http1_wire import Dechunker
+from harness.client import rxstamp
+from harness.client.http1 import HTTP1Transport, StreamingClient
+from harness.client.http1_wire import Dechunker
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 
@@ -92,7 +92,7 @@ async def raw() -> AsyncIterator[RawServer]:
 @pytest.fixture(params=["kernel-stamps", "asyncio-protocol"])
 async def client(request: pytest.FixtureRequest,
                  monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx2.AsyncClient]:
-    """Both connection kinds: harness.rxstamp's recvmsg reader (plain http where the kernel gives
+    """Both connection kinds: harness.client.rxstamp's recvmsg reader (plain http where the kernel gives
     receive stamps) and the asyncio-protocol fallback (https, or no SO_TIMESTAMPNS)."""
     if request.param == "asyncio-protocol":
         monkeypatch.setattr(rxstamp, "KERNEL_STAMPS", False)

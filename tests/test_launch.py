@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_plan
-from harness.launch import build_launch_argv, cuda_graph_max_bs_flag, parse_version, spec_params
+from harness.common.versions import parse_version
+from harness.engines.sglang.launch import build_launch_argv, cuda_graph_max_bs_flag, spec_params
+from harness.inputs.config import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.5", "--tp-size", "8",

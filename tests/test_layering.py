@@ -15,7 +15,7 @@ CORE = sorted(
 
 
 def test_core_modules_exist():
-    for name in ("harness.runner", "harness.summary", "harness.records", "harness.launch", "harness.cli"):
+    for name in ("harness.run.runner", "harness.analysis.summary", "harness.analysis.records", "harness.engines.sglang.launch", "harness.cli"):
         assert name in CORE
 
 

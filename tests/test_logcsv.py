@@ -1,4 +1,4 @@
-"""harness.logcsv: the parse-log CSV writer must write exactly what write_windows_csv(parse_file()) writes.
+"""harness.engines.sglang.logcsv: the parse-log CSV writer must write exactly what write_windows_csv(parse_file()) writes.
 
 Every comparison below is against that objects path, on the real captures, the format-family fixtures
 and mangled copies of their lines; the tests also check the regex fast path really took the lines.
@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, logcsv
-from harness.logcsv import write_log_csv
-from harness.logparse import parse_file, write_windows_csv
+from harness import cli
+from harness.engines.sglang import logcsv
+from harness.engines.sglang.logcsv import write_log_csv
+from harness.engines.sglang.logparse import parse_file, write_windows_csv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = FIXTURES / "sglang-0.5.15.post1"

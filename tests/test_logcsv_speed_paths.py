@@ -1,4 +1,4 @@
-"""harness.logcsv's block path: one regex over a whole block of lines, rows from one comprehension.
+"""harness.engines.sglang.logcsv's block path: one regex over a whole block of lines, rows from one comprehension.
 
 Every comparison is against the objects path (write_windows_csv(parse_file())). Small blocks put many
 block edges in small logs, and a block only takes the block path once its layouts were learned, so
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import logcsv
-from harness.logcsv import write_log_csv
-from harness.logparse import IncrementalParser, parse_file
+from harness.engines.sglang import logcsv
+from harness.engines.sglang.logcsv import write_log_csv
+from harness.engines.sglang.logparse import IncrementalParser, parse_file
 from tests.test_logcsv import CANONICAL, EAGLE3_DECODE, EAGLE3_PREFILL, TRICKY_NUMBERS, objects_csv
 
 FIXTURES = Path(__file__).parent / "fixtures"

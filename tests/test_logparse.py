@@ -1,4 +1,4 @@
-"""harness.logparse on real-format SGLang scheduler lines only.
+"""harness.engines.sglang.logparse on real-format SGLang scheduler lines only.
 
 Sources: the real 0.5.15.post1 captures; tests/fixtures/logs/reference.txt (the lines quoted in
 REFERENCE.md §1.6, verbatim); tests/fixtures/logs/families.txt (every format family, built from
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import logline
-from harness.logparse import (
+from harness.engines.sglang import logline
+from harness.engines.sglang.logparse import (
     WINDOW_CSV_COLUMNS,
     IncrementalParser,
     LogWindow,

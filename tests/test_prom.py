@@ -1,4 +1,4 @@
-"""harness.prom: the server's own TTFT / queue / e2e means over a phase, from SGLang's histograms. Parsed on
+"""harness.engines.sglang.prom: the server's own TTFT / queue / e2e means over a phase, from SGLang's histograms. Parsed on
 the real server's /metrics (captured before and after 21 requests on the H200), and checked end to end
 against the stand-in: the server's interval lies inside the client's, request by request and so in mean."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_plan
-from harness.progress import consume
-from harness.prom import COLUMNS, histogram_totals, phase_means
-from harness.runner import run_plan
+from harness.engines.sglang.prom import COLUMNS, histogram_totals, phase_means
+from harness.inputs.config import load_plan
+from harness.run.progress import consume
+from harness.run.runner import run_plan
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, only_run_dir, prompts, read_csv, sim_env, write_plan
 
 REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"

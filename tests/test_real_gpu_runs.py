@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.logparse import parse_file
+from harness.engines.sglang.logparse import parse_file
 from harness.retrain.progress import parse_line
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"

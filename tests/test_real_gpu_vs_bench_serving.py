@@ -2,7 +2,7 @@
 random weights, 38 prompts at concurrency 8, two rounds of each tool): what the run kept, re-read here
 (docs/real-gpu.md). `keep-alive`: draftbench's default connections; `per-request`: a new connection for
 every request, as bench_serving opens one (baseline only). Each bench_serving round was bracketed by two
-/metrics scrapes; draftbench records the same histograms per phase itself (harness.prom)."""
+/metrics scrapes; draftbench records the same histograms per phase itself (harness.engines.sglang.prom)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.prom import histogram_totals, phase_means
+from harness.engines.sglang.prom import histogram_totals, phase_means
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1" / "vs-bench_serving"
 RUNS = {"keep-alive": ("baseline", "eagle3"), "per-request": ("baseline",)}

@@ -8,9 +8,9 @@ import stat
 
 import pytest
 
-from harness import events as ev
-from harness.config import load_drafter
-from harness.errors import HarnessError, InputError
+from harness.common import events as ev
+from harness.common.errors import HarnessError, InputError
+from harness.inputs.config import load_drafter
 from harness.retrain.checkpoints import (
     CheckpointExported,
     CheckpointRegistered,
@@ -26,8 +26,8 @@ from harness.retrain.checkpoints import (
     preflight_drafter,
     register_checkpoint,
 )
-from harness.sim.fixtures import write_eagle3_drafter
-from harness.target import LocalTarget
+from harness.sim.sglang.fixtures import write_eagle3_drafter
+from harness.targets.local import LocalTarget
 from tests.retrain_helpers import write_plan
 
 DEMO_DRAFT = {"target_hidden_size": 256, "hidden_size": 256, "vocab_size": 1024, "draft_vocab_size": 256}

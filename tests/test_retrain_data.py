@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 from harness.retrain.data import (
     RowWriter,
     drop_ids,

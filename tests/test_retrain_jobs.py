@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from harness.errors import HarnessError, InputError
+from harness.common.errors import HarnessError, InputError
 from harness.retrain.checkpoints import discover_checkpoints
 from harness.retrain.jobs import (
     cancel_job,
@@ -26,7 +26,8 @@ from harness.retrain.jobs import (
     resume_job,
 )
 from harness.retrain.progress import CKPT_DIR
-from harness.target import LocalTarget, open_target
+from harness.targets import open_target
+from harness.targets.local import LocalTarget
 from tests.retrain_helpers import trainer_spec, write_plan
 from tests.sshd import sshd_missing_reason, start_sshd
 

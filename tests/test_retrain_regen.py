@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError, InputError
+from harness.common.errors import HarnessError, InputError
 from harness.retrain.data import error_path
 from harness.retrain.regen import normalize_endpoint, regen
-from harness.target import open_target
+from harness.targets import open_target
 from tests.retrain_helpers import REPO, SIM_ENV, conversation, read_jsonl, write_jsonl, write_plan
 from tests.sshd import sshd_missing_reason, start_sshd
 
@@ -176,7 +176,7 @@ def wait_healthy(proc: subprocess.Popen, endpoint: str, log: Path) -> None:
 
 DRIVER = """
 import asyncio, sys
-from harness.config import load_plan
+from harness.inputs.config import load_plan
 from harness.retrain.regen import regen
 async def main():
     plan = load_plan(sys.argv[1])

@@ -7,7 +7,7 @@ import sys
 import pytest
 import yaml
 
-from harness.errors import HarnessError, InputError
+from harness.common.errors import HarnessError, InputError
 from harness.retrain.train import (
     PROBE_SH,
     TrainSpec,
@@ -19,7 +19,7 @@ from harness.retrain.train import (
     parse_gpus,
     spec_from_plan,
 )
-from harness.target import LocalTarget
+from harness.targets.local import LocalTarget
 
 BASE = {
     "target_model_path": "/models/Kimi-K2.5",

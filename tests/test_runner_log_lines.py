@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from harness.config import load_plan
-from harness.records import CsvAppender
-from harness.runner import SERVER_WINDOW_COLUMNS, _Run
+from harness.analysis.records import CsvAppender
+from harness.inputs.config import load_plan
+from harness.run.runner import SERVER_WINDOW_COLUMNS, _Run
 
 DECODE = ("[2026-11-29 14:41:53] Decode batch, #running-req: 1, #token: 237, token usage: 0.00, accept len: 1.00, "
           "accept rate: 0.00, cuda graph: True, gen throughput (token/s): 165.75, #queue-req: 0")

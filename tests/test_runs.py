@@ -8,10 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from harness.errors import InputError
-from harness.report import render_table
-from harness.summary import load_summary
-from harness.runs import (
+from harness.analysis.report import render_table
+from harness.analysis.runs import (
     compare_runs,
     export_csv,
     list_drafters,
@@ -21,6 +19,8 @@ from harness.runs import (
     parse_concurrency,
     result_rows,
 )
+from harness.analysis.summary import load_summary
+from harness.common.errors import InputError
 from harness.tui.state import RunChoice
 from tests.snapshots.tui_fakes import DRAFTERS, RESULTS, RUN_A, RUN_B, snap_plan
 

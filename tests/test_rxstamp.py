@@ -1,4 +1,4 @@
-"""harness.rxstamp: kernel receive timestamps on plain-http connections, and the fallbacks (an asyncio
+"""harness.client.rxstamp: kernel receive timestamps on plain-http connections, and the fallbacks (an asyncio
 protocol where the option is missing; perf_counter at the read when a read carries no stamp)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import httpx2
 import orjson
 import pytest
 
-from harness import http1, rxstamp
-from harness.client import ReplayClient, ReplayRequest
-from harness.http1 import BODY_EXT, HTTP1Transport
+from harness.client import http1, rxstamp
+from harness.client.http1 import BODY_EXT, HTTP1Transport
+from harness.client.stream import ReplayClient, ReplayRequest
 
 MODES = ["kernel", "no-cmsg", "asyncio"]
 HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

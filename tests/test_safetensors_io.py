@@ -1,4 +1,4 @@
-"""harness.safetensors_io against the reference `safetensors` package (installed for tests only)."""
+"""harness.common.safetensors_io against the reference `safetensors` package (installed for tests only)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from harness.safetensors_io import (
+from harness.common.safetensors_io import (
     SafetensorsError,
     header_length,
     parse_header,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.sim import args, flags_table
-from harness.sim import resolve as res
+from harness.sim.sglang import args, flags_table
+from harness.sim.sglang import resolve as res
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 SCHEDULER_KEYS = (

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from harness.sim import model
-from harness.sim.engine import Engine, EngineConfig, Req
-from harness.sim.logs import SimLog
-from harness.sim.model import SpecShape
+from harness.sim.sglang import model
+from harness.sim.sglang.engine import Engine, EngineConfig, Req
+from harness.sim.sglang.logs import SimLog
+from harness.sim.sglang.model import SpecShape
 
 DECODE_RE = re.compile(
     r"Decode batch, #running-req: (?P<run>\d+), #token: \d+, token usage: \d+\.\d\d, "

@@ -7,8 +7,8 @@ import json
 import numpy as np
 from safetensors import safe_open
 
-from harness.safetensors_io import read_header
-from harness.sim.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
+from harness.common.safetensors_io import read_header
+from harness.sim.sglang.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
 
 EAGLE3_NAMES = {
     "fc.weight",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sim import logs
+from harness.sim.sglang import logs
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 TS = r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d{3})?(?P<ranks>(?: [A-Z]+\d+)*)\] "

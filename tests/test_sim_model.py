@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from harness.sim import model
-from harness.sim.model import SpecShape
+from harness.sim.sglang import model
+from harness.sim.sglang.model import SpecShape
 
 GOOD = [0.9, 0.82, 0.78]
 WEAK = [0.6, 0.45, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02] + [0.01] * 7  # the demo's seed drafter

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from harness.sim.fixtures import write_target_model
+from harness.sim.sglang.fixtures import write_target_model
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 RUN = FIX / "draftbench-run"

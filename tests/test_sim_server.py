@@ -22,7 +22,7 @@ import aiohttp
 import orjson
 import pytest
 
-from harness.sim.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
+from harness.sim.sglang.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 ENV = {"DRAFTBENCH_SIM_TIME_SCALE": "0.05", "DRAFTBENCH_SIM_STARTUP_S": "0.05"}

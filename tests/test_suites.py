@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.config import REPO_ROOT
-from harness.errors import InputError
-from harness.suites import (
+from harness.common.errors import InputError
+from harness.inputs.config import REPO_ROOT
+from harness.inputs.suites import (
     MAX_PROMPT_CHARS,
     Prompt,
     Suite,

@@ -6,9 +6,10 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from harness.records import make_record, spec_from_server, token_itls_ms
-from harness.report import render_table
-from harness.summary import REQUIRED_COLUMNS, summarise
+from harness.analysis.records import make_record, token_itls_ms
+from harness.engines.sglang.spec import request_spec as spec_from_server
+from harness.analysis.report import render_table
+from harness.analysis.summary import REQUIRED_COLUMNS, summarise
 
 
 def result(times, tokens, output_tokens, *, ok=True, spec=None, text="abc"):
@@ -73,6 +74,14 @@ def test_spec_keys_across_sglang_renames():
     assert spec_from_server(None, 5)["spec_verify_ct"] is None
 
 
+def test_spec_histogram_is_kept_across_renames():
+    # 0.5.9-0.5.11 spelled it spec_accept_histogram, 0.5.12+ spec_correct_drafts_histogram (REFERENCE §4.1)
+    for key in ("spec_accept_histogram", "spec_correct_drafts_histogram"):
+        got = spec_from_server({"spec_verify_ct": 6, "completion_tokens": 13, key: [1, 2, 0, 3]}, None)
+        assert got["spec_histogram"] == "1 2 0 3"
+    assert spec_from_server({"spec_verify_ct": 6, "completion_tokens": 13}, None)["spec_histogram"] is None
+
+
 def _tables(base_tok_s=90.0, spec_tok_s=50.0, spec_accept=2.0):
     variants = {
         "baseline": {"variant": "baseline", "baseline": True, "algorithm": "", "status": "ok"},
@@ -125,6 +134,7 @@ def _tables(base_tok_s=90.0, spec_tok_s=50.0, spec_accept=2.0):
                 n,
                 spec={"spec_verify_ct": verify, "completion_tokens": n} if verify else None,
             ),
+            normalise_spec=spec_from_server,
         )
         reqs.append(asdict(rec))
     windows = pd.DataFrame(

@@ -21,19 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.target import (
+from harness.common.errors import HarnessError
+from harness.targets import open_target
+from harness.targets.base import (
     FREE_PORT_SH,
-    LocalTarget,
     Target,
     command_line,
     free_port,
     group_alive_in,
-    open_target,
     parse_free_port,
     ports_in_use,
     quote_path,
 )
+from harness.targets.local import LocalTarget
 
 NASTY = [
     "x; touch CANARY",

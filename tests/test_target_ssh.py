@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.ssh import SSHTarget
-from harness.target import free_port, open_target
+from harness.common.errors import HarnessError
+from harness.targets import open_target
+from harness.targets.base import free_port
+from harness.targets.ssh import SSHTarget
 from tests.sshd import SSHDServer, sshd_missing_reason, start_sshd
 from tests.test_target_local import (
     check_files,

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "h200"))
 import tinylm  # noqa: E402
 
 from harness.checks import checkpoint as ck  # noqa: E402
-from harness.safetensors_io import read_header  # noqa: E402
+from harness.common.safetensors_io import read_header  # noqa: E402
 
 SCALE = 4  # token embeddings x4: the next token depends on the current one most, on the context too
 MICRO = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,

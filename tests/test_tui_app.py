@@ -8,9 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from harness.report import render_table
-from harness.runs import result_rows
-from harness.summary import load_summary
+from harness.analysis.report import render_table
+from harness.analysis.runs import result_rows
+from harness.analysis.summary import load_summary
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from harness.tui.dialogs import ExportDialog, HelpScreen

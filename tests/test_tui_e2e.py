@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from harness.config import REPO_ROOT
-from harness.summary import load_summary
+from harness.analysis.summary import load_summary
+from harness.inputs.config import REPO_ROOT
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from harness.tui.screens.run import RunScreen
@@ -127,7 +127,7 @@ def sshd(tmp_path_factory) -> SSHDServer:
 @pytest.mark.ssh
 def test_a_whole_tui_session_over_ssh(sshd, tmp_path):
     """Servers: start and stop one; Run: a narrowed run from the form; Results: its table. All over SSH."""
-    from harness.target import open_target
+    from harness.targets import open_target
 
     plan = write_plan(tmp_path, host=sshd.alias, max_tokens=16, time_scale=0.1)  # no timing compared here
 

@@ -3,7 +3,7 @@ folded into a few snapshots, and the live numbers are the events' own."""
 
 from __future__ import annotations
 
-from harness import events as ev
+from harness.common import events as ev
 from harness.tui import messages as msg
 from harness.tui.feed import LOG_BATCH_MAX, EventFeed
 from harness.tui.state import Alarm, ProgressModel, ServerView
@@ -92,7 +92,7 @@ def test_live_tok_s_is_this_phases_tokens_over_its_span():
 
 
 def test_windows_feed_series_only_from_decode_lines():
-    from harness.logparse import parse_line
+    from harness.engines.sglang.logparse import parse_line
 
     m = ProgressModel()
     for i, line in enumerate(log_lines(3)):

@@ -1,4 +1,4 @@
-"""harness.fleet: long-lived servers of a plan on the real stand-in (local target), and its pure helpers."""
+"""harness.run.fleet: long-lived servers of a plan on the real stand-in (local target), and its pure helpers."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from harness import events as ev
-from harness.fleet import Fleet, finding_to_alarm, parse_gpu_memory
+from harness.common import events as ev
+from harness.run.fleet import Fleet, finding_to_alarm, parse_gpu_memory
 
 FAST = {"DRAFTBENCH_SIM_TIME_SCALE": "0.05", "DRAFTBENCH_SIM_STARTUP_S": "0.2"}
 
@@ -140,7 +140,7 @@ async def test_preflight_findings_become_alarms_on_their_variant(tmp_path):
 
 
 def test_unknown_variant_is_a_clear_error(tmp_path):
-    from harness.errors import HarnessError
+    from harness.common.errors import HarnessError
 
     fleet = Fleet(demo_plan(tmp_path), on_event=Events(), results_dir=tmp_path / "results")
     with pytest.raises(HarnessError, match="no variant named 'nope' in plan 'demo'"):
@@ -155,7 +155,7 @@ def test_gpu_memory_is_summed_per_process_group():
 
 
 def test_findings_become_alarms():
-    from harness.checks.findings import error
+    from harness.common.findings import error
 
     f = error("v", "some-code", "the problem", "why it matters", "what to do")
     a = finding_to_alarm(f)

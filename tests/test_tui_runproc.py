@@ -33,7 +33,7 @@ def test_only_known_core_generators_can_be_called():
 
 def test_the_run_process_loads_no_ui():
     code = (
-        "import sys, harness.tui.runchild, harness.tui.state, harness.runs, harness.runner\n"
+        "import sys, harness.tui.runchild, harness.tui.state, harness.analysis.runs, harness.run.runner\n"
         "print(','.join(m for m in sys.modules if m == 'textual' or m.startswith('textual.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from harness.replay import warmup
-from harness.suites import Prompt, Suite
+from harness.inputs.suites import Prompt, Suite
+from harness.run.replay import warmup
 
 
 class _Client:

@@ -16,7 +16,7 @@ pgids() { python3 -c "import json; print(' '.join(str(json.loads(l)['pgid']) for
 VARIANTS=$(python3 -c "import json; print(' '.join(dict.fromkeys(json.loads(l)['variant'] for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant'] in ('baseline', 'eagle3'))))")
 for v in $VARIANTS; do
   PORT=$(python3 -c "import json; print([json.loads(l) for l in open('$RUN/servers.jsonl') if '\"port\"' in l and json.loads(l)['variant']=='$v'][-1]['port'])")
-  # the server's own TTFT over bench_serving's requests: /metrics before and after (harness.prom); no
+  # the server's own TTFT over bench_serving's requests: /metrics before and after (harness.engines.sglang.prom); no
   # warmup requests, so that the window holds exactly the benchmark's (draftbench's warmup ran earlier).
   # REPEATS=2: a second round, written into the run directory (tag -rep2), for the tool's own spread.
   for tag in "" $([ "${REPEATS:-1}" -ge 2 ] && echo -rep2); do

@@ -72,9 +72,9 @@ def bench_rounds(run: Path, out: Path, variant: str) -> list[tuple[dict, Path | 
 
 def server_side(run: Path, out: Path) -> None:
     """Each round of each tool on the same server: tok/s, client TTFT mean, and the server's own TTFT
-    over the same requests (SGLang's TTFT histogram, harness.prom): draftbench records it per phase,
+    over the same requests (SGLang's TTFT histogram, harness.engines.sglang.prom): draftbench records it per phase,
     bench_serving's comes from /metrics scraped around it. "outside" = client - server."""
-    from harness.prom import histogram_totals, phase_means
+    from harness.engines.sglang.prom import histogram_totals, phase_means
 
     ph = pd.read_csv(run / "phases.csv")
     r = pd.read_csv(run / "requests.csv")

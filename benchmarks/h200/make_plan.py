@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.suites import load_suite
+from harness.inputs.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMON_FLAGS = [  # GPU.md: the defaults need FlashAttention-3 or downloads, which that machine lacks

@@ -4,7 +4,7 @@ findings = await run_checks(plan, target)      # gathers facts over the target, 
 print(render_findings(findings)); sys.exit(1 if has_errors(findings) else 0)
 """
 
-from harness.checks.findings import Finding, findings_json, has_errors, render_findings, sort_findings
 from harness.checks.preflight import run_checks
+from harness.common.findings import Finding, findings_json, has_errors, render_findings, sort_findings
 
 __all__ = ["Finding", "findings_json", "has_errors", "render_findings", "run_checks", "sort_findings"]

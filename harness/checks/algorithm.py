@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.checks.checkpoint import DrafterFacts, archs, drafter_kind, eagle3_evidence, text_config
-from harness.checks.findings import Finding, error
+from harness.common.findings import Finding, error
 
 
 def _alg(name: str | None) -> str | None:

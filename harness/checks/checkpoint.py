@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.checks.findings import Finding, error
-from harness.launch import parse_version
-from harness.safetensors_io import TensorInfo
+from harness.common.findings import Finding, error
+from harness.common.safetensors_io import TensorInfo
+from harness.common.versions import version_lt
 
 
 @dataclass(frozen=True)
@@ -21,11 +21,6 @@ class DrafterFacts:
     config: dict[str, Any] | None = None
     tensors: dict[str, TensorInfo] | None = None  # merged over every shard; None when unreadable
     problem: str | None = None  # why config or weights could not be read
-
-
-def version_lt(version: str | None, bound: str) -> bool:
-    """True only when the version is known and older than `bound` (unknown versions skip window checks)."""
-    return version is not None and parse_version(version) < parse_version(bound)
 
 
 def text_config(cfg: dict[str, Any] | None) -> dict[str, Any]:
@@ -44,11 +39,6 @@ def aux_layer_ids(cfg: dict[str, Any] | None) -> list[Any] | None:
         ids = eagle["eagle_aux_hidden_state_layer_ids"]
         return list(ids) if isinstance(ids, list | tuple) else [ids]
     return None
-
-
-def default_aux_ids(num_layers: int) -> list[int]:
-    """SpecForge's training default in output-of-layer convention; SGLang captures these without ids."""
-    return [1, num_layers // 2 - 1, num_layers - 4]
 
 
 def archs(cfg: dict[str, Any] | None) -> list[str]:

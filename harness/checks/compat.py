@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from harness.checks.checkpoint import text_config
-from harness.checks.findings import Finding, warning
+from harness.common.findings import Finding, warning
 
 DEFAULT_ROPE_THETA = 10000.0  # transformers' LlamaConfig default when a config names none
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from harness.checks.findings import PLAN_WIDE, Finding, error, info, warning
 from harness.checks.remote import EnvFacts, Gpu
+from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
 
 GPU_FREE_SHARE = 0.9  # less than this share of a GPU's memory free: something else holds it
 MIN_DISK_BYTES = 2 << 30  # server logs and pid files only, but a full disk fails the run late
@@ -25,52 +24,6 @@ def python_findings(target_name: str, python: str, env: EnvFacts) -> list[Findin
             "set target.python to an interpreter that exists there",
         )
     ]
-
-
-def sglang_findings(python: str, probe: dict[str, Any], pinned: str | None, simulated: bool) -> list[Finding]:
-    """What the probe said about SGLang (or, on a simulated target, about draftbench's stand-in)."""
-    if simulated:
-        if not probe.get("importable"):
-            return [
-                error(
-                    PLAN_WIDE,
-                    "stand-in-missing",
-                    f"draftbench's stand-in is not importable by '{python}'",
-                    str(probe.get("error") or "import failed"),
-                    "install draftbench for that interpreter, or set target.python to one that has it",
-                )
-            ]
-        return [
-            info(
-                PLAN_WIDE,
-                "simulated",
-                f"simulated target: draftbench's stand-in of SGLang {probe.get('version')}",
-                "no GPU or SGLang needed; flags are judged by the stand-in's copy of SGLang's parser",
-            )
-        ]
-    if not probe.get("importable"):
-        return [
-            error(
-                PLAN_WIDE,
-                "sglang-missing",
-                f"SGLang is not importable by '{python}'",
-                str(probe.get("error") or "import failed"),
-                "set target.python to the interpreter that has sglang installed (e.g. a venv's bin/python)",
-            )
-        ]
-    version = probe.get("version")
-    out = [info(PLAN_WIDE, "sglang-version", f"SGLang {version} importable by '{python}'")]
-    if pinned and version and pinned != version:
-        out.append(
-            warning(
-                PLAN_WIDE,
-                "sglang-version-mismatch",
-                f"the plan pins sglang_version {pinned}, the target has {version}",
-                "flag spellings are chosen for the pinned version",
-                "set target.sglang_version: auto (or the installed version)",
-            )
-        )
-    return out
 
 
 def visible_gpus(gpus: list[Gpu], env: dict[str, str]) -> list[Gpu]:

@@ -11,13 +11,10 @@ from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
 from harness.checks import compat
 from harness.checks import environment as envc
-from harness.checks import flags as fl
-from harness.checks import parser_probe as pp
-from harness.checks.findings import PLAN_WIDE, Finding, error, sort_findings, warning
 from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
-from harness.launch import build_launch_argv, launcher_argv
+from harness.common.findings import PLAN_WIDE, Finding, error, sort_findings, warning
+from harness.engines import engine_of
 
-PLACEHOLDER_PORT = 30000  # argv needs a port; with `port: auto` the real one is picked at start
 CHARS_PER_TOKEN = 4  # rough English average; the context check only needs the order of magnitude
 TEMPLATE_TOKENS = 16  # chat-template overhead per request
 
@@ -76,57 +73,13 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
         )
 
     arch = (ck.text_config(target_cfg).get("architectures") or [None])[0] if target_cfg else None
-    argvs, parsed, version, more = await _ask_sglang(plan, target, env, arch, sglang_version)
+    engine = engine_of(plan)
+    argvs, parsed, version, more = await engine.ask_parser(plan, target, env, arch, sglang_version)
     findings += more
-    ctx = _Context(plan, argvs, parsed, version, arch, target_cfg, env, drafter_dirs, facts)
+    ctx = _Context(plan, engine, argvs, parsed, version, arch, target_cfg, env, drafter_dirs, facts)
     for v in plan.variants:
         findings += _variant_findings(ctx, v)
     return sort_findings(findings, [v.name for v in plan.variants])
-
-
-async def _ask_sglang(
-    plan: Any, target: Any, env: EnvFacts, arch: str | None, sglang_version: str | None
-) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list[Finding]]:
-    """Build each variant's argv for the version the runner will use, and let the target's SGLang (or
-    the stand-in's copy of its parser) judge them. Returns (argvs, parser answers, version, findings)."""
-    t = plan.target
-    simulated, python, workdir = bool(t.simulated), str(t.python), str(t.workdir)
-    env_vars = {str(k): str(v) for k, v in (t.env or {}).items()}
-    pinned = sglang_version or (t.sglang_version if t.sglang_version not in (None, "auto") else None)
-    sim_version = _sim_version() if simulated else None
-    detected = None
-    if env.python_ok and not simulated and pinned is None:  # the argv spelling depends on the version
-        first = await _probe(target, python, {}, False, None, env, env_vars, workdir)
-        detected = first.get("version") if first.get("importable") else None
-    argvs, findings = _argvs(plan, sim_version or pinned or detected)
-    probe: dict[str, Any] = {}
-    if env.python_ok:
-        probe = await _probe(target, python, argvs, simulated, arch, env, env_vars, workdir)
-        findings += envc.sglang_findings(python, probe, pinned, simulated)
-    importable = bool(probe.get("importable"))
-    version = sim_version or (probe.get("version") if importable else None) or detected or pinned
-    parsed = probe.get("variants") or {}
-    if importable and not parsed and argvs:
-        findings.append(
-            warning(
-                PLAN_WIDE,
-                "sglang-probe",
-                "SGLang's parser answered nothing",
-                "the checks fell back to draftbench's facts tables",
-                "",
-            )
-        )
-    if version is None:
-        findings.append(
-            warning(
-                PLAN_WIDE,
-                "sglang-version-unknown",
-                "SGLang version unknown",
-                "version-specific checks (renamed flags, known bugs) were skipped",
-                "make SGLang importable by target.python, or set target.sglang_version",
-            )
-        )
-    return argvs, parsed, version, findings
 
 
 @dataclass
@@ -134,6 +87,7 @@ class _Context:
     """What the per-variant checks need, gathered once for the plan."""
 
     plan: Any
+    engine: Any
     argvs: dict[str, list[str]]
     parsed: dict[str, Any]  # the real (or stand-in) parser's answer per variant
     version: str | None
@@ -150,17 +104,10 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
         return []
     out: list[Finding] = []
     max_batch = min(max(plan.run.concurrency), int(plan.server.max_running_requests))
-    result = ctx.parsed.get(v.name)
-    if result is not None:
-        out += pp.interpret(v.name, result, ctx.version, max_batch)
-    else:  # the facts tables stand in for a parser that could not be asked
-        out += fl.check_flag_versions(v.name, argv, ctx.version, v.spec_algorithm)
-    out += fl.check_spec_params(v, argv, ctx.version, ctx.arch, tables=result is None)
     base = plan.baseline
     base_argv = ctx.argvs.get(base.name) if v is not base else None
-    out += fl.check_cuda_graphs(
-        v, argv, base_argv, max_batch, None if result else plan.server.cuda_graph_max_bs
-    )
+    out += ctx.engine.launch_findings(plan, v, argv, base_argv, ctx.parsed.get(v.name), ctx.version, ctx.arch,
+                                      max_batch)
     if not v.spec_algorithm:
         return out
     d = ctx.drafter_dirs.get(v.name)
@@ -188,8 +135,7 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
         v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg
     )
     layers = ck.text_config(ctx.target_cfg).get("num_hidden_layers")
-    graphs_on = fl.graphs_disabled(argv) is None
-    out += fl.check_aux_capture_bug(v.name, ck.aux_layer_ids(f.config), layers, ctx.version, graphs_on)
+    out += ctx.engine.drafter_findings(v.name, argv, ck.aux_layer_ids(f.config), layers, ctx.version)
     return out
 
 
@@ -197,64 +143,10 @@ async def _none() -> tuple[None, str]:
     return None, ""
 
 
-def _sim_version() -> str:
-    from harness.sim.resolve import VERSION
-
-    return VERSION
-
-
 def _exists(env: EnvFacts, path: str | None) -> bool:
     """True unless the target said the path is missing (unknown counts as present)."""
     got = env.data.get("paths", {}).get(path or "", {}) if env.python_ok else {}
     return bool(got.get("exists", True))
-
-
-def _argvs(plan: Any, version: str | None) -> tuple[dict[str, list[str]], list[Finding]]:
-    """Each variant's launch_server arguments (launcher stripped), as the runner would build them."""
-    skip = len(launcher_argv(plan.target))
-    port = plan.server.port if isinstance(plan.server.port, int) else PLACEHOLDER_PORT
-    out: dict[str, list[str]] = {}
-    problems = []
-    for v in plan.variants:
-        try:
-            out[v.name] = build_launch_argv(plan, v, port, version)[skip:]
-        except Exception as exc:  # a plan the launcher cannot express: say so instead of crashing the check
-            problems.append(
-                error(
-                    v.name,
-                    "argv",
-                    "cannot build the launch command",
-                    str(exc),
-                    "check the variant's settings",
-                )
-            )
-    return out, problems
-
-
-async def _probe(
-    target: Any,
-    python: str,
-    argvs: dict[str, list[str]],
-    simulated: bool,
-    arch: str | None,
-    env: EnvFacts,
-    env_vars: dict[str, str],
-    workdir: str,
-) -> dict[str, Any]:
-    """Run PROBE_SNIPPET on the target (in the work directory, where relative paths resolve)."""
-    req = pp.probe_request(argvs, sim=simulated, target_arch=arch)
-    cwd = workdir if env.data.get("workdir_exists") else None
-    try:
-        res = await target.run(
-            [python, "-c", pp.PROBE_SNIPPET, req], timeout=pp.PROBE_TIMEOUT_S, env=env_vars or None, cwd=cwd
-        )
-    except Exception as exc:
-        return {"importable": False, "error": f"probe did not finish: {exc}"}
-    data = pp.parse_output(res.stdout)
-    if data is None:
-        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
-        return {"importable": False, "error": " | ".join(tail) or f"exit status {res.rc}"}
-    return data
 
 
 def _longest_request(plan: Any) -> tuple[int | None, str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.checks.checkpoint import DrafterFacts
-from harness.safetensors_io import SafetensorsError, TensorInfo, header_length, parse_header
+from harness.common.safetensors_io import SafetensorsError, TensorInfo, header_length, parse_header
 
 MAX_CONFIG_BYTES = 4 << 20
 INDEX_FILE = "model.safetensors.index.json"

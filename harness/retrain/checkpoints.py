@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from harness.config import NAME_RE, Drafter, Plan, load_drafter
-from harness.errors import HarnessError, InputError
+from harness.common.errors import HarnessError, InputError
+from harness.inputs.config import NAME_RE, Drafter, Plan, load_drafter
 
 _EPOCH_STEP = re.compile(r"^epoch_(?P<e>\d+)_step_(?P<s>\d+)$")
 _EPOCH = re.compile(r"^epoch_(?P<e>\d+)$")
@@ -294,11 +294,11 @@ async def evaluate_checkpoint(
 ) -> AsyncIterator[Any]:
     """[export ->] register -> preflight -> benchmark against the baseline (and the earlier drafters).
     Yields CheckpointExported (CLI-era checkpoints, which need `draft_config`), CheckpointRegistered,
-    PreflightDone, then harness.events from run_plan (none when preflight found errors). `python` runs the
+    PreflightDone, then harness.common.events from run_plan (none when preflight found errors). `python` runs the
     export (the interpreter with SpecForge; default: the plan's target python)."""
     from harness.checks import has_errors
-    from harness.runner import run_plan
-    from harness.target import open_target
+    from harness.run.runner import run_plan
+    from harness.targets import open_target
 
     if isinstance(checkpoint, Checkpoint) and checkpoint.needs_export and not draft_config:
         raise InputError(
@@ -357,7 +357,7 @@ def accept_len_across(run_dir: str | Path) -> Any:
     retrain pane's comparison table."""
     import pandas as pd
 
-    from harness.summary import load_summary, read_variants
+    from harness.analysis.summary import load_summary, read_variants
 
     summary = load_summary(run_dir)
     meta = read_variants(Path(run_dir))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 
 ROLE_MAP = {
     "user": "user",

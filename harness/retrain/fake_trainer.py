@@ -126,7 +126,7 @@ def last_checkpoint(output_dir: Path) -> tuple[Path | None, int, int]:
 def save(
     args: argparse.Namespace, target_cfg: dict, model: Bigram, epoch: int, step: int, acc: float
 ) -> None:
-    from harness.sim.fixtures import write_eagle3_drafter
+    from harness.sim.sglang.fixtures import write_eagle3_drafter
 
     out = Path(args.output_dir) / f"epoch_{epoch}_step_{step}"
     hidden = int(target_cfg.get("hidden_size", 64))

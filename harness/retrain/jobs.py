@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from harness.errors import HarnessError, InputError
+from harness.common.errors import HarnessError, InputError
 from harness.retrain.progress import ProgressState, RecordSplitter, TrainProgress
 from harness.retrain.train import TrainSpec, build_train_argv, cli_config_yaml, detect_era, resolve
 
@@ -161,7 +161,7 @@ async def refresh_jobs(results_dir: str | Path = "results") -> list[Job]:
 
 
 def open_job_target(job: Job) -> Any:
-    from harness.target import open_target
+    from harness.targets import open_target
 
     return open_target(job.target, ssh_port=job.ssh_port)
 

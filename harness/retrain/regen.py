@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.aio import drain
-from harness.errors import InputError
+from harness.common.aio import drain
+from harness.common.errors import InputError
 from harness.retrain.data import drop_ids, error_path, finished_ids, read_conversations
 from harness.retrain.regen_rows import RegenProgress, RowEngine
 
@@ -125,9 +125,9 @@ async def _main(
         job.state = replace(job.state, detail="endpoints: " + ", ".join(urls))
         await job.run(urls, timeout_s, max_retries)
         return
-    from harness.rundir import new_run_dir
-    from harness.server import Server
-    from harness.target import open_target
+    from harness.run.rundir import new_run_dir
+    from harness.run.server import Server
+    from harness.targets import open_target
 
     own = target is None
     if target is None:
@@ -137,7 +137,7 @@ async def _main(
         await target.connect()
         version = await sglang_version(plan, target)
         run_id, run_dir = new_run_dir(results_dir / "regen", plan.name)
-        server = Server(target, plan, plan.baseline, run_id=run_id, run_dir=run_dir, sglang_version=version)
+        server = Server(target, plan, plan.baseline, run_id=run_id, run_dir=run_dir, engine_version=version)
         emit(replace(job.state, state="starting-server", detail=f"{plan.baseline.name} on {target.name}"))
         await server.start()
         await server.wait_ready(plan.server.startup_timeout_s)
@@ -156,6 +156,6 @@ async def _main(
 
 
 async def sglang_version(plan: Any, target: Any) -> str | None:
-    from harness.server import sglang_version as detect
+    from harness.engines import engine_of
 
-    return await detect(plan, target)
+    return await engine_of(plan).detect_version(plan, target)

@@ -18,8 +18,8 @@ import aiohttp
 import httpx2
 import openai
 
-from harness.errors import HarnessError
-from harness.faults import describe_fault, http_error
+from harness.client.faults import describe_fault, http_error
+from harness.common.errors import HarnessError
 from harness.retrain.data import Conversation, RowWriter, error_row, regen_problem, success_row
 
 _NO_SERVER = (

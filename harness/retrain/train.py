@@ -21,8 +21,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, field_validator
 
-from harness.errors import HarnessError, InputError
-from harness.yamlio import StrictModel
+from harness.common.errors import HarnessError, InputError
+from harness.inputs.yamlio import StrictModel
 
 ERAS = ("script", "script-v0.1", "cli")
 Era = Literal["script", "script-v0.1", "cli"]

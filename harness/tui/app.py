@@ -22,7 +22,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 from harness.tui import messages as msg
 from harness.tui.dialogs import HelpScreen, key_help
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
@@ -127,7 +127,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
     @work(thread=True, group="plan", exit_on_error=False)
     def _load_plan(self) -> None:
         if self.plan_path:
-            from harness.config import load_plan
+            from harness.inputs.config import load_plan
 
             if not Path(self.plan_path).exists():
                 raise InputError(self.plan_path, None, None, "plan file not found")
@@ -218,7 +218,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         if self.fleet_factory is not None:
             self.fleet = self.fleet_factory(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir)
         else:
-            from harness.fleet import Fleet
+            from harness.run.fleet import Fleet
 
             target = self.target_factory() if self.target_factory else None
             self.fleet = Fleet(

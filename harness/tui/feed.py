@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.message import Message
 
-from harness import events as ev
+from harness.common import events as ev
 from harness.tui import messages as msg
 from harness.tui.state import ProgressModel
 

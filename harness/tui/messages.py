@@ -127,19 +127,19 @@ class RunCrashed(Message):
 class RunsListed(Message):
     def __init__(self, runs: tuple[Any, ...]) -> None:
         super().__init__()
-        self.runs = runs  # harness.runs.RunInfo, newest first
+        self.runs = runs  # harness.analysis.runs.RunInfo, newest first
 
 
 class ResultsLoaded(Message):
     def __init__(self, result: Any) -> None:
         super().__init__()
-        self.result = result  # harness.runs.LoadedRun
+        self.result = result  # harness.analysis.runs.LoadedRun
 
 
 class ComparisonLoaded(Message):
     def __init__(self, comparison: Any) -> None:
         super().__init__()
-        self.comparison = comparison  # harness.runs.Comparison
+        self.comparison = comparison  # harness.analysis.runs.Comparison
 
 
 class Exported(Message):
@@ -151,7 +151,7 @@ class Exported(Message):
 class DraftersListed(Message):
     def __init__(self, drafters: tuple[Any, ...]) -> None:
         super().__init__()
-        self.drafters = drafters  # harness.runs.DrafterInfo
+        self.drafters = drafters  # harness.analysis.runs.DrafterInfo
 
 
 class TaskFailed(Message):

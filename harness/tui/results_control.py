@@ -1,5 +1,5 @@
 """The App's results half: earlier runs, a run's tables, comparisons, CSV export and the drafter listing,
-read through harness.summary (the CLI's numbers) on worker threads."""
+read through harness.analysis.summary (the CLI's numbers) on worker threads."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class ResultsControl(App[int]):
 
     @work(thread=True, group="results", exit_on_error=False)
     def _list_runs(self) -> None:
-        from harness.runs import list_runs
+        from harness.analysis.runs import list_runs
 
         self.post_message(msg.RunsListed(tuple(list_runs(self.results_dir))))
 
@@ -42,7 +42,7 @@ class ResultsControl(App[int]):
 
     @work(thread=True, group="results", exit_on_error=False)
     def _load_run(self, run_dir: str) -> None:
-        from harness.runs import load_run
+        from harness.analysis.runs import load_run
 
         self.post_message(msg.ResultsLoaded(load_run(run_dir)))
 
@@ -56,7 +56,7 @@ class ResultsControl(App[int]):
 
     @work(thread=True, group="results", exit_on_error=False)
     def _compare(self, a: str, b: str) -> None:
-        from harness.runs import compare_runs, load_run
+        from harness.analysis.runs import compare_runs, load_run
 
         self.post_message(msg.ComparisonLoaded(compare_runs(load_run(a), load_run(b))))
 
@@ -71,7 +71,7 @@ class ResultsControl(App[int]):
 
     @work(thread=True, group="results", exit_on_error=False)
     def _export(self, df: Any, path: str) -> None:
-        from harness.runs import export_csv
+        from harness.analysis.runs import export_csv
 
         self.post_message(msg.Exported(str(Path(path).expanduser()), export_csv(df, path)))
 
@@ -85,7 +85,7 @@ class ResultsControl(App[int]):
 
     @work(thread=True, group="drafters", exit_on_error=False)
     def _list_drafters(self, plan: Any) -> None:
-        from harness.runs import drafter_dirs, list_drafters, list_runs
+        from harness.analysis.runs import drafter_dirs, list_drafters, list_runs
 
         dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(plan)
         found = list_drafters(dirs, list_runs(self.results_dir))

@@ -15,7 +15,7 @@ from textual import on, work
 from textual.app import App
 from textual.reactive import var
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 from harness.tui import messages as msg
 
 EVALUATE = "harness.retrain.checkpoints:evaluate_checkpoint"
@@ -72,7 +72,7 @@ class RetrainControl(App[int]):
             from harness.retrain.jobs import open_job_target
 
             return open_job_target(job)
-        from harness.target import open_target
+        from harness.targets import open_target
 
         return open_target(self.plan.target.host, ssh_port=self.plan.target.ssh_port)
 
@@ -198,7 +198,7 @@ class RetrainControl(App[int]):
 
     # ---- evaluation: a run -------------------------------------------------------------------------------
     def evaluate(self, checkpoint: Any, name: str) -> None:
-        from harness.runs import drafter_dirs
+        from harness.analysis.runs import drafter_dirs
         from harness.tui.runproc import RunProcess
 
         dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(self.plan)

@@ -13,7 +13,7 @@ from textual import on, work
 from textual.app import App
 from textual.reactive import var
 
-from harness.errors import InputError
+from harness.common.errors import InputError
 from harness.tui import messages as msg
 from harness.tui.runproc import RUN_PLAN, RunProcess
 from harness.tui.runthread import RunEvents, RunThread
@@ -43,7 +43,7 @@ class RunControl(App[int]):
 
     @on(msg.RunRequested)
     def _run_requested(self, m: msg.RunRequested) -> None:
-        from harness.runs import narrow_plan
+        from harness.analysis.runs import narrow_plan
 
         if self.plan is None:
             self.notify("the plan is not loaded yet", severity="warning")

@@ -1,9 +1,9 @@
 """The benchmark's own process: `python -m harness.tui.runchild`, started by the TUI for every run.
 
-The TUI process renders; this one measures. It runs the same `harness.runner.run_plan` as the CLI with its
+The TUI process renders; this one measures. It runs the same `harness.run.runner.run_plan` as the CLI with its
 own interpreter (own GIL, own event loop), so nothing the UI does can delay a network read here.
 Protocol: stdin carries one pickle of (call, args, kwargs, target_factory or None) where call names a core
-async generator of events ("harness.runner:run_plan", or "harness.retrain.checkpoints:evaluate_checkpoint",
+async generator of events ("harness.run.runner:run_plan", or "harness.retrain.checkpoints:evaluate_checkpoint",
 which ends in run_plan); stdout carries length-prefixed pickles of ("event", event) ... then
 ("end", status, detail) with status one of "done" | "cancelled" | "crashed". SIGTERM or SIGHUP cancels the
 run (servers stopped unless kept), as in the CLI. No textual here.
@@ -40,7 +40,7 @@ def unframe(buf: bytearray) -> list[Any]:
     return out
 
 
-CALLS = {"harness.runner:run_plan", "harness.retrain.checkpoints:evaluate_checkpoint"}
+CALLS = {"harness.run.runner:run_plan", "harness.retrain.checkpoints:evaluate_checkpoint"}
 
 
 def resolve_call(name: str) -> Any:

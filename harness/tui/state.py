@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harness import events as ev
+from harness.common import events as ev
 
 SERIES_POINTS = 120  # points kept per plot series (the newest)
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from harness import events as ev
-from harness.logparse import LogWindow
+from harness.common import events as ev
+from harness.engines.sglang.logparse import LogWindow
 
 SNAP = Path(__file__).resolve().parent
 PLAN_PATH = SNAP / "plan.yaml"
@@ -31,7 +31,7 @@ OTHER = '[2025-01-01 12:00:0{i}] INFO:     127.0.0.1:5000{i} - "POST /v1/chat/co
 
 
 def snap_plan() -> Any:
-    from harness.config import load_plan
+    from harness.inputs.config import load_plan
 
     return load_plan(PLAN_PATH)
 
@@ -45,7 +45,7 @@ def log_lines(n: int = 4) -> tuple[str, ...]:
 
 
 def record(variant: str, phase: str, i: int, tokens: int = 64) -> Any:
-    """The fields of harness.records.RequestRecord the TUI reads."""
+    """The fields of harness.analysis.records.RequestRecord the TUI reads."""
     return SimpleNamespace(
         variant=variant,
         phase=phase,

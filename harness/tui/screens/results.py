@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
-from harness.runs import (
+from harness.analysis.runs import (
     Comparison,
     LoadedRun,
     RunInfo,

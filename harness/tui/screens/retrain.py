@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
-from harness.runs import DrafterInfo
+from harness.analysis.runs import DrafterInfo
 from harness.tui.dialogs import FormDialog
 from harness.tui.retrain_control import train_fields
 from harness.tui.screens.section import SectionScreen
@@ -304,7 +304,7 @@ class RetrainScreen(SectionScreen):
 
 def default_drafter_name(plan_name: str, ckpt: Any) -> str:
     """The core's name for a checkpoint's drafter; a slug of it when the plan's name does not fit one."""
-    from harness.errors import InputError
+    from harness.common.errors import InputError
     from harness.retrain.checkpoints import drafter_name
 
     try:

@@ -9,8 +9,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList
 
-from harness.errors import InputError
-from harness.runs import parse_concurrency
+from harness.analysis.runs import parse_concurrency
+from harness.common.errors import InputError
 from harness.tui.messages import CancelRequested, RunRequested
 from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ProgressSnapshot, RunChoice

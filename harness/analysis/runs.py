@@ -1,0 +1,300 @@
+"""What the TUI reads and writes, without textual: run directories, their tables (through harness.analysis.summary
+and harness.analysis.report only, so the numbers are the CLI's), comparisons, drafters, exports, plan narrowing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell
+from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
+from harness.common.errors import InputError
+
+SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
+COMPARE_METRICS = [
+    ("accept_len", "accept len", "{:.2f}"),
+    ("tok_s", "tok/s", "{:.1f}"),
+    ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
+    ("speedup", "speedup", "{:.2f}x"),
+]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_id: str
+    run_dir: str
+    plan: str
+    started_at: str
+    status: str  # from provenance.json: running | complete | incomplete | ?
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    key: str  # "<variant>@<concurrency>": the DataTable row key
+    cells: tuple[str, ...]
+    winner: bool
+    slower: bool
+    failed: bool
+    note: str
+
+
+@dataclass
+class LoadedRun:
+    info: RunInfo
+    summary: pd.DataFrame
+    categories: pd.DataFrame
+
+
+@dataclass
+class Comparison:
+    a: RunInfo
+    b: RunInfo
+    table: pd.DataFrame  # variant, concurrency, then <metric>_a, <metric>_b, <metric>_delta_pct
+
+
+@dataclass(frozen=True)
+class DrafterInfo:
+    name: str
+    algorithm: str
+    path: str
+    trained_for: str
+    file: str
+    results: tuple[
+        tuple[str, str, int, float | None, float | None], ...
+    ]  # run, variant, conc, accept, speedup
+
+
+# ---- runs ------------------------------------------------------------------------------------------------
+
+
+def run_info(run_dir: str | Path) -> RunInfo:
+    run_dir = Path(run_dir)
+    prov: dict[str, Any] = {}
+    path = run_dir / "provenance.json"
+    if path.exists():
+        try:
+            prov = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            prov = {}
+    return RunInfo(
+        run_id=run_dir.name,
+        run_dir=str(run_dir),
+        plan=str(prov.get("plan", "?")),
+        started_at=str(prov.get("started_at", "")),
+        status=str(prov.get("status", "?")),
+        simulated=bool(prov.get("simulated", False)),
+    )
+
+
+def list_runs(results_dir: str | Path) -> list[RunInfo]:
+    """Run directories under results/, newest first (their names start with the start time)."""
+    base = Path(results_dir)
+    if not base.is_dir():
+        return []
+    dirs = [
+        d
+        for d in base.iterdir()
+        if d.is_dir()
+        and not d.name.startswith(".")
+        and d.name not in SKIP_DIRS
+        and ((d / "summary.csv").exists() or (d / "requests.csv").exists())
+    ]
+    return [run_info(d) for d in sorted(dirs, key=lambda d: d.name, reverse=True)]
+
+
+def load_run(run_dir: str | Path) -> LoadedRun:
+    """The run's summary.csv (summarised first if the run never got that far) and its category drill-down."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "summary.csv").exists():
+        if not (run_dir / "requests.csv").exists():
+            raise InputError(str(run_dir), None, None, "not a run directory (no summary.csv or requests.csv)")
+        summarise_run(run_dir, complete=False)
+    categories = _csv(run_dir / "summary_by_category.csv")
+    if categories is None:
+        requests = _csv(run_dir / "requests.csv")
+        categories = by_category(requests) if requests is not None else pd.DataFrame()
+    return LoadedRun(run_info(run_dir), load_summary(run_dir), categories)
+
+
+def _csv(path: Path) -> pd.DataFrame | None:
+    """None when missing or without columns (an empty table is written as a lone newline)."""
+    try:
+        return pd.read_csv(path)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        return None
+
+
+def _true(value: Any) -> bool:
+    return value is True or str(value) == "True"
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def result_rows(df: pd.DataFrame) -> list[ResultRow]:
+    """The CLI table's rows (same columns, same formats), with winner / slower / failed flags for styling."""
+    rows: list[ResultRow] = []
+    if df.empty:
+        return rows
+    winners = {c: best_variant(df, c) for c in df["concurrency"].unique()}
+    for _, row in df.iterrows():
+        cells = tuple(fmt_cell(row.get(col), spec) for col, _, spec in TABLE_COLUMNS)
+        failed = str(row.get("status")) == "failed"
+        slower = _true(row.get("slower_than_baseline"))
+        notes = ["FAILED"] if failed else []
+        if slower:
+            notes.append("slower than baseline")
+        al = row.get("accept_len")
+        if not _missing(al) and float(al) <= 1.005:
+            notes.append("drafter inert (accept len 1.00)")
+        if str(row.get("accept_sources_agree")) == "False":
+            notes.append("accept-len sources disagree")
+        rows.append(
+            ResultRow(
+                key=f"{row['variant']}@{row['concurrency']}",
+                cells=cells,
+                winner=winners.get(row["concurrency"]) == row["variant"],
+                slower=slower,
+                failed=failed,
+                note="; ".join(notes),
+            )
+        )
+    return rows
+
+
+def result_headers() -> list[str]:
+    return [h for _, h, _ in TABLE_COLUMNS] + ["note"]
+
+
+def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
+    """Two runs side by side per (variant, concurrency): each metric in A, in B, and B's change in %."""
+    keys = ["variant", "concurrency"]
+    cols = [m for m, _, _ in COMPARE_METRICS]
+    left = a.summary[keys + cols] if not a.summary.empty else pd.DataFrame(columns=keys + cols)
+    right = b.summary[keys + cols] if not b.summary.empty else pd.DataFrame(columns=keys + cols)
+    merged = left.merge(right, on=keys, how="outer", suffixes=("_a", "_b")).sort_values(keys)
+    for m in cols:
+        va = pd.to_numeric(merged[f"{m}_a"], errors="coerce")
+        vb = pd.to_numeric(merged[f"{m}_b"], errors="coerce")
+        merged[f"{m}_delta_pct"] = (vb / va - 1.0) * 100.0
+    return Comparison(a.info, b.info, merged.reset_index(drop=True))
+
+
+def comparison_rows(c: Comparison) -> tuple[list[str], list[tuple[str, tuple[str, ...]]]]:
+    headers = ["variant", "conc"]
+    for _, label, _ in COMPARE_METRICS:
+        headers += [f"{label} A", f"{label} B", "Δ%"]
+    rows = []
+    for _, r in c.table.iterrows():
+        cells = [str(r["variant"]), fmt_cell(r["concurrency"], "{:.0f}")]
+        for m, _, spec in COMPARE_METRICS:
+            cells += [
+                fmt_cell(r[f"{m}_a"], spec),
+                fmt_cell(r[f"{m}_b"], spec),
+                fmt_cell(r[f"{m}_delta_pct"], "{:+.1f}"),
+            ]
+        rows.append((f"{r['variant']}@{r['concurrency']}", tuple(cells)))
+    return headers, rows
+
+
+def export_csv(df: pd.DataFrame, path: str | Path) -> int:
+    """Write the table exactly as summary.csv has it; returns the number of rows."""
+    out = Path(path).expanduser()
+    if out.is_dir():
+        raise InputError(str(out), None, None, "is a directory: give a file name ending in .csv")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    return len(df)
+
+
+# ---- plan --------------------------------------------------------------------------------------------
+
+
+def narrow_plan(plan: Any, choice: Any) -> Any:
+    """The plan restricted to the chosen suites, variants and concurrency levels, with the chosen max_tokens."""
+    variants = [v for v in plan.variants if v.name in choice.variants]
+    suites = [s for s in plan.suites if s.name in choice.suites]
+    if not variants:
+        raise InputError(None, None, "variants", "choose at least one variant")
+    if not suites:
+        raise InputError(None, None, "suites", "choose at least one suite")
+    if not choice.concurrency or any(c <= 0 for c in choice.concurrency):
+        raise InputError(None, None, "concurrency", "give one or more concurrency levels above 0, e.g. 1,4")
+    if choice.max_tokens <= 0:
+        raise InputError(None, None, "max_tokens", "must be greater than 0")
+    run = plan.run.model_copy(
+        update={"concurrency": list(choice.concurrency), "max_tokens": choice.max_tokens}
+    )
+    return plan.model_copy(update={"variants": variants, "suites": suites, "run": run})
+
+
+def parse_concurrency(text: str) -> tuple[int, ...]:
+    """'1, 4 8' -> (1, 4, 8); raises InputError with what was wrong."""
+    parts = [p for p in text.replace(",", " ").split() if p]
+    try:
+        levels = tuple(int(p) for p in parts)
+    except ValueError:
+        raise InputError(None, None, "concurrency", f"not a list of whole numbers: {text!r}") from None
+    if not levels or any(c <= 0 for c in levels) or len(set(levels)) != len(levels):
+        raise InputError(None, None, "concurrency", f"give distinct levels above 0, e.g. 1,4 (got {text!r})")
+    return levels
+
+
+# ---- drafters ------------------------------------------------------------------------------------------
+
+
+def drafter_dirs(plan: Any) -> list[Path]:
+    """Where drafters are looked up for this plan, in the config's own order."""
+    from harness.inputs.config import Resolver
+
+    src = getattr(plan, "source_path", None)
+    dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("drafters")
+    return [d for d in dirs if d.name == "drafters" and d.is_dir()]  # not the plan's own directory
+
+
+def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
+    """Every drafter file with the results of the runs that served it (from their summary.csv)."""
+    from harness.inputs.config import load_drafter
+
+    used: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
+    for run in runs:
+        run_dir = Path(run.run_dir)
+        if not (run_dir / "summary.csv").exists():
+            continue
+        meta = read_variants(run_dir)
+        df = load_summary(run_dir)
+        for _, row in df.iterrows():
+            drafter = str(meta.get(str(row["variant"]), {}).get("drafter") or "")
+            if drafter:
+                used.setdefault(drafter, []).append(
+                    (
+                        run.run_id,
+                        str(row["variant"]),
+                        int(row["concurrency"]),
+                        None if _missing(row.get("accept_len")) else float(row["accept_len"]),
+                        None if _missing(row.get("speedup")) else float(row["speedup"]),
+                    )
+                )
+    out: dict[str, DrafterInfo] = {}
+    for d in dirs:
+        for f in sorted(d.glob("*.yaml")):
+            try:
+                dr = load_drafter(f)
+            except Exception:  # a broken drafter file is listed by name; `draftbench check` explains it
+                out.setdefault(f.stem, DrafterInfo(f.stem, "?", "?", "", str(f), tuple(used.get(f.stem, []))))
+                continue
+            out.setdefault(
+                dr.name,
+                DrafterInfo(
+                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, []))
+                ),
+            )
+    return sorted(out.values(), key=lambda x: x.name)

@@ -1,0 +1,245 @@
+"""Records -> the comparison table. One code path for the CLI, the TUI and summary.csv.
+
+Accept length comes from three independent sources, all kept:
+  requests: Σ (completion tokens − 1) / Σ verify steps over per-request server stats (token-weighted;
+            the first token of each request comes from prefill, not from a verify step);
+  server:   /get_server_info avg_spec_accept_length after a /flush_cache, per phase;
+  log:      the `Decode batch` windows tagged with the phase, weighted by running requests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.records import token_itls_ms
+
+REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
+                    "accept_rate", "tok_s", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "speedup",
+                    "break_even_accept_len"]
+SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "simulated", "baseline",
+                   "drafter", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph",
+                   "accept_len_requests", "accept_len_server", "accept_len_log", "accept_sources_agree",
+                   "accept_rate_log", "decode_tok_s", "step_ms", "e2e_p50_ms", "tokens_per_chunk",
+                   "cuda_graph_false_windows", "output_match", "slower_than_baseline", "ttft_mean_ms",
+                   "server_ttft_mean_ms", "server_queue_mean_ms"]
+AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.exists() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path, keep_default_na=True)
+
+
+def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """variants.jsonl: the last entry per variant wins (a resumed run appends)."""
+    out: dict[str, dict[str, Any]] = {}
+    path = run_dir / "variants.jsonl"
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                d = json.loads(line)
+                out[d["variant"]] = {**out.get(d["variant"], {}), **d}
+    return out
+
+
+def _effective_draft_tokens(meta: dict[str, Any]) -> int | None:
+    steps, topk, ndt = meta.get("num_steps"), meta.get("eagle_topk"), meta.get("num_draft_tokens")
+    if steps is None:
+        return None
+    return int(steps) + 1 if topk == 1 else int(ndt)
+
+
+def _pct(series: pd.Series, q: float) -> float | None:
+    s = pd.to_numeric(series, errors="coerce").dropna()
+    return float(s.quantile(q)) if len(s) else None
+
+
+def _pooled_itl_p50(rows: pd.DataFrame) -> float | None:
+    samples: list[float] = []
+    for offs, toks in zip(rows.get("chunk_offsets_ms", []), rows.get("chunk_tokens", []), strict=False):
+        if not isinstance(offs, str) or not isinstance(toks, str):
+            continue
+        times = [float(x) / 1000.0 for x in offs.split()]
+        samples.extend(token_itls_ms(times, [int(x) for x in toks.split()]))
+    return float(pd.Series(samples).median()) if samples else None
+
+
+def _agree(values: list[float | None]) -> bool | None:
+    vals = [v for v in values if v is not None and v == v]
+    if len(vals) < 2:
+        return None
+    return max(vals) / min(vals) - 1.0 <= AGREE_TOLERANCE
+
+
+def _weighted(values: pd.Series, weights: pd.Series) -> float | None:
+    v = pd.to_numeric(values, errors="coerce")
+    w = pd.to_numeric(weights, errors="coerce").fillna(0)
+    mask = v.notna() & (w > 0)
+    if not mask.any():
+        return None
+    return float((v[mask] * w[mask]).sum() / w[mask].sum())
+
+
+def _server_mean(ph: pd.DataFrame, column: str) -> float | None:
+    """A server-side per-phase mean over all phases, weighted by the requests the server counted."""
+    if ph.empty or column not in ph or "server_requests" not in ph:
+        return None
+    return _weighted(ph[column], ph["server_requests"])
+
+
+def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
+              variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The comparison: one row per (variant, concurrency)."""
+    rows: list[dict[str, Any]] = []
+    keys: list[tuple[str, int]] = []
+    if not phases.empty:
+        keys = sorted({(str(v), int(c)) for v, c in zip(phases["variant"], phases["concurrency"], strict=True)})
+    for name in variants:  # failed variants still get a row
+        if not any(k[0] == name for k in keys):
+            keys.append((name, 0))
+    for name, conc in keys:
+        meta = variants.get(name, {})
+        ph = phases[(phases["variant"] == name) & (phases["concurrency"] == conc)] if not phases.empty else phases
+        rq = requests[(requests["variant"] == name) & (requests["concurrency"] == conc)] \
+            if not requests.empty else requests
+        ok = rq[rq["ok"].astype(str) == "True"] if not rq.empty else rq
+        tokens = int(pd.to_numeric(ph["output_tokens"]).sum()) if not ph.empty else 0
+        wall = float(pd.to_numeric(ph["wall_s"]).sum()) if not ph.empty else 0.0
+        phase_ids = set(ph["phase"]) if not ph.empty else set()
+        acc_req = _accept_from_requests(ok, probe, name, phase_ids)
+        acc_srv = _weighted(ph["server_accept_len"], ph["output_tokens"]) if not ph.empty else None
+        win = windows[(windows["variant"] == name) & (windows["phase"].isin(phase_ids))] \
+            if not windows.empty else windows
+        dec = win[win["kind"] == "decode"] if not win.empty else win
+        acc_log = _weighted(dec["accept_len"], dec["running_req"]) if not dec.empty else None
+        spec = bool(meta.get("algorithm"))
+        accept = next((a for a in (acc_req, acc_srv, acc_log) if a is not None), None) if spec else None
+        ndt = _effective_draft_tokens(meta)
+        decode = float(pd.to_numeric(ok["decode_tok_s"], errors="coerce").mean()) if not ok.empty else None
+        rows.append({
+            "variant": name, "concurrency": conc, "algorithm": meta.get("algorithm", ""),
+            "requests": len(ok), "errors": len(rq) - len(ok), "output_tokens": tokens,
+            "accept_len": accept,
+            "accept_rate": (accept - 1.0) / (ndt - 1) if accept is not None and ndt and ndt > 1 else None,
+            "tok_s": tokens / wall if wall > 0 else None,
+            "ttft_p50_ms": _pct(ok["ttft_ms"], 0.5) if not ok.empty else None,
+            "ttft_p90_ms": _pct(ok["ttft_ms"], 0.9) if not ok.empty else None,
+            "itl_p50_ms": _pooled_itl_p50(ok) if not ok.empty else None,
+            "status": meta.get("status", "unknown"), "simulated": bool(meta.get("simulated", False)),
+            "baseline": bool(meta.get("baseline", False)), "drafter": meta.get("drafter", ""),
+            "num_steps": meta.get("num_steps"), "eagle_topk": meta.get("eagle_topk"),
+            "num_draft_tokens": ndt, "cuda_graph": meta.get("cuda_graph"),
+            "accept_len_requests": acc_req, "accept_len_server": acc_srv, "accept_len_log": acc_log,
+            "accept_sources_agree": _agree([acc_req, acc_srv, acc_log]) if spec else None,
+            "accept_rate_log": _weighted(dec["accept_rate"], dec["running_req"]) if not dec.empty else None,
+            "decode_tok_s": decode,
+            "step_ms": (1000.0 * (accept or 1.0) / decode) if decode else None,
+            "e2e_p50_ms": _pct(ok["e2e_ms"], 0.5) if not ok.empty else None,
+            "tokens_per_chunk": float(pd.to_numeric(ok["tokens_per_chunk"], errors="coerce").mean())
+            if not ok.empty else None,
+            "cuda_graph_false_windows": int((dec["cuda_graph"].astype(str) == "False").sum()) if not dec.empty else 0,
+            # the client's TTFT next to the server's own for the same phases (harness.engines.sglang.prom)
+            "ttft_mean_ms": float(pd.to_numeric(ok["ttft_ms"], errors="coerce").mean()) if not ok.empty else None,
+            "server_ttft_mean_ms": _server_mean(ph, "server_ttft_ms_mean"),
+            "server_queue_mean_ms": _server_mean(ph, "server_queue_ms_mean"),
+        })
+    df = pd.DataFrame(rows)
+    if df.empty:
+        return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    _relative_to_baseline(df, requests)
+    return df[[c for c in SUMMARY_COLUMNS if c in df.columns]]
+
+
+def _accept_from_requests(ok: pd.DataFrame, probe: pd.DataFrame | None, name: str,
+                          phase_ids: set) -> float | None:
+    verify = completion = 0.0
+    if not ok.empty and "spec_verify_ct" in ok:
+        v = pd.to_numeric(ok["spec_verify_ct"], errors="coerce")
+        m = v.notna() & (v > 0)
+        verify += float(v[m].sum())
+        completion += float(pd.to_numeric(ok["output_tokens"], errors="coerce")[m].sum()) - int(m.sum())
+    if probe is not None and not probe.empty:
+        p = probe[(probe["variant"] == name) & (probe["phase"].isin(phase_ids))]
+        v = pd.to_numeric(p["spec_verify_ct"], errors="coerce")
+        m = v.notna() & (v > 0)
+        verify += float(v[m].sum())
+        completion += float(pd.to_numeric(p["completion_tokens"], errors="coerce")[m].sum()) - int(m.sum())
+    return completion / verify if verify > 0 else None
+
+
+def _relative_to_baseline(df: pd.DataFrame, requests: pd.DataFrame) -> None:
+    """speedup, break-even accept length and the greedy output check, against the baseline row at the
+    same concurrency. Break-even: the accept length at which this variant's measured time per verify
+    step would give the baseline's tok/s: accept_len * tok_s(baseline) / tok_s(variant)."""
+    df["speedup"] = None
+    df["break_even_accept_len"] = None
+    df["output_match"] = None
+    df["slower_than_baseline"] = None
+    base = df[df["baseline"]]
+    for i, row in df.iterrows():
+        b = base[base["concurrency"] == row["concurrency"]]
+        if b.empty or not b.iloc[0]["tok_s"] or row["tok_s"] is None or pd.isna(row["tok_s"]):
+            continue
+        btok = float(b.iloc[0]["tok_s"])
+        df.at[i, "speedup"] = float(row["tok_s"]) / btok
+        df.at[i, "slower_than_baseline"] = bool(float(row["tok_s"]) < btok) if not row["baseline"] else None
+        if row["accept_len"] is not None and not pd.isna(row["accept_len"]) and row["tok_s"]:
+            df.at[i, "break_even_accept_len"] = float(row["accept_len"]) * btok / float(row["tok_s"])
+        df.at[i, "output_match"] = _output_match(requests, str(b.iloc[0]["variant"]), row["variant"],
+                                                 int(row["concurrency"]))
+
+
+def _output_match(requests: pd.DataFrame, base: str, name: str, conc: int) -> float | None:
+    """Share of prompts whose output equals the baseline's (meaningful under greedy decoding only)."""
+    if requests.empty or base == name:
+        return None
+    r = requests[(requests["concurrency"] == conc) & (requests["ok"].astype(str) == "True")]
+    a = r[r["variant"] == base].set_index(["phase", "request_id"])["text_sha"]
+    b = r[r["variant"] == name].set_index(["phase", "request_id"])["text_sha"]
+    common = a.index.intersection(b.index)
+    if len(common) == 0:
+        return None
+    return float((a.loc[common] == b.loc[common]).mean())
+
+
+def by_category(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-category drill-down: decode tok/s and TTFT per variant, speedup against the baseline's decode."""
+    if requests.empty:
+        return pd.DataFrame()
+    ok = requests[requests["ok"].astype(str) == "True"].copy()
+    for col in ("decode_tok_s", "ttft_ms", "spec_verify_ct", "output_tokens"):
+        ok[col] = pd.to_numeric(ok[col], errors="coerce")
+    g = ok.groupby(["variant", "concurrency", "category"])
+    out = g.agg(requests=("request_id", "count"), output_tokens=("output_tokens", "sum"),
+                decode_tok_s=("decode_tok_s", "mean"), ttft_p50_ms=("ttft_ms", "median"),
+                verify=("spec_verify_ct", "sum")).reset_index()
+    out["accept_len_requests"] = (out["output_tokens"] / out["verify"]).where(out["verify"] > 0)
+    return out.drop(columns=["verify"])
+
+
+def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
+    """Read the run directory's records and write summary.csv (+ summary_by_category.csv)."""
+    run_dir = Path(run_dir)
+    requests = _read_csv(run_dir / "requests.csv")
+    phases = _read_csv(run_dir / "phases.csv")
+    windows = _read_csv(run_dir / "server_windows.csv")
+    probe = _read_csv(run_dir / "spec_probe.csv")
+    df = summarise(requests, phases, windows, read_variants(run_dir), probe)
+    out = run_dir / "summary.csv"
+    df.to_csv(out, index=False)
+    by_category(requests).to_csv(run_dir / "summary_by_category.csv", index=False)
+    prov = run_dir / "provenance.json"
+    if prov.exists():
+        data = json.loads(prov.read_text(encoding="utf-8"))
+        data["status"] = "complete" if complete else "incomplete"
+        prov.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def load_summary(run_dir: str | Path) -> pd.DataFrame:
+    return _read_csv(Path(run_dir) / "summary.csv")

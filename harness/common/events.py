@@ -1,0 +1,103 @@
+"""Everything that happens during a run, as small frozen events (an index, like toolong's messages.py).
+
+The runner yields these; the CLI prints them and the TUI turns them into messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    run_id: str
+    run_dir: str
+    plan_name: str
+    variants: tuple[str, ...]
+    total_requests: int  # measured requests (warmup excluded) over all variants
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class ServerState:
+    variant: str
+    state: str  # "starting" | "ready" | "failed" | "stopping" | "stopped" | "kept"
+    port: int | None = None
+    pgid: int | None = None
+    detail: str = ""  # e.g. the last log lines when it failed
+
+
+@dataclass(frozen=True)
+class ServerLog:
+    variant: str
+    lines: tuple[str, ...]  # a batch of complete log lines, in order
+
+
+@dataclass(frozen=True)
+class LogWindow:
+    variant: str
+    window: Any  # harness.engines.sglang.logparse.LogWindow
+    phase: str | None  # phase id the window was tagged with, or None (outside any measured phase)
+
+
+@dataclass(frozen=True)
+class PhaseStarted:
+    variant: str
+    phase: str  # "<suite>@c<concurrency>#r<repeat>"
+    suite: str
+    concurrency: int
+    requests: int
+
+
+@dataclass(frozen=True)
+class RequestDone:
+    record: Any  # harness.analysis.records.RequestRecord
+    done: int  # requests finished in this run so far
+    total: int
+
+
+@dataclass(frozen=True)
+class PhaseDone:
+    variant: str
+    phase: str
+    wall_s: float
+    server_accept_len: float | None
+
+
+@dataclass(frozen=True)
+class Alarm:
+    variant: str
+    severity: str  # "error" | "warning" | "info"
+    code: str  # stable identifier, e.g. "drafter-inert"
+    message: str
+
+
+@dataclass(frozen=True)
+class VariantDone:
+    variant: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RunDone:
+    run_dir: str
+    complete: bool  # False when interrupted or a variant failed
+    failures: int
+    summary_csv: str
+    extra: dict = field(default_factory=dict)
+
+
+Event = (
+    RunStarted
+    | ServerState
+    | ServerLog
+    | LogWindow
+    | PhaseStarted
+    | RequestDone
+    | PhaseDone
+    | Alarm
+    | VariantDone
+    | RunDone
+)

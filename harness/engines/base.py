@@ -1,0 +1,63 @@
+"""The engine seam: what the run pipeline, the analysis and the preflight ask of a serving engine.
+
+An engine package (`harness.engines.sglang`, later others) implements `Engine`; nothing above this layer
+names an engine. A capability an engine lacks is declared (`None`, "off"), never a missing branch.
+Contract tests every engine must pass: tests/test_engine_contract.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+# Per-request speculative stats, normalised: the keys every engine's `request_spec` returns.
+REQUEST_SPEC_KEYS = ("spec_verify_ct", "spec_accept_len", "spec_correct_drafts", "spec_proposed_drafts",
+                     "spec_histogram")
+SPEC_MODES = ("stream", "meta_info", "off")
+
+
+@runtime_checkable
+class EngineAdmin(Protocol):
+    """The engine's own endpoints on one server (base URL without /v1)."""
+
+    async def healthy(self, timeout: float = 10.0) -> bool: ...
+    async def flush_cache(self, timeout: float = 30.0) -> bool: ...
+    async def server_info(self, timeout: float = 30.0) -> dict[str, Any] | None: ...
+    async def histograms(self, timeout: float = 10.0) -> Any: ...  # opaque scrape, fed to phase_server_means
+    async def model_id(self, timeout: float = 10.0) -> str | None: ...
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str                 # "sglang"
+    stand_in_version: str     # the version the project's stand-in of this engine reproduces
+    ready_line: str           # the log line that says the server is ready (readiness is still asked over HTTP)
+    phase_columns: Sequence[str]  # server-side per-phase columns (phase_server_means keys)
+
+    async def detect_version(self, plan: Any, target: Any) -> str | None: ...
+    def launcher_argv(self, target: Any) -> list[str]: ...
+    def launch_argv(self, plan: Any, variant: Any, port: int, version: str | None) -> list[str]: ...
+    def admin(self, base_url: str, api_key: str | None = None) -> EngineAdmin: ...
+
+    # live log: one window per stats line (None for any other line)
+    def parse_log_line(self, text: str, line_no: int) -> Any: ...
+
+    # run-scoped figures from the admin endpoints (before/after a phase)
+    def server_accept_len(self, info: dict[str, Any] | None) -> float | None: ...
+    def server_provenance(self, info: dict[str, Any] | None) -> dict[str, Any]: ...
+    def last_gen_throughput(self, info: dict[str, Any] | None) -> float | None: ...
+    def phase_server_means(self, before: Any, after: Any) -> dict[str, float | None]: ...
+
+    # per-request speculative stats
+    def spec_mode(self, run: Any, variant: Any, version: str | None) -> str: ...  # one of SPEC_MODES
+    def spec_request_extra(self, mode: str) -> dict[str, Any] | None: ...
+    def request_spec(self, spec: dict[str, Any] | None, output_tokens: int | None) -> dict[str, Any]: ...
+
+    # preflight: the engine's own parser judges each argv, then its flag rules (harness.checks asks)
+    async def ask_parser(self, plan: Any, target: Any, env: Any, arch: str | None,
+                         pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list]: ...
+    def launch_findings(self, plan: Any, variant: Any, argv: list[str], base_argv: list[str] | None,
+                        parsed: Any, version: str | None, arch: str | None, max_batch: int) -> list: ...
+    def drafter_findings(self, variant: str, argv: list[str], aux_ids: list[Any] | None,
+                         target_layers: int | None, version: str | None) -> list: ...

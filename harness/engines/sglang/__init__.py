@@ -1,0 +1,94 @@
+"""SGLang behind the engine seam: launch argv and flag spellings by version, readiness, the admin
+endpoints, /metrics, decode-log windows and per-request spec stats (REFERENCE.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.common.errors import HarnessError
+from harness.engines.sglang import launch, preflight, prom, spec
+from harness.engines.sglang.admin import Admin, avg_spec_accept_length
+from harness.engines.sglang.logparse import parse_line
+from harness.engines.sglang.preflight import STAND_IN_VERSION
+
+READY_LINE = "The server is fired up and ready to roll!"
+
+_PROVENANCE_KEYS = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+                    "speculative_num_draft_tokens", "speculative_draft_model_path", "max_running_requests",
+                    "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "disable_cuda_graph", "attention_backend",
+                    "decode_log_interval", "tp_size")
+
+
+class SGLangEngine:
+    name = "sglang"
+    stand_in_version = STAND_IN_VERSION
+    ready_line = READY_LINE
+    phase_columns = tuple(prom.COLUMNS)
+
+    async def detect_version(self, plan: Any, target: Any) -> str | None:
+        """The version that decides flag spellings: the stand-in's, the plan's pin, or asked on the target."""
+        t = plan.target
+        if t.simulated:
+            return STAND_IN_VERSION
+        if t.sglang_version and t.sglang_version != "auto":
+            return str(t.sglang_version)
+        res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
+        if res.rc != 0:
+            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+            raise HarnessError(f"SGLang is not importable by '{t.python}' on {target.name}: {last[0]}")
+        return res.stdout.strip().splitlines()[-1]
+
+    def launcher_argv(self, target: Any) -> list[str]:
+        return launch.launcher_argv(target)
+
+    def launch_argv(self, plan: Any, variant: Any, port: int, version: str | None) -> list[str]:
+        return launch.build_launch_argv(plan, variant, port, version)
+
+    def admin(self, base_url: str, api_key: str | None = None) -> Admin:
+        return Admin(base_url, api_key)
+
+    def parse_log_line(self, text: str, line_no: int) -> Any:
+        return parse_line(text, line_no)
+
+    def server_accept_len(self, info: dict[str, Any] | None) -> float | None:
+        return avg_spec_accept_length(info)
+
+    def server_provenance(self, info: dict[str, Any] | None) -> dict[str, Any]:
+        if not info:
+            return {}
+        return {("sglang_version" if k == "version" else f"server_{k}"): info.get(k)
+                for k in _PROVENANCE_KEYS if k in info}
+
+    def last_gen_throughput(self, info: dict[str, Any] | None) -> float | None:
+        states = (info or {}).get("internal_states") or []
+        vals = [s.get("last_gen_throughput") for s in states if isinstance(s, dict)]
+        vals = [v for v in vals if isinstance(v, int | float)]
+        return sum(vals) if vals else None
+
+    def phase_server_means(self, before: Any, after: Any) -> dict[str, float | None]:
+        return prom.phase_means(before, after)
+
+    def spec_mode(self, run: Any, variant: Any, version: str | None) -> str:
+        return spec.spec_mode(run, variant, version)
+
+    def spec_request_extra(self, mode: str) -> dict[str, Any] | None:
+        return {"return_spec_tokens_details": True} if mode == "stream" else None
+
+    def request_spec(self, spec_stats: dict[str, Any] | None, output_tokens: int | None) -> dict[str, Any]:
+        return spec.request_spec(spec_stats, output_tokens)
+
+    # preflight (harness.checks asks these; the rules are SGLang's)
+    async def ask_parser(self, plan: Any, target: Any, env: Any, arch: str | None,
+                         pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list]:
+        return await preflight.ask_parser(plan, target, env, arch, pinned)
+
+    def launch_findings(self, plan: Any, variant: Any, argv: list[str], base_argv: list[str] | None,
+                        parsed: Any, version: str | None, arch: str | None, max_batch: int) -> list:
+        return preflight.launch_findings(plan, variant, argv, base_argv, parsed, version, arch, max_batch)
+
+    def drafter_findings(self, variant: str, argv: list[str], aux_ids: list[Any] | None,
+                         target_layers: int | None, version: str | None) -> list:
+        return preflight.drafter_findings(variant, argv, aux_ids, target_layers, version)
+
+
+SGLANG = SGLangEngine()

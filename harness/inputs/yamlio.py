@@ -1,0 +1,401 @@
+"""YAML loading with a line map, and pydantic errors turned into one-line `InputError`s.
+
+`load_yaml` composes the YAML node graph first so that every mapping key and sequence item keeps
+its line, refuses duplicate keys (PyYAML would silently keep the last), then constructs plain data
+with the safe constructor. `validate` runs a pydantic model on that data and reports the first
+problem in file order as `FILE:LINE: FIELD: message`. `StrictModel` is the base of every config model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from yaml.constructor import SafeConstructor
+
+from harness.common.errors import InputError
+
+PathPart = str | int
+MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real plan or suite; stops a stray multi-GB file early
+MAX_DEPTH = 100  # plans nest 4 levels; this only guards against crafted input
+
+_Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: MB-sized suites
+M = TypeVar("M", bound=BaseModel)
+
+
+class FieldProblem(ValueError):
+    """Raised inside validators to place an error below the model's own location (`loc` relative)."""
+
+    def __init__(self, message: str, loc: Sequence[PathPart] = ()):
+        super().__init__(message)
+        self.loc = tuple(loc)
+
+
+class LineMap:
+    """Maps data paths such as ("variants", 1, "num_steps") to 1-based line numbers."""
+
+    def __init__(self, lines: dict[tuple[PathPart, ...], int] | None = None):
+        self._lines: dict[tuple[PathPart, ...], int] = dict(lines or {})
+
+    def set(self, path: tuple[PathPart, ...], line: int) -> None:
+        self._lines.setdefault(path, line)
+
+    def line_of(self, path: Sequence[PathPart]) -> int | None:
+        """Line of `path`, or of its nearest ancestor that has one (None for an empty document)."""
+        key = tuple(path)
+        while True:
+            if key in self._lines:
+                return self._lines[key]
+            if not key:
+                return None
+            key = key[:-1]
+
+
+def format_field(path: Sequence[PathPart]) -> str | None:
+    """("variants", 1, "num_steps") -> "variants[1].num_steps"; () -> None."""
+    out = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path)
+    return out.removeprefix(".") or None
+
+
+def read_text(path: str | Path, *, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """Read a file as strict UTF-8 (a leading BOM is dropped); every failure is an InputError."""
+    src, p = str(path), Path(path)
+    try:
+        if p.is_dir():
+            raise InputError(src, None, None, "is a directory, expected a file")
+        if (size := p.stat().st_size) > max_bytes:
+            raise InputError(src, None, None, f"file is {size:,} bytes, over the {max_bytes:,}-byte limit")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(src, None, None, "file not found") from None
+    except OSError as exc:
+        raise InputError(src, None, None, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        bad = f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {col}); save the file as UTF-8"
+        raise InputError(src, line, None, bad) from None
+
+
+def load_yaml(path: str | Path) -> tuple[Any, LineMap]:
+    """Parse one YAML document from `path` into plain data plus its line map."""
+    text = read_text(path)
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, path: str | None = None) -> tuple[Any, LineMap]:
+    """Parse YAML text (`path` only names the source in errors)."""
+    loader = _Loader(text)
+    try:
+        _check_depth(text, path)
+        node = loader.get_single_node()
+        if node is None:
+            return None, LineMap()
+        lines = LineMap()
+        _walk(node, (), lines, path, set(), SafeConstructor())
+        return loader.construct_document(node), lines
+    except yaml.MarkedYAMLError as exc:  # scanner, parser and constructor errors all carry marks
+        raise InputError(path, *_describe_marked(exc, text)) from None
+    except yaml.reader.ReaderError as exc:
+        # libyaml counts bytes of the UTF-8 encoding, the pure-python reader counts characters.
+        native = _Loader is not yaml.SafeLoader
+        before = text.encode()[: exc.position] if native else text[: exc.position].encode()
+        reason = f"invalid YAML: {exc.reason} (character {exc.character!r})"
+        raise InputError(path, before.count(b"\n") + 1, None, reason) from None
+    except yaml.YAMLError as exc:
+        raise InputError(path, None, None, f"invalid YAML: {exc}") from None
+    except (ValueError, TypeError) as exc:  # a tagged value the constructor cannot build (`!!int abc`)
+        raise InputError(path, None, None, f"invalid YAML value: {exc}") from None
+    finally:
+        loader.dispose()
+
+
+def _check_depth(text: str, path: str | None) -> None:
+    """Refuse absurd nesting before composing: libyaml's composer recurses and can overflow the C stack."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):  # the event parser keeps an explicit stack
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InputError(
+                    path, event.start_mark.line + 1, None, f"nested more than {MAX_DEPTH} levels deep"
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _describe_marked(exc: yaml.MarkedYAMLError, text: str) -> tuple[int | None, None, str]:
+    """(line, field, message) for a scanner/parser error, naming where the open construct began."""
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else None
+    problem = exc.problem or exc.context or "syntax error"
+    if "maximum nesting depth" in problem:  # libyaml >= 0.2.6's scanner refuses before our depth check runs
+        return line, None, f"nested more than {MAX_DEPTH} levels deep"
+    ctx_mark = exc.context_mark
+    if exc.context and exc.problem:
+        where = f" on line {ctx_mark.line + 1}" if ctx_mark is not None and ctx_mark.line + 1 != line else ""
+        problem += f" ({exc.context}{where})"
+    if line is not None and "\t" in text.split("\n")[line - 1][: (mark.column if mark else 0) + 1]:
+        problem += "; tabs cannot indent YAML, use spaces"
+    return line, None, f"invalid YAML: {problem}"
+
+
+def _key_value(node: yaml.Node, constructor: SafeConstructor) -> Any:
+    """The Python value of a scalar mapping key (`1:` is an int key, `a:` a str)."""
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    if node.tag == "tag:yaml.org,2002:str":
+        return node.value
+    try:
+        return constructor.construct_object(node)
+    except yaml.YAMLError:
+        return node.value
+
+
+def _walk(
+    node: yaml.Node,
+    path: tuple[PathPart, ...],
+    lines: LineMap,
+    src: str | None,
+    seen: set[int],
+    constructor: SafeConstructor,
+) -> None:
+    lines.set(path, node.start_mark.line + 1)
+    if id(node) in seen:  # an alias to a node already mapped (or a recursive one)
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, (*path, i), lines, src, seen, constructor)
+    elif isinstance(node, yaml.MappingNode):
+        first_line: dict[Hashable, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base` keys may be overridden by explicit ones, as YAML intends
+            key = _key_value(key_node, constructor)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, Hashable) and key is not None:
+                if key in first_line:
+                    raise InputError(
+                        src,
+                        line,
+                        format_field((*path, str(key))),
+                        f"duplicate key {str(key)!r} (first set on line {first_line[key]})",
+                    )
+                first_line[key] = line
+                lines.set((*path, key), line)
+                _walk(value_node, (*path, key), lines, src, seen, constructor)
+
+
+# ---------------------------------------------------------------- pydantic errors -> InputError
+
+
+def validate(
+    model_cls: type[M],
+    data: Any,
+    path: str | Path | None,
+    linemap: LineMap,
+    *,
+    context: dict[str, Any] | None = None,
+) -> M:
+    """Validate `data` with `model_cls`; on failure raise the first problem (in file order)."""
+    src = str(path) if path is not None else None
+    if data is None:
+        raise InputError(src, None, None, "file is empty")
+    try:
+        return model_cls.model_validate(data, context=context)
+    except ValidationError as exc:
+        errors = exc.errors()
+    found = [(err["type"], _problem(model_cls, data, err, src, linemap)) for err in errors]
+    misspelt = [p for kind, p in found if kind == "extra_forbidden"]
+    found = [(kind, p) for kind, p in found if not (kind == "missing" and _explained(p, misspelt))]
+    # File order, but a missing field (placed at its parent) after the rest. Ties keep pydantic's order.
+    found.sort(key=lambda pair: (pair[0] == "missing", pair[1].line or 0))
+    problems = [p for _, p in found]
+    first = problems[0]
+    if len(problems) > 1:
+        more = len(problems) - 1
+        first = InputError(
+            first.path,
+            first.line,
+            first.field,
+            f"{first.message} (and {more} more problem{'s' if more > 1 else ''})",
+        )
+    raise first
+
+
+def _explained(missing: InputError, misspelt: list[InputError]) -> bool:
+    """True when a misspelt sibling key was meant to be this missing field ('did you mean' it)."""
+    parent, _, name = (missing.field or "").rpartition(".")
+    return any(
+        (m.field or "").rpartition(".")[0] == parent and f"(did you mean {name!r}?)" in m.message
+        for m in misspelt
+    )
+
+
+def _problem(
+    model_cls: type[BaseModel], data: Any, err: Any, src: str | None, linemap: LineMap
+) -> InputError:
+    loc = _data_loc(data, tuple(err["loc"]))
+    ctx = err.get("ctx") or {}
+    extra = ctx.get("error")
+    if isinstance(extra, FieldProblem):
+        loc = _data_loc(data, (*loc, *extra.loc))
+    message = _message(model_cls, loc, err)
+    return InputError(src, linemap.line_of(loc), format_field(loc), message)
+
+
+def _data_loc(data: Any, loc: tuple[PathPart, ...]) -> tuple[PathPart, ...]:
+    """Keep the parts of a pydantic location that exist in the data (drops union tags and the like)."""
+    out: list[PathPart] = []
+    cur = data
+    for i, part in enumerate(loc):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
+            cur = cur[part]
+        elif isinstance(cur, dict) and i == len(loc) - 1 and isinstance(part, str) and part.isidentifier():
+            pass  # a missing field: it names the place even though the data lacks it
+        else:
+            break
+        out.append(part)
+    return tuple(out)
+
+
+def describe(value: Any) -> str:
+    """A short, plain description of a YAML value for messages."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:57] + "...")
+    return repr(value)
+
+
+_TYPE_WORDS = {
+    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "an integer"),
+    **dict.fromkeys(("float_type", "float_parsing"), "a number"),
+    **dict.fromkeys(("bool_type", "bool_parsing"), "true or false"),
+    **dict.fromkeys(("list_type", "tuple_type"), "a list"),
+    **dict.fromkeys(("dict_type", "model_type", "model_attributes_type"), "a mapping (key: value)"),
+    "string_type": "a string",
+}
+
+
+def _message(model_cls: type[BaseModel], loc: tuple[PathPart, ...], err: Any) -> str:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    if kind == "extra_forbidden":
+        name = str(loc[-1]) if loc else "?"
+        allowed = _allowed_fields(model_cls, loc[:-1])
+        close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+        hint = (
+            f" (did you mean {close[0]!r}?)"
+            if close
+            else (f"; allowed: {', '.join(allowed)}" if allowed else "")
+        )
+        return f"unknown field {name!r}{hint}"
+    if kind == "missing":
+        return f"missing required field {str(loc[-1])!r}" if loc else "missing required field"
+    if kind in _TYPE_WORDS:
+        msg = f"expected {_TYPE_WORDS[kind]}, got {describe(value)}"
+        if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
+            msg += f" (put it in quotes: '{value}')"
+        elif kind == "list_type" and isinstance(value, str):
+            msg += " (write one item per '- ' line, or [a, b] on one line)"
+        return msg
+    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        words = {
+            "greater_than": ("greater than", "gt"),
+            "greater_than_equal": ("at least", "ge"),
+            "less_than": ("less than", "lt"),
+            "less_than_equal": ("at most", "le"),
+        }[kind]
+        return f"must be {words[0]} {_num(ctx.get(words[1]))}, got {describe(value)}"
+    if kind == "literal_error":
+        return f"must be {ctx.get('expected', '?')}, got {describe(value)}"
+    if kind in ("too_short", "too_long"):
+        if kind == "too_short" and ctx.get("min_length") == 1:
+            return "must not be empty"
+        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
+        return f"must have {'at least' if kind == 'too_short' else 'at most'} {bound} item(s)"
+    if kind == "string_too_short":
+        return "must not be empty"
+    if kind == "string_pattern_mismatch":
+        return f"{describe(value)} does not match the pattern {ctx.get('pattern')}"
+    if kind in ("value_error", "assertion_error") and "error" in ctx:
+        return str(ctx["error"])
+    msg = str(err.get("msg", "invalid value"))
+    return msg.removeprefix("Value error, ")
+
+
+def _num(v: Any) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _allowed_fields(model_cls: type[BaseModel], loc: tuple[PathPart, ...]) -> list[str]:
+    """Field names of the model found at `loc` inside `model_cls` (empty when not a model)."""
+    tp: Any = model_cls
+    for part in loc:
+        tp = _unwrap(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
+            field = tp.model_fields.get(part)
+            if field is None:
+                return []
+            tp = field.annotation
+        else:
+            args = typing.get_args(tp)
+            tp = args[-1] if args else None  # list[X] -> X, dict[K, V] -> V
+    tp = _unwrap(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return list(tp.model_fields)
+    return []
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip Annotated and `X | None` down to the one non-None member, where there is one."""
+    while True:
+        origin = typing.get_origin(tp)
+        if origin is typing.Annotated:
+            tp = typing.get_args(tp)[0]
+        elif origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(tp) if a is not type(None)]
+            models = [a for a in members if isinstance(a, type) and issubclass(a, BaseModel)]
+            if len(models) == 1:
+                return models[0]
+            if len(members) != 1:
+                return tp
+            tp = members[0]
+        else:
+            return tp
+
+
+# ---------------------------------------------------------------- shared model plumbing
+
+
+class StrictModel(BaseModel):
+    """Base for every config model: unknown keys are errors and YAML types are taken as written."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def scalar_to_str(value: Any) -> Any:
+    """Let argv items and env values be written as bare numbers (`- 4096`, `CUDA_VISIBLE_DEVICES: 0`)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+ArgStr = Annotated[str, BeforeValidator(scalar_to_str)]

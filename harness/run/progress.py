@@ -1,0 +1,58 @@
+"""The headless front end: print run events as progress on stderr and the final table on stdout."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from harness.common import events as ev
+from harness.common.errors import EXIT_FAILURES, EXIT_OK, say
+
+PROGRESS_EVERY_S = 2.0
+
+
+async def consume(events: AsyncIterator[Any], *, out=None) -> int:
+    """Drain a run's events; returns the exit code. The table comes from summary.csv, like everywhere."""
+    from harness.analysis.report import render_table
+    from harness.analysis.summary import load_summary
+
+    out = out or sys.stdout
+    last = 0.0
+    result = EXIT_FAILURES
+    async for e in events:
+        if isinstance(e, ev.RunStarted):
+            sim = " (SIMULATED: SGLang stand-in)" if e.simulated else ""
+            say(f"run {e.run_id}{sim}: {len(e.variants)} variants, {e.total_requests} requests -> {e.run_dir}")
+        elif isinstance(e, ev.ServerState):
+            extra = f" port {e.port} pgid {e.pgid}" if e.port and e.state in ("ready", "starting") else ""
+            say(f"[{e.variant}] server {e.state}{extra}")
+            if e.state == "failed" and e.detail:
+                say("  " + e.detail.replace("\n", "\n  "))
+        elif isinstance(e, ev.PhaseStarted):
+            say(f"[{e.variant}] {e.phase}: {e.requests} requests at concurrency {e.concurrency}")
+        elif isinstance(e, ev.RequestDone):
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY_S or e.done == e.total:
+                last = now
+                r = e.record
+                say(f"  {e.done}/{e.total} requests done (last: {r.variant} {r.prompt_id} "
+                     f"{'ok' if r.ok else 'ERROR ' + r.error})")
+        elif isinstance(e, ev.PhaseDone):
+            acc = f", server accept len {e.server_accept_len:.2f}" if e.server_accept_len else ""
+            say(f"[{e.variant}] {e.phase} done in {e.wall_s:.1f} s{acc}")
+        elif isinstance(e, ev.VariantDone) and not e.ok:
+            say(f"[{e.variant}] FAILED: server {e.detail} (last log lines in variants.jsonl)")
+        elif isinstance(e, ev.Alarm):
+            say(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
+        elif isinstance(e, ev.RunDone):
+            if e.summary_csv:
+                print(render_table(load_summary(e.run_dir)), file=out, flush=True)
+            say(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
+            print(e.run_dir, file=out, flush=True)
+            errors = int(e.extra.get("request_errors", 0))
+            if errors:
+                say(f"{errors} requests failed (recorded with their error in requests.csv)")
+            result = EXIT_OK if e.complete and not errors else EXIT_FAILURES
+    return result

@@ -1,0 +1,193 @@
+"""Replaying a suite against one server: closed-loop concurrency, warmup, and the per-request spec probe."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.records import CsvAppender
+
+PROBE_COLUMNS = ["variant", "phase", "request_id", "spec_verify_ct", "completion_tokens",
+                 "spec_correct_drafts", "spec_proposed_drafts", "spec_accept_len", "spec_histogram"]
+WATCHDOG_S = 1.0  # a killed server is noticed within this (plus one liveness round trip)
+RETRY_BACKOFF_S = 0.25
+
+
+def retryable(result: Any) -> bool:
+    """Server-side or network failures are worth one more try, also when they cut a stream after its 200
+    (reset, timeout, broken SSE: a dropped SSH link looks like this); a 4xx says the request is wrong."""
+    status = getattr(result, "http_status", None)
+    return not result.ok and (status is None or status < 400 or status == 429 or status >= 500)
+
+
+async def send(client: Any, req: Any, retries: int, stop: asyncio.Event | None = None,
+               server_up: Callable[[], Awaitable[bool]] | None = None) -> Any:
+    """Send with bounded retries; the returned result is the last attempt (attempts recorded on it).
+    `server_up` is asked before a retry: a dead server gets no more attempts."""
+    attempt = 0
+    while True:
+        attempt += 1
+        result = await client.stream(req)
+        if result.ok or attempt > retries or not retryable(result) or (stop is not None and stop.is_set()):
+            break
+        if server_up is not None and not await server_up():
+            break
+        await asyncio.sleep(RETRY_BACKOFF_S * attempt)
+        if stop is not None and stop.is_set():
+            break
+    result.attempts = attempt
+    return result
+
+
+def to_request(prompt: Any, suite: Any, plan: Any, extra: dict | None = None, *, request_id: str | None = None,
+               temperature: float | None = None) -> Any:
+    from harness.client.stream import ReplayRequest
+
+    messages = [dict(m) for m in prompt.messages] if prompt.messages else None
+    if getattr(plan.run, "ignore_eos", False):
+        extra = {**(extra or {}), "ignore_eos": True}
+    return ReplayRequest(
+        request_id=request_id or f"{suite.name}/{prompt.id}",
+        messages=messages,
+        prompt=None if messages else prompt.text,
+        max_tokens=int(prompt.max_tokens or plan.run.max_tokens),
+        temperature=float(plan.run.temperature if temperature is None else temperature),
+        extra_body=dict(extra) if extra else None,
+    )
+
+
+async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, concurrency: int,
+                       extra: dict | None, *, watchdog: Callable[[], Awaitable[bool]] | None = None,
+                       ) -> AsyncIterator[tuple[Any, Any, Any]]:
+    """Closed loop: `concurrency` workers pull prompts in order; yields (request, prompt, result) as each
+    finishes. Stops early when the watchdog says the server is gone."""
+    pending: asyncio.Queue[Any] = asyncio.Queue()
+    for p in prompts:
+        pending.put_nowait(p)
+    done: asyncio.Queue[Any] = asyncio.Queue()
+    stop = asyncio.Event()
+    check: asyncio.Future[bool] | None = None
+
+    async def ask_watchdog() -> bool:
+        if watchdog is None:
+            return True
+        try:
+            alive = await watchdog()
+        except Exception:  # a dropped link is not a dead server: the target reconnects
+            return True
+        if not alive:
+            stop.set()
+        return alive
+
+    async def server_up() -> bool:
+        """After a failed request: one liveness check shared by every worker that failed meanwhile, so a
+        killed server stops the phase at once instead of failing each queued prompt in turn."""
+        nonlocal check
+        if check is None or check.done():
+            check = asyncio.ensure_future(ask_watchdog())
+        return await asyncio.shield(check)
+
+    async def worker() -> None:
+        while not stop.is_set():
+            try:
+                prompt = pending.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            req = to_request(prompt, suite, plan, extra)
+            result = await send(client, req, int(getattr(plan.run, "retries", 0)), stop, server_up)
+            await done.put((req, prompt, result))
+
+    async def guard() -> None:
+        while watchdog is not None and not stop.is_set():
+            await asyncio.sleep(WATCHDOG_S)
+            if not await ask_watchdog():
+                return
+
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(prompts))))]
+    guard_task = asyncio.create_task(guard())
+    all_workers = asyncio.gather(*workers)
+    try:
+        while True:
+            getter = asyncio.ensure_future(done.get())
+            waits = {getter, all_workers, guard_task} if not guard_task.done() else {getter, all_workers}
+            finished, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if getter in finished:
+                yield getter.result()
+                continue
+            getter.cancel()
+            if all_workers in finished or stop.is_set():
+                if stop.is_set():
+                    # server gone: in-flight requests fail fast on the closed socket; don't wait forever
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(all_workers), timeout=5.0)
+                while not done.empty():
+                    yield done.get_nowait()
+                return
+    finally:
+        stop.set()
+        guard_task.cancel()
+        if check is not None:
+            check.cancel()
+        for w in workers:
+            w.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await all_workers
+        with contextlib.suppress(asyncio.CancelledError):
+            await guard_task
+
+
+async def warmup(client: Any, plan: Any, variant: Any) -> int:
+    """Warmup requests are excluded from every number. One sampled request first: the first sampled
+    request can trigger a one-time compile on a fresh server (seen on the H200, GPU.md). Then
+    `warmup_requests` requests, at least as many as the plan's highest concurrency and sent that many
+    at a time, so that the batch sizes the phases will run have run once: on a fresh EAGLE-3 server on
+    the H200 the first phase at concurrency 8 after a sequential warmup ran at half the rate that the
+    same server showed moments later."""
+    n = int(plan.run.warmup_requests)
+    if n <= 0 or not plan.suites:
+        return 0
+    suite = plan.suites[0]
+    prompts = suite.prompts
+    width = max(1, max(plan.run.concurrency))
+    reqs = [to_request(prompts[i % len(prompts)], suite, plan, request_id=f"warmup/{i}")
+            for i in range(max(n, width))]
+    ok = bool((await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled",
+                                              temperature=0.7))).ok)
+    sem = asyncio.Semaphore(width)
+
+    async def one(req: Any) -> bool:
+        async with sem:
+            return bool((await client.stream(req)).ok)
+
+    return ok + sum(await asyncio.gather(*(one(r) for r in reqs)))
+
+
+async def probe_meta(client: Any, plan: Any, prompts: list[Any], suite: Any, concurrency: int, run_dir: Path,
+                     variant: str, phase: str, normalise_spec: Any) -> int:
+    """Per-request spec stats on servers that only offer them non-streaming (SGLang 0.5.13-0.5.18):
+    replay the phase's prompts once more with return_meta_info, outside every timed number. Under greedy
+    decoding the outputs, and so the acceptance, are the same as in the timed pass."""
+    sem = asyncio.Semaphore(max(1, concurrency))
+    out = CsvAppender(run_dir / "spec_probe.csv", PROBE_COLUMNS)
+    written = 0
+
+    async def one(prompt: Any) -> None:
+        nonlocal written
+        req = to_request(prompt, suite, plan)
+        async with sem:
+            meta = await client.complete_meta(req)
+        if not meta:
+            return
+        vals = normalise_spec(meta, meta.get("completion_tokens"))
+        out.append({"variant": variant, "phase": phase, "request_id": req.request_id,
+                    "completion_tokens": meta.get("completion_tokens"), **vals})
+        written += 1
+
+    try:
+        await asyncio.gather(*(one(p) for p in prompts))
+    finally:
+        out.close()
+    return written

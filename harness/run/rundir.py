@@ -1,0 +1,126 @@
+"""The run directory: its name, its files and their columns."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.engines.sglang.prom import COLUMNS as PROM_COLUMNS
+
+PHASE_COLUMNS = ["variant", "phase", "suite", "concurrency", "repeat", "requests", "errors",
+                 "output_tokens", "wall_s", "server_accept_len", "last_gen_throughput", *PROM_COLUMNS]
+WINDOW_COLUMNS = ["line", "time", "kind", "running_req", "queue_req", "token_usage", "accept_len",
+                  "accept_rate", "cuda_graph", "gen_throughput", "input_throughput"]
+SERVER_WINDOW_COLUMNS = ["variant", "phase", *WINDOW_COLUMNS]
+REDACTED = "<redacted>"
+# Name parts that mark a secret: OPENAI_API_KEY, HF_TOKEN, --api-key (not TOKENIZERS_PARALLELISM,
+# --ssl-keyfile).
+_SECRET_PARTS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
+                           "CREDENTIALS"})
+_MIN_SECRET_LEN = 4  # shorter values would redact ordinary text
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def new_run_dir(results_dir: str | Path, plan_name: str) -> tuple[str, Path]:
+    """results/<timestamp>-<plan>[-N]; created exclusively so two runs never share a directory."""
+    base = Path(results_dir)
+    base.mkdir(parents=True, exist_ok=True)
+    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(plan_name)}"
+    for n in range(1000):
+        run_id = stem if n == 0 else f"{stem}-{n}"
+        path = base / run_id
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        (path / "logs").mkdir()
+        return run_id, path
+    raise RuntimeError(f"could not create a run directory under {base}")
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_resume_plan(run_dir: str | Path) -> Any:
+    """The plan of an interrupted run, re-read from its file with the run's recorded overrides."""
+    from harness.common.errors import InputError
+    from harness.inputs.config import load_plan
+
+    prov_path = Path(run_dir) / "provenance.json"
+    if not prov_path.exists():
+        raise InputError(str(run_dir), None, None, "not a run directory (no provenance.json)")
+    prov = json.loads(prov_path.read_text(encoding="utf-8"))
+    plan_file = prov.get("plan_file") or ""
+    if not Path(plan_file).exists():
+        raise InputError(str(prov_path), None, "plan_file", f"the run's plan file is gone: {plan_file}")
+    plan = load_plan(plan_file)
+    if prov.get("target_workdir"):
+        plan.target.workdir = prov["target_workdir"]
+    return plan
+
+
+# ---- secrets: what lands in the run directory is shared; values of secret-looking names never do ----------
+
+
+def is_secret_name(name: str) -> bool:
+    """True for env names and flags such as OPENAI_API_KEY, HF_TOKEN, --api-key, --admin-api-key."""
+    return any(part in _SECRET_PARTS for part in re.split(r"[^A-Za-z0-9]+", name.upper()))
+
+
+def redact_env(env: dict[str, Any]) -> dict[str, Any]:
+    return {k: (REDACTED if is_secret_name(str(k)) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: list[Any]) -> list[Any]:
+    """The value after a secret-looking flag (`--api-key X`, `--api-key=X`) becomes <redacted>."""
+    out: list[Any] = []
+    hide_next = False
+    for item in argv:
+        text = str(item)
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+        elif text.startswith("-") and "=" in text and is_secret_name(text.split("=", 1)[0]):
+            out.append(text.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(item)
+            hide_next = text.startswith("-") and is_secret_name(text)
+    return out
+
+
+def redact_plan(data: dict[str, Any]) -> dict[str, Any]:
+    """A resolved plan dict with secret env values and secret flag values redacted (a deep copy)."""
+    data = json.loads(json.dumps(data, default=str))
+    target = data.get("target") or {}
+    if isinstance(target.get("env"), dict):
+        target["env"] = redact_env(target["env"])
+    if isinstance(target.get("launcher"), list):
+        target["launcher"] = redact_argv(target["launcher"])
+    for holder in [data.get("model") or {}, *(data.get("variants") or [])]:
+        if isinstance(holder, dict) and isinstance(holder.get("extra_args"), list):
+            holder["extra_args"] = redact_argv(holder["extra_args"])
+    return data
+
+
+def secret_values(env: dict[str, Any] | None, argv: list[Any] | None = None) -> list[str]:
+    """The secret values themselves (longest first), to scrub from server logs copied into the run."""
+    found = {str(v) for k, v in (env or {}).items() if is_secret_name(str(k))}
+    for item, shown in zip(argv or [], redact_argv(list(argv or [])), strict=True):
+        if item != shown:  # `--flag=value` hides after the "=", a separate value hides whole
+            found.add(str(item).split("=", 1)[1] if str(shown).endswith("=" + REDACTED) else str(item))
+    return sorted((v for v in found if len(v) >= _MIN_SECRET_LEN), key=len, reverse=True)
+
+
+def scrub(data: bytes, secrets: list[str]) -> bytes:
+    for value in secrets:
+        data = data.replace(value.encode("utf-8"), REDACTED.encode())
+    return data

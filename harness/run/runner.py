@@ -1,0 +1,372 @@
+"""The whole comparison as one async generator of events: start each variant's server, replay the
+suites at each concurrency, collect accept length from three sources, stop the server, summarise.
+
+Everything is written to the run directory as it happens (records first, tables derived later).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import hashlib
+import json
+import platform
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import harness
+from harness.analysis.alarms import AlarmTracker
+from harness.analysis.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
+from harness.common import events as ev
+from harness.common.aio import drain
+from harness.engines import engine_of
+from harness.run.rundir import (
+    PHASE_COLUMNS,
+    SERVER_WINDOW_COLUMNS,
+    WINDOW_COLUMNS,
+    new_run_dir,
+    redact_argv,
+    redact_plan,
+    write_json,
+)
+from harness.run.server import Server, ServerFailed
+
+
+def phase_id(suite: str, concurrency: int, repeat: int) -> str:
+    return f"{suite}@c{concurrency}#r{repeat}"
+
+
+async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
+                   resume_dir: str | Path | None = None, target: Any = None) -> AsyncIterator[Any]:
+    """Run the plan; yields events from harness.common.events. Closing the generator stops every server."""
+    def start(emit: Any) -> Any:
+        return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers,
+                    resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit).main()
+
+    async with contextlib.aclosing(drain(start, name="draftbench-run")) as events:
+        async for event in events:  # closing us closes the drain, which stops every server
+            yield event
+
+
+class _Run:
+    def __init__(self, plan: Any, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
+                 target: Any, emit: Any):
+        self.plan = plan
+        self.emit = emit
+        self.keep = keep_servers or bool(getattr(plan.server, "keep_running", False))
+        self.resume_dir = resume_dir
+        self.results_dir = results_dir
+        self.target = target
+        self.own_target = target is None
+        self.servers: list[Server] = []
+        self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
+        self.phase_tag: dict[str, str | None] = {}
+        self.alarms = AlarmTracker(plan)
+        self.engine = engine_of(plan)
+        self.failures = 0
+        self.failed: set[str] = set()
+        self.request_errors = 0
+        self.done_requests = 0
+        self.total_requests = 0
+
+    # ------------------------------------------------------------------------------------------------
+    async def main(self) -> None:
+        from harness.targets import open_target
+
+        plan = self.plan
+        if self.resume_dir:
+            self.run_dir = self.resume_dir
+            self.run_id = self.run_dir.name
+        else:
+            self.run_id, self.run_dir = new_run_dir(self.results_dir, plan.name)
+        self.finished = finished_request_keys(self.run_dir / "requests.csv")
+        self.done_requests = len(self.finished)  # a resumed run's progress counts what is already done
+        self.records = CsvAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
+        self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
+        self.windows = CsvAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
+        complete = False
+        try:
+            if self.target is None:
+                t = plan.target
+                self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
+            await self.target.connect()
+            if self.resume_dir:
+                await self._reap_leftovers()
+            version = await self.engine.detect_version(plan, self.target)
+            self._write_provenance(version, status="running")
+            per_variant = sum(len(s.prompts) for s in plan.suites) * len(plan.run.concurrency) * plan.run.repeats
+            self.total_requests = per_variant * len(plan.variants)
+            self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
+                                    tuple(v.name for v in plan.variants), self.total_requests,
+                                    bool(plan.target.simulated)))
+            import harness.client.stream  # noqa: F401  (the SDK import takes ~1 s: pay it before any server is ready)
+
+            ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
+            for variant in ordered:
+                await self._run_variant(variant, version)
+            complete = self.failures == 0
+        finally:
+            for s in self.servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._stop(s))
+            for f in (self.records, self.phases, self.windows):
+                f.close()
+            summary_csv = self._summarise(complete)
+            if self.own_target and self.target is not None:
+                with contextlib.suppress(Exception):
+                    await self.target.close()
+        self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv,
+                             {"request_errors": self.request_errors}))
+
+    def _write_provenance(self, version: str | None, status: str) -> None:
+        write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
+        write_json(self.run_dir / "provenance.json", {
+            "draftbench_version": harness.__version__, "run_id": self.run_id, "status": status,
+            "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
+            "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
+            "simulated": bool(self.plan.target.simulated),
+            "sglang_version_detected": version, "client_host": platform.node(),
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        })
+
+    # ------------------------------------------------------------------------------------------------
+    async def _run_variant(self, variant: Any, version: str | None) -> None:
+        name = variant.name
+        meta: dict[str, Any] = {
+            "variant": name, "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
+            "drafter": variant.drafter.name if variant.drafter else "",
+            "drafter_path": str(variant.drafter.path) if variant.drafter else "",
+            "num_steps": variant.num_steps, "eagle_topk": variant.eagle_topk,
+            "num_draft_tokens": variant.num_draft_tokens, "cuda_graph": bool(variant.cuda_graph),
+            "simulated": bool(self.plan.target.simulated), "status": "running",
+        }
+        todo = self._phases(variant)
+        if not todo:
+            return  # resumed: nothing left for this variant
+        server = Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
+                        engine_version=version, on_lines=lambda lines, s=name: self._on_lines(s, lines))
+        self.servers.append(server)
+        self._log_owner[name] = server
+        self.emit(ev.ServerState(name, "starting"))
+        try:
+            await server.start()
+            meta.update({"port": server.port, "pgid": server.pgid,
+                         "launch_command": redact_argv(server.argv)})
+            startup = await server.wait_ready(self.plan.server.startup_timeout_s)
+            meta["startup_s"] = round(startup, 2)
+            self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
+            info = await server.admin.server_info() if server.admin else None
+            meta.update(self.engine.server_provenance(info))
+            graph_bs = meta.get("server_cuda_graph_max_bs_decode") or meta.get("server_cuda_graph_max_bs")
+            if isinstance(graph_bs, int):
+                self.alarms.set_graph_max_bs(name, graph_bs)
+            meta["drafter_config_sha256"] = await self._drafter_hash(variant)
+            meta["gpus"] = await self._gpus()
+            await self._measure(variant, server, meta, todo)
+            meta["status"] = "ok"
+            self.emit(ev.VariantDone(name, True))
+        except ServerFailed as exc:
+            self.failures += 1
+            self.failed.add(name)
+            meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
+            self.emit(ev.ServerState(name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
+            self.emit(ev.VariantDone(name, False, exc.reason))
+        except asyncio.CancelledError:
+            meta["status"] = "interrupted"  # --resume finishes it; its summary row must not read "running"
+            raise
+        finally:
+            self._write_variant_meta(meta)
+            await self._stop(server)
+
+    async def _reap_leftovers(self) -> None:
+        """Servers the interrupted run started and never stopped (the harness itself was killed): stop them
+        now, so a resumed run never leaves a GPU server behind. Servers kept on purpose stay."""
+        for entry in leftover_servers(self.run_dir / "servers.jsonl"):
+            pgid = int(entry["pgid"])
+            gone = await self.target.kill_group(pgid) if await self.target.alive(pgid) else True
+            with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"variant": entry["variant"], "pgid": pgid,
+                                     "state": "stopped" if gone else "stop-failed", "by": "resume"}) + "\n")
+            self.emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
+                                     "left running by the interrupted run"))
+
+    async def _stop(self, server: Server) -> None:
+        if server not in self.servers:
+            return
+        self.servers.remove(server)
+        keep = self.keep and server.name not in self.failed  # a failed server is of no use to anyone
+        self.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
+        gone = await server.stop(keep=keep)
+        if not keep:
+            self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
+                                     "" if gone else "processes left after SIGKILL"))
+
+    def _phases(self, variant: Any) -> list[tuple[str, Any, int, int, list[Any]]]:
+        out = []
+        for repeat in range(1, self.plan.run.repeats + 1):
+            for suite in self.plan.suites:
+                for c in self.plan.run.concurrency:
+                    pid = phase_id(suite.name, c, repeat)
+                    prompts = list(suite.prompts)
+                    if getattr(self.plan.run, "order", "suite") == "shuffled":
+                        # same seed for every variant: all arms see the same order (TTFT depends on it)
+                        random.Random(f"{self.plan.run.seed}/{pid}").shuffle(prompts)
+                    prompts = [p for p in prompts
+                               if (variant.name, pid, f"{suite.name}/{p.id}") not in self.finished]
+                    if prompts:
+                        out.append((pid, suite, c, repeat, prompts))
+        return out
+
+    # ------------------------------------------------------------------------------------------------
+    async def _measure(self, variant: Any, server: Server, meta: dict[str, Any], todo: list) -> None:
+        from harness.client.stream import ReplayClient
+        from harness.run.replay import warmup
+
+        run = self.plan.run
+        model = await server.admin.model_id() or str(self.plan.model.path)
+        client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
+                              max_connections=max(run.concurrency) + 8, keepalive=run.connections == "keep-alive")
+        probe = self.engine.spec_mode(run, variant, meta.get("sglang_version"))
+        meta["per_request_spec"] = probe
+        try:
+            await warmup(client, self.plan, variant)
+            # a full collection stalls the event loop for tens of ms mid-stream: collect now, then keep the
+            # long-lived objects out of later collections (vLLM's bench does the same)
+            gc.collect()
+            gc.freeze()
+            for pid, suite, c, repeat, prompts in todo:
+                await self._phase(variant, server, client, pid, suite, c, repeat, prompts, probe)
+        finally:
+            await client.aclose()
+
+    async def _phase(self, variant: Any, server: Server, client: Any, pid: str, suite: Any, c: int,
+                     repeat: int, prompts: list, probe: str) -> None:
+        from harness.run.replay import probe_meta, replay_phase
+
+        name = variant.name
+        await server.admin.flush_cache()
+        before = await server.admin.histograms()
+        self.phase_tag[name] = pid
+        self.emit(ev.PhaseStarted(name, pid, suite.name, c, len(prompts)))
+        tokens = 0
+        ok = err = 0
+        extra = self.engine.spec_request_extra(probe)
+        t0 = time.perf_counter()
+        async for req, prompt, result in replay_phase(client, self.plan, prompts, suite, c, extra,
+                                                      watchdog=server.alive):
+            rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
+                              prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
+                              request_id=req.request_id, result=result,
+                              normalise_spec=self.engine.request_spec)
+            self.records.append(asdict(rec))
+            tokens += (rec.output_tokens or 0) if rec.ok else 0
+            ok, err = ok + rec.ok, err + (not rec.ok)
+            self.request_errors += not rec.ok
+            self.done_requests += 1
+            self.emit(ev.RequestDone(rec, self.done_requests, self.total_requests))
+        wall = time.perf_counter() - t0
+        if not await server.alive():
+            raise ServerFailed(name, "died during the suite", list(server.last_lines))
+        mark = server.lines_seen
+        server_side = self.engine.phase_server_means(before, await server.admin.histograms())
+        info = await server.admin.server_info()
+        accept = self.engine.server_accept_len(info)
+        await self._log_catch_up(server, mark)
+        self.phase_tag[name] = None
+        self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
+                            "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
+                            "wall_s": round(wall, 6), "server_accept_len": accept,
+                            "last_gen_throughput": self.engine.last_gen_throughput(info), **server_side})
+        self.emit(ev.PhaseDone(name, pid, wall, accept))
+        if probe == "meta_info":
+            self.phase_tag[name] = f"probe:{pid}"
+            await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid,
+                             self.engine.request_spec)
+            self.phase_tag[name] = None
+
+    async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
+        """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            new = server.lines_seen - mark
+            if new > 0 and any("server_info" in ln for ln in list(server.last_lines)[-min(new, 50):]):
+                return
+            await asyncio.sleep(0.02)
+
+    # ------------------------------------------------------------------------------------------------
+    def _on_lines(self, variant: str, lines: list[str]) -> None:
+        server = self._log_owner.get(variant)
+        first = (server.lines_seen if server else len(lines)) - len(lines) + 1
+        self.emit(ev.ServerLog(variant, tuple(lines)))
+        tag = self.phase_tag.get(variant)
+        for i, text in enumerate(lines):
+            w = self.engine.parse_log_line(text, first + i)
+            if w is None:
+                continue
+            row = {"variant": variant, "phase": tag or ""}
+            row.update({k: getattr(w, k) for k in WINDOW_COLUMNS if hasattr(w, k)})
+            self.windows.append(row)
+            self.emit(ev.LogWindow(variant, w, tag))
+            for alarm in self.alarms.feed(variant, w):
+                self.emit(alarm)
+
+    # ------------------------------------------------------------------------------------------------
+    async def _drafter_hash(self, variant: Any) -> str:
+        if variant.drafter is None:
+            return ""
+        path = str(variant.drafter.path).rstrip("/") + "/config.json"
+        if not path.startswith(("/", "~")):
+            path = f"{self.plan.target.workdir}/{path}"
+        try:
+            data = await self.target.read_file(path, max_bytes=1 << 20)
+        except Exception:
+            return ""
+        return hashlib.sha256(data).hexdigest()
+
+    async def _gpus(self) -> list[str]:
+        if self.plan.target.simulated:
+            return ["simulated"]
+        with contextlib.suppress(Exception):
+            res = await self.target.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                         "--format=csv,noheader"], timeout=30)
+            if res.rc == 0:
+                return [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
+        return []
+
+    def _write_variant_meta(self, meta: dict[str, Any]) -> None:
+        with open(self.run_dir / "variants.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(meta, default=str) + "\n")
+
+    def _summarise(self, complete: bool) -> str:
+        from harness.analysis.summary import load_summary, summarise_run
+
+        try:
+            path = summarise_run(self.run_dir, complete=complete)
+        except Exception as exc:  # a broken summary must not lose the records: they are on disk
+            self.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
+            return ""
+        for alarm in self.alarms.compare(load_summary(self.run_dir)):
+            self.emit(alarm)
+        return str(path)
+
+
+def leftover_servers(path: Path) -> list[dict[str, Any]]:
+    """Entries of servers.jsonl whose process group was started but never stopped or kept."""
+    if not path.exists():
+        return []
+    last: dict[int, dict[str, Any]] = {}
+    started: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if isinstance(entry.get("pgid"), int):
+            last[entry["pgid"]] = entry
+            if entry.get("state") == "started":
+                started[entry["pgid"]] = entry
+    return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]

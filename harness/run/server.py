@@ -1,0 +1,172 @@
+"""One engine server on a target: start detached, follow its log, wait until ready, stop by process group."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from harness.common.errors import HarnessError
+from harness.engines import engine_of
+from harness.run.rundir import redact_argv, scrub, secret_values
+
+TAIL_LINES = 50
+
+LinesCallback = Callable[[list[str]], Awaitable[None] | None]
+
+
+class ServerFailed(HarnessError):
+    def __init__(self, variant: str, reason: str, last_lines: list[str]):
+        self.variant = variant
+        self.reason = reason
+        self.last_lines = last_lines
+        tail = "\n".join(last_lines[-TAIL_LINES:])
+        super().__init__(f"server for variant '{variant}' {reason}" + (f"; last log lines:\n{tail}" if tail else ""))
+
+
+class Server:
+    """Lifecycle of one variant's server. The process group id is recorded on the target and locally."""
+
+    def __init__(self, target: Any, plan: Any, variant: Any, *, run_id: str, run_dir: Path,
+                 engine_version: str | None, on_lines: LinesCallback | None = None):
+        self.target = target
+        self.plan = plan
+        self.variant = variant
+        self.name = variant.name
+        self.run_id = run_id
+        self.run_dir = Path(run_dir)
+        self.engine = engine_of(plan)
+        self.engine_version = engine_version
+        self.on_lines = on_lines
+        self.port: int | None = None
+        self.pgid: int | None = None
+        self.argv: list[str] = []
+        self.remote_log = ""
+        self.base_url = ""  # http://host:port reachable from here (through a forward when remote)
+        self.admin: Any = None  # the engine's EngineAdmin once started
+        self.ready_seen = asyncio.Event()
+        self.last_lines: deque[str] = deque(maxlen=TAIL_LINES)
+        self.lines_seen = 0
+        self._tail_task: asyncio.Task | None = None
+        self._partial = b""
+        self.secrets: list[str] = []
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+
+    # ---- start ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        from harness.targets.base import free_port
+
+        plan = self.plan
+        workdir = await self.target.makedirs_private(plan.target.workdir)
+        rundir = f"{workdir}/runs/{self.run_id}"
+        await self.target.makedirs_private(rundir)
+        port = plan.server.port
+        self.port = int(port) if isinstance(port, int) else await free_port(self.target)
+        self.argv = self.engine.launch_argv(plan, self.variant, self.port, self.engine_version)
+        self.remote_log = f"{rundir}/{self.name}.log"
+        pid_path = f"{rundir}/{self.name}.pgid"
+        env = {str(k): str(v) for k, v in (plan.target.env or {}).items()}
+        self.secrets = secret_values(env, self.argv)
+        self.started_at = time.monotonic()
+        self.pgid = await self.target.spawn(self.argv, env=env, cwd=workdir, log_path=self.remote_log,
+                                            pid_path=pid_path)
+        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port,
+                      "argv": redact_argv(self.argv), "remote_log": self.remote_log, "pid_path": pid_path,
+                      "target": self.target.name, "state": "started"})
+        local_log = self.run_dir / "logs" / f"{self.name}.log"
+        local_log.parent.mkdir(parents=True, exist_ok=True)
+        self._tail_task = asyncio.create_task(self._follow(local_log), name=f"tail-{self.name}")
+        host, lport = await self.target.forward(plan.server.host, self.port)
+        self.base_url = f"http://{host}:{lport}"
+        self.admin = self.engine.admin(self.base_url)
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        """servers.jsonl in the run directory: what we started, so cleanup and --resume can find it."""
+        with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    async def _follow(self, local_log: Path) -> None:
+        """Copy the log into the run directory by whole lines (secret values scrubbed: the run directory
+        gets shared) and hand the lines on."""
+        with open(local_log, "ab") as fh:
+            try:
+                await self._follow_into(fh)
+            finally:
+                if self._partial:  # a last line without its newline yet
+                    fh.write(scrub(self._partial, self.secrets))
+                    self._partial = b""
+
+    async def _follow_into(self, fh: Any) -> None:
+        async for block in self.target.tail(self.remote_log):
+            *complete, self._partial = (self._partial + block).split(b"\n")
+            if not complete:
+                continue
+            text = scrub(b"\n".join(complete), self.secrets)
+            fh.write(text + b"\n")
+            fh.flush()
+            lines = [c.decode("utf-8", "replace").rstrip("\r") for c in text.split(b"\n")]
+            self.lines_seen += len(lines)
+            for line in lines:
+                self.last_lines.append(line)
+                if self.engine.ready_line in line:
+                    self.ready_seen.set()
+            if self.on_lines is not None:
+                res = self.on_lines(lines)
+                if asyncio.iscoroutine(res):
+                    await res
+
+    # ---- readiness -------------------------------------------------------------------------------
+    async def wait_ready(self, timeout: float) -> float:
+        """Wait for /health_generate (or the ready log line). Fails fast if the process dies."""
+        assert self.admin is not None and self.pgid is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready_seen.is_set() or await self.admin.healthy(timeout=5.0):
+                # the log line can precede the HTTP probe by a moment; insist on a real answer
+                if await self.admin.healthy(timeout=30.0):
+                    self.ready_at = time.monotonic()
+                    return self.ready_at - (self.started_at or self.ready_at)
+            if not await self.target.alive(self.pgid):
+                await self._drain_log()
+                raise ServerFailed(self.name, "exited before it became ready", list(self.last_lines))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.ready_seen.wait(), timeout=0.5)
+        await self._drain_log()
+        raise ServerFailed(self.name, f"did not become healthy within {timeout:.0f} s", list(self.last_lines))
+
+    async def _drain_log(self) -> None:
+        """Give the log follower a moment to deliver the last lines (they explain most failures)."""
+        with contextlib.suppress(Exception):
+            data = scrub(await self.target.read_file(self.remote_log), self.secrets)
+            lines = data.decode("utf-8", "replace").splitlines()
+            self.last_lines.clear()
+            self.last_lines.extend(lines[-TAIL_LINES:])
+
+    async def alive(self) -> bool:
+        return self.pgid is not None and await self.target.alive(self.pgid)
+
+    # ---- stop --------------------------------------------------------------------------------------
+    async def stop(self, *, keep: bool = False, term_timeout: float = 20.0) -> bool:
+        """Stop by process group (TERM, then KILL). Returns True when nothing of the group is left."""
+        gone = True
+        if self.pgid is not None and not keep:
+            gone = await self.target.kill_group(self.pgid, term_timeout=term_timeout)
+            self._record({"variant": self.name, "pgid": self.pgid, "state": "stopped" if gone else "stop-failed"})
+        elif keep and self.pgid is not None:
+            self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
+        if self._tail_task is not None:
+            # let the follower write the shutdown lines, then stop it
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._tail_task), timeout=0.5)
+            self._tail_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._tail_task
+        if self.admin is not None:
+            await self.admin.close()
+        return gone

@@ -1,0 +1,235 @@
+"""JSON bodies and SSE frames of SGLang 0.5.15, built from a request's state (pure, no I/O).
+
+Key sets and orders follow the captures: ``meta_info`` as ``tokenizer_manager.py`` assembles it (spec keys
+and timestamps only when the request finishes), chat chunks as ``entrypoints/openai/sse_utils.py`` encodes
+them (msgspec, ``reasoning_content`` always present), completions chunks and the usage chunks as the
+pydantic models serialise (completions' final usage chunk with ``exclude_none``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from harness.sim.sglang.engine import Req
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+def sse(obj: Any) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+def error_body(message: str, err_type: str = "BadRequestError", code: int = 400) -> dict[str, Any]:
+    """``ErrorResponse.model_dump()`` as OpenAI-serving errors return it."""
+    return {"object": "error", "message": message, "type": err_type, "param": None, "code": code}
+
+
+def cached_details(req: Req) -> dict[str, int] | None:
+    return {"device": req.cached_tokens, "host": 0} if req.cached_tokens else None
+
+
+def meta_info(
+    req: Req,
+    *,
+    final: bool,
+    first: bool,
+    enable_metrics: bool,
+    spec_draft_tokens: int | None,
+    sent_ts: float | None,
+) -> dict[str, Any]:
+    """``meta_info`` of one output; ``sent_ts`` is when the first chunk left (streaming) or None."""
+    m: dict[str, Any] = {
+        "id": req.rid,
+        "finish_reason": req.finish if final else None,
+        "prompt_tokens": len(req.prompt_ids),
+        "weight_version": "default",
+        "num_retractions": 0,
+    }
+    if enable_metrics:
+        m["queue_time"] = round(max(0.0, req.t_dispatch - req.t_received), 6)
+    m.update(
+        reasoning_tokens=0,
+        completion_tokens=len(req.output_ids),
+        cached_tokens=req.cached_tokens,
+        cached_tokens_details=cached_details(req),
+        dp_rank=None,
+    )
+    if first and not final and sent_ts is not None:
+        m["response_sent_to_client_ts"] = sent_ts
+    if not final:
+        return m
+    m["e2e_latency"] = req.t_finished - req.t_received
+    if spec_draft_tokens is not None and req.verify_ct > 0:
+        proposed = req.verify_ct * (spec_draft_tokens - 1)
+        if proposed > 0:
+            m.update(
+                spec_accept_rate=req.correct_drafts / proposed,
+                spec_accept_length=len(req.output_ids) / req.verify_ct,
+                spec_num_correct_drafts=req.correct_drafts,
+                spec_num_proposed_drafts=proposed,
+                spec_verify_ct=req.verify_ct,
+                spec_accepted_drafts=req.correct_drafts,
+                spec_proposed_drafts=proposed,
+            )
+        if req.histogram:
+            m.update(
+                spec_correct_drafts_histogram=list(req.histogram), spec_accept_histogram=list(req.histogram)
+            )
+    if enable_metrics:
+        finished_ts = req.wall_received + (req.t_finished - req.t_received)
+        m["request_received_ts"] = req.wall_received
+        m["api_server_dispatch_finish_ts"] = req.wall_received + 0.0005
+        if sent_ts is not None:
+            m["response_sent_to_client_ts"] = sent_ts
+        m["request_finished_ts"] = finished_ts
+        decode_s = req.t_finished - req.t_first
+        m["decode_throughput"] = len(req.output_ids) / decode_s if decode_s > 0 else 0.0
+    if sent_ts is None:  # nothing was sent before this final output: stamped now, last
+        m["response_sent_to_client_ts"] = time.time()
+    return m
+
+
+def usage(
+    prompt: int, completion: int, *, cached: int = 0, cache_report: bool = False, drop_none: bool = False
+) -> dict[str, Any]:
+    """``UsageInfo`` (``prompt_tokens_details`` only with --enable-cache-report and a cache hit)."""
+    u: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+        "prompt_tokens_details": {"cached_tokens": cached} if cache_report and cached else None,
+        "reasoning_tokens": 0,
+    }
+    if drop_none and u["prompt_tokens_details"] is None:
+        del u["prompt_tokens_details"]
+    return u
+
+
+def chat_chunk(
+    rid: str,
+    model: str,
+    *,
+    role: str | None = None,
+    content: str | None = None,
+    finish_reason: str | None = None,
+    matched_stop: Any = None,
+    usage_: dict[str, Any] | None = None,
+) -> bytes:
+    delta: dict[str, Any] = {"reasoning_content": None}
+    if role is not None:
+        delta["role"] = role
+    if content is not None:
+        delta["content"] = content
+    chunk: dict[str, Any] = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "delta": delta,
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "matched_stop": matched_stop,
+            }
+        ],
+    }
+    if usage_ is not None:
+        chunk["usage"] = usage_
+    return sse(chunk)
+
+
+def usage_chunk(rid: str, model: str, obj: str, created: int, usage_: dict[str, Any]) -> bytes:
+    return sse({"id": rid, "object": obj, "created": created, "model": model, "choices": [], "usage": usage_})
+
+
+def completion_chunk(
+    rid: str,
+    model: str,
+    created: int,
+    text: str,
+    finish_reason: str | None,
+    matched_stop: Any,
+    usage_: dict[str, Any] | None,
+) -> bytes:
+    return sse(
+        {
+            "id": rid,
+            "object": "text_completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "text": text,
+                    "logprobs": None,
+                    "finish_reason": finish_reason,
+                    "matched_stop": matched_stop,
+                }
+            ],
+            "usage": usage_,
+        }
+    )
+
+
+def finish_fields(req: Req) -> tuple[str | None, Any]:
+    f = req.finish
+    if not f:
+        return None, None
+    return f["type"], f.get("matched")
+
+
+def chat_response(req: Req, model: str, *, meta: dict[str, Any] | None, cache_report: bool) -> dict[str, Any]:
+    reason, matched = finish_fields(req)
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {
+            "role": "assistant",
+            "content": req.text(),
+            "reasoning_content": None,
+            "tool_calls": None,
+        },
+        "logprobs": None,
+        "finish_reason": reason,
+        "matched_stop": matched,
+    }
+    if meta is not None:
+        choice["meta_info"] = meta
+    return {
+        "id": req.rid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": usage(
+            len(req.prompt_ids), len(req.output_ids), cached=req.cached_tokens, cache_report=cache_report
+        ),
+        "metadata": {"weight_version": "default"},
+    }
+
+
+def completion_response(req: Req, model: str, *, cache_report: bool) -> dict[str, Any]:
+    reason, matched = finish_fields(req)
+    return {
+        "id": req.rid,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "text": req.text(),
+                "logprobs": None,
+                "finish_reason": reason,
+                "matched_stop": matched,
+            }
+        ],
+        "usage": usage(
+            len(req.prompt_ids), len(req.output_ids), cached=req.cached_tokens, cache_report=cache_report
+        ),
+        "metadata": {"weight_version": "default"},
+    }
