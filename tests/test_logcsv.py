@@ -18,6 +18,7 @@ from harness import cli
 from harness.engines.sglang import logcsv
 from harness.engines.sglang.logcsv import write_log_csv
 from harness.engines.sglang.logparse import parse_file, write_windows_csv
+from tests.mangle import mangled_lines
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = FIXTURES / "sglang-0.5.15.post1"
@@ -193,28 +194,14 @@ def test_mangled_lines_give_the_objects_path_rows(tmp_path, counted):
         line for line in families if line.startswith("[") and any(s in line for s in ("DP1 TP1]", "[40960]", "07:46:12]"))
     ]  # fmt: skip
     assert len(sources) == 5
-    pieces = [", ", ": ", ",", "\r", "\x00", "\ufffd", "\xa0", "\x1c", "\x85", "\t", " ", "[", "]", "-1", "1e309",
-              "nan", " TP0", "batch", "#queue-req: 0", "Decode", "Prefill", '"', "%", ".", "0", "00", "5"]  # fmt: skip
     lines = list(sources)  # every layout is learned before its mangled copies arrive
-    for _ in range(3000):
-        text = rng.choice(sources)
-        if rng.random() < 0.5:  # change a number: the regexes see many values they must judge
-            a, b = rng.choice([m.span() for m in re.finditer(r"(?<=: )[0-9.]+|[0-9]+(?=\])", text)])
-            text = text[:a] + rng.choice(TRICKY_NUMBERS + CANONICAL) + text[b:]
-        else:
-            for _ in range(rng.randint(1, 3)):
-                at = rng.randrange(len(text) + 1)
-                text = (
-                    text[:at]
-                    + (rng.choice(pieces) if rng.random() < 0.7 else "")
-                    + text[at + rng.randint(0, 6) :]
-                )
-        lines.append(text)
+    lines += mangled_lines(rng, sources, 3000, number_share=0.5, numbers=re.compile(r"(?<=: )[0-9.]+|[0-9]+(?=\])"),
+                           values=TRICKY_NUMBERS + CANONICAL)
     path = tmp_path / "mangled.log"
     path.write_bytes("\n".join(lines).encode("utf-8") + b"\n")
     got, fast_rows = fast_csv(path, counted)
     assert got == objects_csv(path)
-    assert fast_rows > 250 and counted["full"] > 250  # both paths saw many of them (326 and 856 here)
+    assert fast_rows > 250 and counted["full"] > 250  # both paths saw many of them
 
 
 # --- files and streams -------------------------------------------------------------------------

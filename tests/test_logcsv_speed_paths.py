@@ -22,6 +22,7 @@ import pytest
 from harness.engines.sglang import logcsv
 from harness.engines.sglang.logcsv import write_log_csv
 from harness.engines.sglang.logparse import IncrementalParser, parse_file
+from tests.mangle import mangled_lines
 from tests.test_logcsv import CANONICAL, EAGLE3_DECODE, EAGLE3_PREFILL, TRICKY_NUMBERS, objects_csv
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -136,26 +137,13 @@ def test_mangled_lines_judged_one_by_one_by_the_block_regex(tmp_path, block_rows
     # 64-byte blocks: nearly every line is a block of its own, taken or refused by the block regex.
     rng = random.Random(4321)
     sources = [EAGLE3_DECODE, EAGLE3_PREFILL, next(line for line in STATS_LINES if ".907 DP1" in line)]
-    pieces = [", ", ": ", ",", "\r", "\x00", "\ufffd", "\xa0", "\x1c", "\x85", "\t", " ", "[", "]", "-1", "1e309",
-              "nan", " TP0", "batch", "#queue-req: 0", "Decode", "Prefill", '"', "%", ".", "0", "00", "5"]  # fmt: skip
     lines = list(sources)
-    for _ in range(1500):
-        text = rng.choice(sources)
-        if rng.random() < 0.6:
-            a, b = rng.choice([m.span() for m in re.finditer(r"(?<=: )[0-9.]+|[0-9]+(?=[\]. ])", text)])
-            text = text[:a] + rng.choice(TRICKY_NUMBERS + CANONICAL * 3) + text[b:]
-        else:
-            at = rng.randrange(len(text) + 1)
-            text = (
-                text[:at]
-                + (rng.choice(pieces) if rng.random() < 0.7 else "")
-                + text[at + rng.randint(0, 6) :]
-            )
-        lines.append(text)
+    lines += mangled_lines(rng, sources, 1500, number_share=0.6, numbers=re.compile(r"(?<=: )[0-9.]+|[0-9]+(?=[\]. ])"),
+                           values=TRICKY_NUMBERS + CANONICAL * 3, edits=(1, 1))
     path = tmp_path / "mangled.log"
     path.write_bytes("\n".join(lines).encode("utf-8") + b"\n")
     assert fast_csv(path, chunk_size=64, block_size=64) == objects_csv(path)
-    assert block_rows["rows"] > 150  # the lines the block regex takes: 199 here
+    assert block_rows["rows"] > 150  # the lines the block regex takes
 
 
 def test_lines_cut_by_every_block_edge(tmp_path):

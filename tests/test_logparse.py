@@ -31,6 +31,7 @@ from harness.engines.sglang.logparse import (
     parse_line,
     write_windows_csv,
 )
+from tests.mangle import PIECES, damage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CAPTURES = FIXTURES / "sglang-0.5.15.post1"
@@ -285,16 +286,12 @@ def test_garbage_is_not_a_window(text):
 
 def test_mangled_real_lines_never_raise_and_fast_path_agrees_with_general_parser():
     rng = random.Random(1234)
-    pieces = [", ", ": ", ",", "\r", "\x00", "\ufffd", "\xa0", "\x1c", "\t", " ", "[", "]", "-1", "1e309", "nan",
-              " TP0", "batch", "#queue-req: 0", "Decode", "Prefill"]  # fmt: skip
+    pieces = [p for p in PIECES if p not in ("\x85", '"', "%", ".", "0", "00", "5")]
     sources = [EAGLE3_DECODE, EAGLE3_PREFILL] + [e[2] for e in FAMILY_ENTRIES + REFERENCE_ENTRIES]
     fast_hits = 0
     for _ in range(4000):
-        source = text = rng.choice(sources)
-        for _ in range(rng.randint(1, 3)):
-            at = rng.randrange(len(text) + 1)
-            end = at + rng.randint(0, 6)
-            text = text[:at] + (rng.choice(pieces) if rng.random() < 0.7 else "") + text[end:]
+        source = rng.choice(sources)
+        text = damage(rng, source, pieces)
         window = parse_line(text, 3)
         if window is not None:
             assert window.kind in ("decode", "prefill") and window.line == 3
@@ -305,7 +302,7 @@ def test_mangled_real_lines_never_raise_and_fast_path_agrees_with_general_parser
             fast_hits += any(rx.fullmatch(seg) for recent in logline._fast.values() for rx, _ in recent)
             fast, slow = logline.parse_segment(seg, 3), logline._parse_slow(seg, 3)
             assert repr(fast) == repr(slow), seg  # repr: nan != nan
-    assert fast_hits > 400  # the fast path really was exercised (861 with this seed)
+    assert fast_hits > 400  # the fast path really was exercised
 
 
 def test_an_empty_last_value_gets_the_same_answer_whether_its_layout_is_cached_or_not():
