@@ -20,3 +20,11 @@ def get_engine(name: str = "sglang") -> Engine:
 
 def engine_of(plan: Any) -> Engine:
     return get_engine(getattr(plan, "engine", None) or "sglang")
+
+
+def phase_columns() -> list[str]:
+    """The server-side per-phase columns of every engine, in order (one phases.csv serves a mixed plan)."""
+    out: list[str] = []
+    for name in ENGINE_NAMES:
+        out += [c for c in get_engine(name).phase_columns if c not in out]
+    return out

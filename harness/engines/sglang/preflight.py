@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checks.remote import EnvFacts
 from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
 from harness.engines.sglang import flags as fl
 from harness.engines.sglang import parser_probe as pp
@@ -16,7 +15,7 @@ PLACEHOLDER_PORT = 30000  # argv needs a port; with `port: auto` the real one is
 
 
 async def ask_parser(
-    plan: Any, target: Any, env: EnvFacts, arch: str | None, sglang_version: str | None
+    plan: Any, target: Any, env: Any, arch: str | None, sglang_version: str | None
 ) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list[Finding]]:
     """Build each variant's argv for the version the runner will use, and let the target's SGLang (or
     the stand-in's copy of its parser) judge them. Returns (argvs, parser answers, version, findings)."""
@@ -108,7 +107,7 @@ async def run_probe(
     argvs: dict[str, list[str]],
     simulated: bool,
     arch: str | None,
-    env: EnvFacts,
+    env: Any,
     env_vars: dict[str, str],
     workdir: str,
 ) -> dict[str, Any]:
