@@ -14,7 +14,10 @@ slower than no speculation at all. Defaults (batch 1):
   EAGLE-3 (5,4,16), accept len 2.00, eager       30.35 ms/step ->  65.9 tok/s
   wrong flag (EAGLE on an EAGLE-3 draft), (3,1,4) accept len 1.00 ->  56.2 tok/s
 Scored draft tokens and draft branches cost compute per request, so the speed-up shrinks with the batch and
-speculation stops paying around batch 100 (good drafter, (3,1,4)).
+speculation stops paying around batch 100 (good drafter, (3,1,4)). Step cost is not a line in batch or
+steps: every ``tile_tokens`` tokens a target pass scores beyond the first tile add a tile wave (a jump in
+batch x draft tokens), and one draft step costs more than two (the unfused single-step path), as on the
+H200 where the step cost did not fall monotonically with fewer steps.
 
 Acceptance. The drafter's profile gives P(draft i correct | drafts < i correct) for a chain; the step
 accepts the longest correct prefix, capped by the tree depth. Top-k > 1 raises each position's chance
@@ -43,6 +46,9 @@ class StepCosts:
     spec_overhead_ms: float = 4.775  # draft-extend pass, tree building, verification sampling per step
     eager_target_ms: float = 3.00  # launch overhead of a target pass without a CUDA graph
     eager_draft_ms: float = 0.60  # launch overhead of a drafter pass without a CUDA graph
+    tile_tokens: int = 64  # tokens per target pass beyond a multiple of this pay another GEMM tile wave
+    tile_ms: float = 0.90  # per extra tile wave: the step cost jumps with batch x tokens, not a line
+    single_step_ms: float = 1.20  # num_steps 1 runs the unfused draft path: dearer than 2 steps
     prefill_base_ms: float = 8.00
     prefill_per_token_ms: float = 0.020  # uncached prompt tokens
 
@@ -62,8 +68,13 @@ class SpecShape:
         return max(0, min(self.num_steps, self.num_draft_tokens - 1))
 
 
+def _tiles_ms(tokens: int, costs: StepCosts) -> float:
+    """Extra tile waves of a target pass over ``tokens`` tokens (none up to one tile)."""
+    return costs.tile_ms * max(0, math.ceil(tokens / costs.tile_tokens) - 1)
+
+
 def decode_step_seconds(batch: int, graph: bool, costs: StepCosts = DEFAULT_COSTS) -> float:
-    ms = costs.target_base_ms + costs.target_per_req_ms * batch
+    ms = costs.target_base_ms + costs.target_per_req_ms * batch + _tiles_ms(batch, costs)
     if not graph:
         ms += costs.eager_target_ms
     return ms / 1000.0
@@ -74,8 +85,11 @@ def verify_step_seconds(batch: int, shape: SpecShape, graph: bool, costs: StepCo
         costs.target_base_ms
         + costs.target_per_req_ms * batch
         + costs.verify_per_draft_ms * batch * max(0, shape.num_draft_tokens - 1)
+        + _tiles_ms(batch * max(1, shape.num_draft_tokens), costs)
     )
     draft = shape.num_steps * (costs.draft_pass_ms + costs.draft_per_branch_ms * batch * shape.topk)
+    if shape.num_steps == 1:
+        draft += costs.single_step_ms
     ms = verify + draft + costs.spec_overhead_ms
     if not graph:  # the verify pass, the draft passes and the draft-extend pass each launch eagerly
         ms += costs.eager_target_ms + costs.eager_draft_ms * (shape.num_steps + 1)
