@@ -1,0 +1,88 @@
+"""tune's pure math, against values computed by hand."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from harness.analysis import tune_model as tm
+from harness.analysis.tune_model import Config
+from harness.sim.sglang import model
+from harness.sim.sglang.model import SpecShape
+
+
+def test_accept_len_at_shorter_chains_by_hand():
+    h = [2, 1, 1]  # 2 steps with 0 correct, 1 with 1, 1 with 2
+    assert tm.accept_len_at(h, 1) == pytest.approx((2 * 1 + 1 * 2 + 1 * 2) / 4)  # 1.5
+    assert tm.accept_len_at(h, 2) == pytest.approx((2 * 1 + 1 * 2 + 1 * 3) / 4)  # 1.75
+    assert tm.accept_len_at(h, 0) == 1.0
+    assert tm.accept_len_at(h, 5) == tm.mean_accept_len(h) == pytest.approx(1.75)
+    assert tm.accept_len_at([], 3) is None
+
+
+def test_marginal_conditional_and_consistency_by_hand():
+    h = [2, 1, 1]
+    assert tm.marginal_rates(h) == pytest.approx([0.5, 0.25])  # P(acc >= 1), P(acc >= 2)
+    assert tm.conditional_rates(h) == pytest.approx([0.5, 0.5])
+    assert tm.marginal_rates(h, 3) == pytest.approx([0.5, 0.25, 0.0])
+    check = tm.check_consistency(h)
+    assert check["passed"] and check["implied_mean_accept_length"] == pytest.approx(1.75)
+    assert tm.collapse_position([10, 0, 10], threshold=0.5) is None
+    assert tm.collapse_position([1, 4, 5], threshold=0.6) == 2  # P(2 | 1) = 5/9
+
+
+def test_histogram_parse_and_sum():
+    assert tm.parse_histogram("3 0 2") == [3, 0, 2]
+    assert tm.parse_histogram(None) == [] and tm.parse_histogram(float("nan")) == []
+    assert tm.add_histograms([[1, 2], [0, 1, 4]]) == [1, 3, 4]
+
+
+def test_speculation_profile_schema_and_check():
+    p = tm.speculation_profile([2, 1, 1], 2, per_category={"code": [0, 1, 3]})
+    assert p["schema_version"] == "1.0" and p["num_speculative_tokens"] == 2
+    assert p["marginal_accept_rates"] == [0.5, 0.25] and p["conditional_accept_rates"] == [0.5, 0.5]
+    assert p["acceptance_length_histogram"] == {"1": 2, "2": 1, "3": 1}
+    assert p["mean_accept_length"] == 1.75 and p["accept_length_by_k"] == {"1": 1.5, "2": 1.75}
+    assert p["validation"]["mean_consistency"]["passed"]
+    assert p["validation"]["marginal_monotonicity"]["passed"]
+    assert p["per_category"]["code"]["marginal_accept_rates"] == [1.0, 0.75]
+
+
+def test_wide_chain_histogram_predicts_shorter_chains_of_the_stand_in():
+    """Sampled the way the stand-in samples: a steps-7 histogram predicts the analytic AL at every k."""
+    profile = [0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]
+    rng = random.Random(5)
+    h = [0] * 8
+    for _ in range(30_000):
+        h[model.sample_accepted(rng, profile, 7)] += 1
+    for k in range(1, 8):
+        truth = model.expected_accept_length(profile, SpecShape(k, 1, k + 1))
+        assert tm.accept_len_at(h, k) == pytest.approx(truth, rel=0.01)
+
+
+def test_grid_respects_sglang_rules():
+    grid = tm.build_grid([1, 2, 3], [1, 4], [4, 8, 16], [True, False])
+    assert Config(3, 1, 4, True) in grid and Config(2, 1, 3, False) in grid
+    assert all(c.num_draft_tokens == c.num_steps + 1 for c in grid if c.eagle_topk == 1)
+    assert all(c.num_draft_tokens <= c.num_steps * c.eagle_topk + 1 for c in grid)
+    assert Config(1, 4, 4, True) in grid  # 4 <= 1 x 4 + 1
+    assert Config(3, 4, 4, True) not in grid  # no bigger than the chain of 3
+    assert Config(3, 4, 8, True) in grid and Config(1, 4, 16, True) not in grid
+    assert Config(3, 4, 8, True).depth == 3 and Config(5, 4, 4, True).depth == 3
+
+
+def test_prediction_formulas():
+    assert tm.decode_tok_s(2.0, 4, 20.0) == pytest.approx(400.0)
+    assert tm.predicted_speedup(2.0, 20.0, 11.0) == pytest.approx(1.1)
+    assert tm.break_even_accept_len(22.0, 11.0) == 2.0
+
+
+def test_prior_step_interpolates_and_scales_for_graphs():
+    m = {Config(1, 1, 2, True): {1: 10.0}, Config(5, 1, 6, True): {1: 18.0}}
+    assert tm.prior_step_ms(Config(3, 1, 4, True), 1, m) == pytest.approx(14.0)
+    assert tm.prior_step_ms(Config(7, 1, 8, True), 1, m) == pytest.approx(22.0)
+    assert tm.prior_step_ms(Config(3, 1, 4, False), 1, m) == pytest.approx(14.0)  # no pair: ratio 1
+    m[Config(5, 1, 6, False)] = {1: 27.0}
+    assert tm.prior_step_ms(Config(3, 1, 4, False), 1, m) == pytest.approx(27.0)  # one point, same setting
+    assert tm.prior_step_ms(Config(3, 1, 4, True), 4, m) is None
