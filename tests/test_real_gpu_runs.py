@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis.summary import read_variants, summarise
 from harness.engines.sglang.logparse import parse_file
 from harness.retrain.progress import parse_line
 
@@ -53,8 +54,15 @@ def test_live_parse_equals_a_parse_of_the_log_afterwards(variant, tmp_path):
             assert (got is None and pd.isna(want)) or math.isclose(got, want, rel_tol=1e-9), (field, w.line)
 
 
+def _summary(run: Path) -> pd.DataFrame:
+    """The run's summary as today's code computes it from its records (never the stored summary.csv)."""
+    return summarise(pd.read_csv(run / "requests.csv.gz"), pd.read_csv(run / "phases.csv"),
+                     pd.read_csv(run / "server_windows.csv.gz"), read_variants(run),
+                     pd.read_csv(run / "spec_probe.csv"))
+
+
 def test_summary_accept_length_follows_from_the_phase_windows():
-    summary = pd.read_csv(SHUF / "summary.csv")
+    summary = _summary(SHUF)
     windows = pd.read_csv(SHUF / "server_windows.csv.gz")
     spec = summary[summary.variant != "baseline"]
     assert len(spec) == 4
@@ -69,6 +77,27 @@ def test_summary_accept_length_follows_from_the_phase_windows():
     by = spec.set_index(["variant", "concurrency"])
     assert by.loc[("eagle3", 8), "accept_len_log"] == 1.0
     assert math.isclose(by.loc[("wrong-flag-eagle", 8), "accept_len_log"], 2.0, abs_tol=0.01)
+    # 0.5.15 sends no per-request stats while streaming: the untimed probe, checked against the timed pass
+    assert set(spec.accept_len_source) == {"probe"}
+
+
+def test_break_even_from_the_real_servers_step_costs():
+    """The H200's decode windows: baseline 4.6 ms per decode step at batch 1 and 4.9 ms at batch 8, EAGLE3
+    (3,1,4) 6.4 / 8.9 ms per verify step; break-even accept length 1.41 at batch 1 and 1.83 at batch 8,
+    the same for the wrong flag (same shape, same step cost)."""
+    by = _summary(SHUF).set_index(["variant", "concurrency"])
+    for variant in ("eagle3", "wrong-flag-eagle"):
+        one, eight = by.loc[(variant, 1)], by.loc[(variant, 8)]
+        assert one.break_even_batch == 1 and eight.break_even_batch == 8
+        assert math.isclose(one.decode_step_ms, 4.56, abs_tol=0.05)
+        assert math.isclose(one.break_even_accept_len, 1.41, abs_tol=0.02)
+        assert math.isclose(eight.break_even_accept_len, 1.83, abs_tol=0.02)
+        assert one.break_even_accept_len == one.step_ms_ratio
+        assert eight.ttft_cost_ms > 0  # the draft's extend pass rides on every prefill
+    # speedup above 1 exactly where the accept length clears the break-even
+    for key in (("eagle3", 1), ("eagle3", 8), ("wrong-flag-eagle", 1), ("wrong-flag-eagle", 8)):
+        row = by.loc[key]
+        assert (row.speedup > 1.0) == (row.accept_len > row.break_even_accept_len), key
 
 
 def test_regen_server_log_cuda_graph_follows_the_batch_size(tmp_path):

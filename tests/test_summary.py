@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.records import make_record, token_itls_ms
-from harness.engines.sglang.spec import request_spec as spec_from_server
 from harness.analysis.report import render_table
 from harness.analysis.summary import REQUIRED_COLUMNS, summarise
+from harness.engines.sglang.spec import request_spec as spec_from_server
 
 
 def result(times, tokens, output_tokens, *, ok=True, spec=None, text="abc"):
@@ -137,8 +137,17 @@ def _tables(base_tok_s=90.0, spec_tok_s=50.0, spec_accept=2.0):
             normalise_spec=spec_from_server,
         )
         reqs.append(asdict(rec))
+    # one clean decode window per server after a first one (step times: weak 2.0 * 1 / 50 s = 40 ms,
+    # baseline 1 / 80 s = 12.5 ms)
+    step_rows = [
+        {"variant": v, "phase": "s@c1#r1", "kind": "decode", "running_req": 1, "line": line,
+         "accept_len": acc, "accept_rate": 0.07 if acc else None, "cuda_graph": True, "gen_throughput": gen}
+        for v, acc, gens in (("weak", spec_accept, (20.0, 50.0)), ("baseline", None, (40.0, 80.0)))
+        for line, gen in zip((10, 11), gens, strict=True)
+    ]
     windows = pd.DataFrame(
         [
+            *step_rows,
             {
                 "variant": "weak",
                 "phase": "s@c1#r1",
@@ -170,8 +179,13 @@ def test_summary_speedup_and_break_even():
     assert base["tok_s"] == pytest.approx(90.0) and base["speedup"] == pytest.approx(1.0)
     assert weak["tok_s"] == pytest.approx(50.0)
     assert weak["speedup"] == pytest.approx(50 / 90)
-    # break-even: accept length needed at this step cost to match the baseline = 2.0 * 90 / 50
-    assert weak["break_even_accept_len"] == pytest.approx(3.6)
+    # break-even from step costs at batch 1: 40 ms verify step / 12.5 ms decode step (not 2.0 * 90 / 50
+    # from end-to-end tok/s, which would carry prefill and the tail)
+    assert weak["break_even_accept_len"] == pytest.approx(3.2)
+    assert weak["step_ms_ratio"] == pytest.approx(3.2) and weak["break_even_batch"] == 1
+    assert weak["verify_step_ms"] == pytest.approx(40.0) and weak["decode_step_ms"] == pytest.approx(12.5)
+    assert weak["accept_len_source"] == "requests"
+    assert weak["ttft_cost_ms"] == pytest.approx(0.0)  # the same first-chunk time in both records
     assert weak["accept_len"] == pytest.approx(2.0)
     assert weak["accept_rate"] == pytest.approx((2.0 - 1) / (16 - 1))
     assert bool(weak["accept_sources_agree"]) is True

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import acceptance, outputs
+from harness.analysis.breakeven import step_break_even, ttft_cost_ms
 from harness.analysis.records import token_itls_ms
 
 REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
@@ -25,7 +27,9 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "accept_len_requests", "accept_len_server", "accept_len_log", "accept_sources_agree",
                    "accept_rate_log", "decode_tok_s", "step_ms", "e2e_p50_ms", "tokens_per_chunk",
                    "cuda_graph_false_windows", "output_match", "slower_than_baseline", "ttft_mean_ms",
-                   "server_ttft_mean_ms", "server_queue_mean_ms"]
+                   "server_ttft_mean_ms", "server_queue_mean_ms", "accept_len_source", "accept_len_probe",
+                   "break_even_batch", "step_ms_ratio", "verify_step_ms", "decode_step_ms", "ttft_cost_ms",
+                   "first_divergence", "flush_failed", "forced_acceptance"]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 
 
@@ -48,7 +52,12 @@ def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def _effective_draft_tokens(meta: dict[str, Any]) -> int | None:
-    steps, topk, ndt = meta.get("num_steps"), meta.get("eagle_topk"), meta.get("num_draft_tokens")
+    """Draft tokens per verify step, from the server's resolved parameters where it reported them."""
+    def pick(key: str) -> Any:
+        resolved = meta.get(f"server_speculative_{key}")
+        return resolved if resolved is not None else meta.get(key)
+
+    steps, topk, ndt = pick("num_steps"), pick("eagle_topk"), pick("num_draft_tokens")
     if steps is None:
         return None
     return int(steps) + 1 if topk == 1 else int(ndt)
@@ -93,7 +102,8 @@ def _server_mean(ph: pd.DataFrame, column: str) -> float | None:
 
 
 def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
-              variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None) -> pd.DataFrame:
+              variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None, *,
+              outputs_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """The comparison: one row per (variant, concurrency)."""
     rows: list[dict[str, Any]] = []
     keys: list[tuple[str, int]] = []
@@ -111,16 +121,17 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
         tokens = int(pd.to_numeric(ph["output_tokens"]).sum()) if not ph.empty else 0
         wall = float(pd.to_numeric(ph["wall_s"]).sum()) if not ph.empty else 0.0
         phase_ids = set(ph["phase"]) if not ph.empty else set()
-        acc_req = _accept_from_requests(ok, probe, name, phase_ids)
-        acc_srv = _weighted(ph["server_accept_len"], ph["output_tokens"]) if not ph.empty else None
+        acc_req = acceptance.accept_from_records(ok)
+        acc_probe = acceptance.accept_from_probe(probe, name, phase_ids)
+        acc_srv = acceptance.server_accept(ph)
         win = windows[(windows["variant"] == name) & (windows["phase"].isin(phase_ids))] \
             if not windows.empty else windows
         dec = win[win["kind"] == "decode"] if not win.empty else win
         acc_log = _weighted(dec["accept_len"], dec["running_req"]) if not dec.empty else None
         spec = bool(meta.get("algorithm"))
-        accept = next((a for a in (acc_req, acc_srv, acc_log) if a is not None), None) if spec else None
+        accept, source = acceptance.headline(acc_req, acc_probe, acc_srv, acc_log) if spec else (None, "")
         ndt = _effective_draft_tokens(meta)
-        decode = float(pd.to_numeric(ok["decode_tok_s"], errors="coerce").mean()) if not ok.empty else None
+        decode = acceptance.decode_tok_s(ok)
         rows.append({
             "variant": name, "concurrency": conc, "algorithm": meta.get("algorithm", ""),
             "requests": len(ok), "errors": len(rq) - len(ok), "output_tokens": tokens,
@@ -135,7 +146,11 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
             "num_steps": meta.get("num_steps"), "eagle_topk": meta.get("eagle_topk"),
             "num_draft_tokens": ndt, "cuda_graph": meta.get("cuda_graph"),
             "accept_len_requests": acc_req, "accept_len_server": acc_srv, "accept_len_log": acc_log,
-            "accept_sources_agree": _agree([acc_req, acc_srv, acc_log]) if spec else None,
+            "accept_len_probe": acc_probe, "accept_len_source": source,
+            "accept_sources_agree": _agree([acc_req if acc_req is not None else acc_probe, acc_srv, acc_log])
+            if spec else None,
+            "flush_failed": int((ph["flush_ok"].astype(str) == "False").sum()) if "flush_ok" in ph else 0,
+            "forced_acceptance": meta.get("forced_acceptance") or None,
             "accept_rate_log": _weighted(dec["accept_rate"], dec["running_req"]) if not dec.empty else None,
             "decode_tok_s": decode,
             "step_ms": (1000.0 * (accept or 1.0) / decode) if decode else None,
@@ -152,24 +167,8 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     if df.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     _relative_to_baseline(df, requests)
+    _step_costs(df, requests, phases, windows, variants, outputs_df)
     return df[[c for c in SUMMARY_COLUMNS if c in df.columns]]
-
-
-def _accept_from_requests(ok: pd.DataFrame, probe: pd.DataFrame | None, name: str,
-                          phase_ids: set) -> float | None:
-    verify = completion = 0.0
-    if not ok.empty and "spec_verify_ct" in ok:
-        v = pd.to_numeric(ok["spec_verify_ct"], errors="coerce")
-        m = v.notna() & (v > 0)
-        verify += float(v[m].sum())
-        completion += float(pd.to_numeric(ok["output_tokens"], errors="coerce")[m].sum()) - int(m.sum())
-    if probe is not None and not probe.empty:
-        p = probe[(probe["variant"] == name) & (probe["phase"].isin(phase_ids))]
-        v = pd.to_numeric(p["spec_verify_ct"], errors="coerce")
-        m = v.notna() & (v > 0)
-        verify += float(v[m].sum())
-        completion += float(pd.to_numeric(p["completion_tokens"], errors="coerce")[m].sum()) - int(m.sum())
-    return completion / verify if verify > 0 else None
 
 
 def _relative_to_baseline(df: pd.DataFrame, requests: pd.DataFrame) -> None:
@@ -188,38 +187,42 @@ def _relative_to_baseline(df: pd.DataFrame, requests: pd.DataFrame) -> None:
         btok = float(b.iloc[0]["tok_s"])
         df.at[i, "speedup"] = float(row["tok_s"]) / btok
         df.at[i, "slower_than_baseline"] = bool(float(row["tok_s"]) < btok) if not row["baseline"] else None
-        if row["accept_len"] is not None and not pd.isna(row["accept_len"]) and row["tok_s"]:
-            df.at[i, "break_even_accept_len"] = float(row["accept_len"]) * btok / float(row["tok_s"])
-        df.at[i, "output_match"] = _output_match(requests, str(b.iloc[0]["variant"]), row["variant"],
-                                                 int(row["concurrency"]))
 
 
-def _output_match(requests: pd.DataFrame, base: str, name: str, conc: int) -> float | None:
-    """Share of prompts whose output equals the baseline's (meaningful under greedy decoding only)."""
-    if requests.empty or base == name:
-        return None
-    r = requests[(requests["concurrency"] == conc) & (requests["ok"].astype(str) == "True")]
-    a = r[r["variant"] == base].set_index(["phase", "request_id"])["text_sha"]
-    b = r[r["variant"] == name].set_index(["phase", "request_id"])["text_sha"]
-    common = a.index.intersection(b.index)
-    if len(common) == 0:
-        return None
-    return float((a.loc[common] == b.loc[common]).mean())
+def _step_costs(df: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
+                variants: dict[str, dict[str, Any]], outputs_df: pd.DataFrame | None) -> None:
+    """Break-even from step costs, TTFT cost and the greedy output check against the baseline row at the
+    same concurrency (harness.analysis.breakeven, harness.analysis.outputs)."""
+    for col in ("break_even_batch", "step_ms_ratio", "verify_step_ms", "decode_step_ms", "ttft_cost_ms",
+                "first_divergence"):
+        df[col] = None
+    base = df[df["baseline"]]
+
+    def phase_set(name: str, conc: int) -> set[str]:
+        if phases.empty:
+            return set()
+        return set(phases[(phases["variant"] == name) & (phases["concurrency"] == conc)]["phase"])
+
+    for i, row in df.iterrows():
+        b = base[base["concurrency"] == row["concurrency"]]
+        if b.empty or row["baseline"]:
+            continue
+        bname, conc = str(b.iloc[0]["variant"]), int(row["concurrency"])
+        if row["algorithm"]:
+            for k, v in step_break_even(windows, row["variant"], phase_set(row["variant"], conc), bname,
+                                        phase_set(bname, conc)).items():
+                df.at[i, k] = v
+        df.at[i, "ttft_cost_ms"] = ttft_cost_ms(requests, row["variant"], bname, conc)
+        greedy = all(float(variants.get(n, {}).get("temperature") or 0.0) == 0.0 for n in (bname, row["variant"]))
+        for k, v in outputs.output_match(requests, outputs_df, bname, row["variant"], conc, greedy).items():
+            df.at[i, k] = v
 
 
-def by_category(requests: pd.DataFrame) -> pd.DataFrame:
-    """Per-category drill-down: decode tok/s and TTFT per variant, speedup against the baseline's decode."""
-    if requests.empty:
-        return pd.DataFrame()
-    ok = requests[requests["ok"].astype(str) == "True"].copy()
-    for col in ("decode_tok_s", "ttft_ms", "spec_verify_ct", "output_tokens"):
-        ok[col] = pd.to_numeric(ok[col], errors="coerce")
-    g = ok.groupby(["variant", "concurrency", "category"])
-    out = g.agg(requests=("request_id", "count"), output_tokens=("output_tokens", "sum"),
-                decode_tok_s=("decode_tok_s", "mean"), ttft_p50_ms=("ttft_ms", "median"),
-                verify=("spec_verify_ct", "sum")).reset_index()
-    out["accept_len_requests"] = (out["output_tokens"] / out["verify"]).where(out["verify"] > 0)
-    return out.drop(columns=["verify"])
+def by_category(requests: pd.DataFrame, probe: pd.DataFrame | None = None,
+                variants: dict[str, dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Per-category drill-down (harness.analysis.acceptance.by_category)."""
+    baselines = {n for n, m in (variants or {}).items() if m.get("baseline")}
+    return acceptance.by_category(requests, probe, baselines)
 
 
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
@@ -229,10 +232,11 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     phases = _read_csv(run_dir / "phases.csv")
     windows = _read_csv(run_dir / "server_windows.csv")
     probe = _read_csv(run_dir / "spec_probe.csv")
-    df = summarise(requests, phases, windows, read_variants(run_dir), probe)
+    variants = read_variants(run_dir)
+    df = summarise(requests, phases, windows, variants, probe, outputs_df=_read_csv(run_dir / "outputs.csv"))
     out = run_dir / "summary.csv"
     df.to_csv(out, index=False)
-    by_category(requests).to_csv(run_dir / "summary_by_category.csv", index=False)
+    by_category(requests, probe, variants).to_csv(run_dir / "summary_by_category.csv", index=False)
     prov = run_dir / "provenance.json"
     if prov.exists():
         data = json.loads(prov.read_text(encoding="utf-8"))
