@@ -19,6 +19,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from harness.sim.sglang import forced as forced_mod
 from harness.sim.sglang import logs, model
 
 
@@ -39,6 +40,7 @@ class EngineConfig:
     per_position: tuple[float, ...] = ()
     wrong_flag: bool = False  # EAGLE on an EAGLE-3 checkpoint: drafts are never accepted
     stream_interval: int = 1
+    forced: forced_mod.Forced | None = None  # SGLANG_SIMULATE_ACC_LEN (harness.sim.sglang.forced)
     # --enable-mfu-metrics: (FLOPs per token, weight bytes, KV bytes per token) for the "est." suffixes
     mfu: tuple[float, float, float] | None = None
     costs: model.StepCosts = model.DEFAULT_COSTS
@@ -147,6 +149,7 @@ class Engine:
         self._mfu = [0.0, 0.0, 0.0]  # FLOPs, bytes read, bytes written since the last Decode line
         self._clock = 0.0
         self._seen: dict[int, int] = {}  # submissions per prompt key
+        self._forced_rng = random.Random(model.stable_hash(cfg.seed, "simulate-acc-len"))
 
     # --- requests ---------------------------------------------------------------------------------------
     def submit(self, req: Req) -> Req:
@@ -270,9 +273,10 @@ class Engine:
                 self._commit(r, 1)
         self._retire()
 
-    def _commit(self, r: Req, n: int) -> None:
-        """Append up to ``n`` output tokens, stopping at max_new_tokens or the simulated EOS."""
-        eos_at = None if r.ignore_eos else model.natural_length(r.prompt_key)
+    def _commit(self, r: Req, n: int, fixed_token: bool = False) -> None:
+        """Append up to ``n`` output tokens, stopping at max_new_tokens or the simulated EOS. `fixed_token`:
+        forced acceptance without real draft tokens, every token is id 100 (never EOS)."""
+        eos_at = None if r.ignore_eos or fixed_token else model.natural_length(r.prompt_key)
         before = len(r.output_ids)
         for _ in range(n):
             i = len(r.output_ids)
@@ -282,6 +286,8 @@ class Engine:
                 r.finish = {"type": "stop", "matched": self.cfg.eos_token_id}
                 break
             tid, text = model.output_token(r.prompt_key, i, self.cfg.vocab_size, r.sample_key)
+            if fixed_token:
+                tid, text = forced_mod.FIXED_TOKEN_ID, forced_mod.FIXED_TOKEN_TEXT
             r.output_ids.append(tid)
             r.texts.append(text)
             if len(r.output_ids) >= r.max_new_tokens:
@@ -319,6 +325,8 @@ class Engine:
             await self._sleep(model.verify_step_seconds(bs, cfg.spec, graph, cfg.costs))
         self.last_graph = graph
         correct = 0
+        forced = cfg.forced.draw(self._forced_rng, cfg.spec.num_steps) - 1 \
+            if cfg.forced is not None and cfg.spec is not None else None
         for r in batch:
             if r.aborted or r.finished:
                 continue
@@ -326,7 +334,9 @@ class Engine:
                 self._commit(r, 1)
                 continue
             k = 0
-            if not cfg.wrong_flag:
+            if forced is not None:
+                k = forced
+            elif not cfg.wrong_flag:
                 profile = model.effective_profile(cfg.per_position, cfg.spec.topk, r.temperature)
                 assert r.rng is not None
                 k = model.sample_accepted(r.rng, profile, cfg.spec.max_accepted)
@@ -336,7 +346,7 @@ class Engine:
                 r.histogram.extend([0] * (k + 1 - len(r.histogram)))
             r.histogram[k] += 1
             correct += k
-            self._commit(r, k + 1)
+            self._commit(r, k + 1, fixed_token=forced is not None and not cfg.forced.real_draft_tokens)
         self.num_generated_tokens += bs + correct
         if cfg.mfu:
             flops, weights, kv = cfg.mfu

@@ -18,7 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
-from harness.sim.sglang import args, resolve, startup
+from harness.sim.sglang import args, forced, resolve, startup
 from harness.sim.sglang.app import make_app
 from harness.sim.sglang.engine import Engine, EngineConfig, Req
 from harness.sim.sglang.logs import SimLog, rank_prefix
@@ -255,6 +255,7 @@ async def serve(sa: dict[str, Any], target: dict[str, Any], draft: startup.Draft
         wrong_flag=wrong_flag,
         stream_interval=max(1, sa["stream_interval"]),
         mfu=_mfu_constants(sa, target) if sa["enable_mfu_metrics"] else None,
+        forced=forced.from_env() if spec is not None else None,
     )
     metrics = Metrics(str(sa["served_model_name"]), spec=spec is not None) if sa["enable_metrics"] else None
     engine = Engine(cfg, log, metrics)
