@@ -108,12 +108,12 @@ def _tui(plan: str | None, results_dir: str) -> int:
     return run_tui(plan, results_dir)
 
 
-def _load_plan(path: str):
-    from harness.inputs.config import load_plan
+def _load_plan(path: str, results_dir: str = "results"):
+    from harness.demo import load_ready_plan
 
     if not Path(path).exists():
         raise InputError(path, None, None, "plan file not found")
-    return load_plan(path)
+    return load_ready_plan(path, results_dir)  # the demo plan gets its checkpoints, from any directory
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -122,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         plan = read_resume_plan(args.resume)
     elif args.plan:
-        plan = _load_plan(args.plan)
+        plan = _load_plan(args.plan, args.results_dir)
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     return _execute(plan, args.results_dir, args.keep_servers, args.resume)
@@ -157,13 +157,9 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from harness.checks import findings_json, has_errors, render_findings, run_checks
-    from harness.demo import DEMO_PLAN, prepare_demo
     from harness.targets import open_target
 
-    if Path(args.plan).resolve() == DEMO_PLAN:
-        plan = prepare_demo(args.results_dir)  # the demo's model directories must exist to be inspected
-    else:
-        plan = _load_plan(args.plan)
+    plan = _load_plan(args.plan, args.results_dir)  # the demo's model directories must exist to be inspected
 
     async def go():
         target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)

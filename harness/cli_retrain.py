@@ -57,18 +57,18 @@ def handlers() -> dict:
     return {"regen": _regen, "train": _train, "jobs": _jobs}
 
 
-def _plan(path: str):
-    from harness.inputs.config import load_plan
+def _plan(path: str, results_dir: str = "results"):
+    from harness.demo import load_ready_plan
 
     if not Path(path).exists():
         raise InputError(path, None, None, "plan file not found")
-    return load_plan(path)
+    return load_ready_plan(path, results_dir)
 
 
 def _regen(args: argparse.Namespace) -> int:
     from harness.retrain.regen import regen
 
-    plan = _plan(args.plan)
+    plan = _plan(args.plan, args.results_dir)
     if not Path(args.input).exists():
         raise InputError(args.input, None, None, "input file not found")
 
@@ -94,7 +94,7 @@ def _train(args: argparse.Namespace) -> int:
     from harness.retrain.train import parse_gpus, spec_from_plan
     from harness.targets import open_target
 
-    plan = _plan(args.plan)
+    plan = _plan(args.plan, args.results_dir)
     fields = {"data_path": args.data, "output_dir": args.output_dir, "era": args.era}
     for name, value in (("epochs", args.epochs), ("learning_rate", args.lr), ("max_length", args.max_length),
                         ("ttt_length", args.ttt_length), ("tp_size", args.tp_size), ("batch_size", args.batch_size),

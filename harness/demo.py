@@ -52,3 +52,29 @@ def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -
     plan = load_plan(plan_path or DEMO_PLAN)
     plan.target.workdir = str(workdir)
     return plan
+
+
+def load_ready_plan(path: str | Path, results_dir: str | Path) -> Any:
+    """`load_plan` for every command: a simulated local plan whose relative model/drafter paths are missing
+    under its workdir (plans/demo.yaml as shipped) gets the demo's checkpoints, as `draftbench demo` does."""
+    from harness.inputs.config import load_plan
+
+    return ready_demo_models(load_plan(path), results_dir)
+
+
+def ready_demo_models(plan: Any, results_dir: str | Path) -> Any:
+    """Point a simulated plan that lacks its relative checkpoints at results/.demo-target, written if needed."""
+    if not plan.target.simulated or plan.target.host != "local" or not _missing_relative(plan, plan.target.workdir):
+        return plan
+    workdir = (Path(results_dir) / ".demo-target").resolve()
+    if _missing_relative(plan, str(workdir)):
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_demo_models(workdir)
+    plan.target.workdir = str(workdir)
+    return plan
+
+
+def _missing_relative(plan: Any, workdir: str) -> bool:
+    paths = [plan.model.path] + [str(v.drafter.path) for v in plan.variants if v.drafter is not None]
+    root = Path(workdir).expanduser()
+    return any(not p.startswith(("/", "~")) and not (root / p / "config.json").exists() for p in paths)

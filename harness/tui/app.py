@@ -127,11 +127,11 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
     @work(thread=True, group="plan", exit_on_error=False)
     def _load_plan(self) -> None:
         if self.plan_path:
-            from harness.inputs.config import load_plan
+            from harness.demo import load_ready_plan
 
             if not Path(self.plan_path).exists():
                 raise InputError(self.plan_path, None, None, "plan file not found")
-            plan = load_plan(self.plan_path)
+            plan = load_ready_plan(self.plan_path, self.results_dir)  # relative demo paths get checkpoints
         else:
             from harness.demo import prepare_demo
 

@@ -1,0 +1,60 @@
+"""plans/demo.yaml (relative model paths, simulated) works in every command, from any directory, with a fresh HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.demo import load_ready_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = ROOT / "plans" / "demo.yaml"
+
+
+def cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
+
+
+def test_the_demo_plan_gets_its_checkpoints_under_the_results_dir(tmp_path):
+    plan = load_ready_plan(DEMO, tmp_path / "r")
+    workdir = Path(plan.target.workdir)
+    assert workdir == (tmp_path / "r" / ".demo-target").resolve()
+    for sub in ("target", "good-eagle3", "seed-weak-eagle3"):
+        assert (workdir / "demo-models" / sub / "config.json").exists()
+    stamp = (workdir / "demo-models" / "target" / "config.json").stat().st_mtime_ns
+    again = load_ready_plan(DEMO, tmp_path / "r")  # a second command reuses them, nothing rewritten
+    assert again.target.workdir == str(workdir)
+    assert (workdir / "demo-models" / "target" / "config.json").stat().st_mtime_ns == stamp
+
+
+def test_a_real_plan_is_left_alone(tmp_path):
+    plan = tmp_path / "p.yaml"
+    plan.write_text("name: p\ntarget: {host: local, workdir: /nowhere}\nmodel: {path: rel/model}\n"
+                    "variants: [{name: baseline}]\nsuites: [smoke]\n")
+    assert load_ready_plan(plan, tmp_path / "r").target.workdir == "/nowhere"
+    assert not (tmp_path / "r").exists()
+
+
+def test_check_from_another_directory_with_a_fresh_home(tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir(), cwd.mkdir()
+    out = cli("check", str(DEMO), "--json", cwd=cwd, home=home)
+    assert out.returncode == 1, out.stderr  # the wrong-flag variant's error, nothing about missing files
+    errors = [f for f in json.loads(out.stdout)["findings"] if f["severity"] == "error"]
+    assert [(f["variant"], f["code"]) for f in errors] == [("wrong-flag-eagle", "eagle3-drafter-with-eagle")]
+    assert (cwd / "results" / ".demo-target" / "demo-models" / "target" / "config.json").exists()
+
+
+def test_regen_on_the_demo_plan_with_the_shipped_conversations(tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir(), cwd.mkdir()
+    out = cli("regen", str(DEMO), "--input", str(ROOT / "plans" / "demo-conversations.jsonl"),
+              "--output", "out.jsonl", "--max-tokens", "16", "--concurrency", "4", cwd=cwd, home=home)
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(line) for line in (cwd / "out.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and all(r["conversations"][-1]["role"] == "assistant" for r in rows)
