@@ -44,6 +44,7 @@ class EngineConfig:
     # --enable-mfu-metrics: (FLOPs per token, weight bytes, KV bytes per token) for the "est." suffixes
     mfu: tuple[float, float, float] | None = None
     costs: model.StepCosts = model.DEFAULT_COSTS
+    noise: model.StepNoise = field(default_factory=model.StepNoise)  # off unless DRAFTBENCH_SIM_STEP_NOISE
 
 
 @dataclass(eq=False)
@@ -213,7 +214,7 @@ class Engine:
         """Sleep so step boundaries follow the model's clock despite processing overhead."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        self._clock = max(self._clock, now) + seconds * self.cfg.time_scale
+        self._clock = max(self._clock, now) + seconds * self.cfg.time_scale * self.cfg.noise()
         await asyncio.sleep(max(0.0, self._clock - now))
 
     def _drop_aborted(self) -> None:

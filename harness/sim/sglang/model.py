@@ -105,6 +105,21 @@ def graph_used(batch: int, backend: str, max_bs: int) -> bool:
     return backend != "disabled" and batch <= max_bs
 
 
+class StepNoise:
+    """Seeded timing noise (``DRAFTBENCH_SIM_STEP_NOISE``): each step's time is multiplied by a log-normal
+    factor of mean 1 and relative standard deviation ``sd``; sd 0 (the default) is exactly 1.0, no draws."""
+
+    def __init__(self, sd: float = 0.0, seed: int = 0):
+        self.sd = max(0.0, sd)
+        self._sigma = math.sqrt(math.log1p(self.sd**2))
+        self._rng = random.Random(seed)
+
+    def __call__(self) -> float:
+        if self.sd == 0:
+            return 1.0
+        return math.exp(self._rng.gauss(-self._sigma**2 / 2, self._sigma))
+
+
 def effective_profile(per_position: Sequence[float], topk: int = 1, temperature: float = 0.0) -> list[float]:
     """Per-position conditional acceptance after the top-k boost and the sampling penalty."""
     exponent = 1.0 + 0.5 * math.log2(max(1, topk))

@@ -4,6 +4,9 @@ Sim-only knobs come from the environment: ``DRAFTBENCH_SIM_TIME_SCALE`` (default
 simulated duration (steps, prefill, the health probe's 1 s poll, the warm-up's 1 s wait, the 5 s shutdown
 pause); ``DRAFTBENCH_SIM_STARTUP_S`` (default 1.0) is the wall time from launch to ready; its last quarter
 is the warm-up request's first forward, during which ``/health_generate`` answers 503 as on the real server.
+``DRAFTBENCH_SIM_STEP_NOISE`` (default 0: off) is the relative standard deviation of every step's time
+(model.StepNoise), drawn from ``DRAFTBENCH_SIM_NOISE_SEED`` (default 0) mixed with the server's
+--random-seed and speculative shape: two variants draw different noise, a rerun of one draws the same.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from harness.sim.sglang.app import make_app
 from harness.sim.sglang.engine import Engine, EngineConfig, Req
 from harness.sim.sglang.logs import SimLog, rank_prefix
 from harness.sim.sglang.metrics import Metrics
-from harness.sim.sglang.model import SpecShape, tokenize
+from harness.sim.sglang.model import SpecShape, StepNoise, stable_hash, tokenize
 from harness.sim.sglang.state import SimState
 
 SPEC_ALGOS = ("EAGLE", "EAGLE3", "STANDALONE")
@@ -250,6 +253,8 @@ async def serve(sa: dict[str, Any], target: dict[str, Any], draft: startup.Draft
         eos_token_id=int(eos[0] if isinstance(eos, list) else eos),
         seed=sa["random_seed"],
         time_scale=scale,
+        noise=StepNoise(_env_float("DRAFTBENCH_SIM_STEP_NOISE", 0.0), stable_hash(
+            os.environ.get("DRAFTBENCH_SIM_NOISE_SEED", "0"), sa["random_seed"], boot.algo, spec)),
         spec=spec,
         per_position=draft.per_position if draft else startup.DEFAULT_PROFILE,
         wrong_flag=wrong_flag,
