@@ -72,3 +72,58 @@ def interpolate_break_even(points: Sequence[tuple[float, float]], baseline_tok_s
     if t1 == t0 or a1 == a0:
         return None
     return a0 + (baseline_tok_s - t0) * (a1 - a0) / (t1 - t0)
+
+
+BREAKEVEN_COLUMNS = ["row", "concurrency", "variant", "forced_acceptance", "accept_len", "tok_s", "speedup",
+                     "baseline_tok_s", "break_even_measured", "break_even_steps", "break_even_batch"]
+
+
+def forced_table(summary: pd.DataFrame, variant: str, baseline: str) -> pd.DataFrame:
+    """From the summary of a forced-acceptance run: one "point" row per forced copy of `variant` and
+    concurrency (measured accept length, tok/s), then per concurrency a "break-even" row: the measured
+    accept length at which tok/s equals the baseline's (interpolated) next to the step-cost estimate
+    (median over the copies: the verify step does not depend on what is accepted)."""
+    rows: list[dict[str, Any]] = []
+    if summary.empty:
+        return pd.DataFrame(columns=BREAKEVEN_COLUMNS)
+    forced = pd.to_numeric(summary.get("forced_acceptance"), errors="coerce")
+    copies = summary[forced.notna() & summary["variant"].astype(str).str.startswith(f"{variant}-al")]
+    for conc in sorted({int(c) for c in copies["concurrency"]}):
+        b = summary[(summary["variant"] == baseline) & (summary["concurrency"] == conc)]
+        btok = float(b.iloc[0]["tok_s"]) if not b.empty and pd.notna(b.iloc[0]["tok_s"]) else None
+        here = copies[copies["concurrency"] == conc].sort_values("forced_acceptance")
+        points = []
+        for _, r in here.iterrows():
+            acc, tok = pd.to_numeric(r["accept_len"], errors="coerce"), pd.to_numeric(r["tok_s"], errors="coerce")
+            rows.append({"row": "point", "concurrency": conc, "variant": r["variant"],
+                         "forced_acceptance": float(r["forced_acceptance"]), "accept_len": acc, "tok_s": tok,
+                         "speedup": tok / btok if btok else None, "baseline_tok_s": btok})
+            if pd.notna(acc) and pd.notna(tok):
+                points.append((float(acc), float(tok)))
+        steps = pd.to_numeric(here.get("break_even_accept_len"), errors="coerce").dropna()
+        batch = pd.to_numeric(here.get("break_even_batch"), errors="coerce").dropna()
+        rows.append({"row": "break-even", "concurrency": conc, "variant": variant, "forced_acceptance": True,
+                     "baseline_tok_s": btok,
+                     "break_even_measured": interpolate_break_even(points, btok) if btok else None,
+                     "break_even_steps": float(steps.median()) if len(steps) else None,
+                     "break_even_batch": int(batch.mode().iloc[0]) if len(batch) else None})
+    return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS)
+
+
+def render_forced_table(table: pd.DataFrame) -> str:
+    """The breakeven table as text (forced-acceptance runs: their outputs are not the model's)."""
+    def f(v: Any, fmt: str) -> str:
+        return format(float(v), fmt) if v is not None and pd.notna(v) and not isinstance(v, bool) else "-"
+
+    lines = [f"{'conc':>4}  {'variant':<24} {'forced AL':>9} {'measured AL':>11} {'tok/s':>8} {'speedup':>7}"]
+    for _, r in table.iterrows():
+        if r["row"] == "point":
+            lines.append(f"{int(r['concurrency']):>4}  {str(r['variant']):<24} {f(r['forced_acceptance'], '.2f'):>9} "
+                         f"{f(r['accept_len'], '.2f'):>11} {f(r['tok_s'], '.1f'):>8} {f(r['speedup'], '.2f'):>6}x")
+        else:
+            batch = f" (batch {int(r['break_even_batch'])})" if pd.notna(r["break_even_batch"]) else ""
+            lines.append(f"{int(r['concurrency']):>4}  break-even accept length: measured "
+                         f"{f(r['break_even_measured'], '.2f')}, from step costs {f(r['break_even_steps'], '.2f')}"
+                         f"{batch}; baseline {f(r['baseline_tok_s'], '.1f')} tok/s")
+    lines.append("forced acceptance: every output above is forced, not the model's; use it for speed only")
+    return "\n".join(lines)

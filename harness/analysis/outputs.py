@@ -35,7 +35,10 @@ def _texts(outputs: pd.DataFrame, variant: str, phases: set[str] | None) -> pd.S
     if phases is not None:
         o = o[o["phase"].isin(phases)]
     o = o.drop_duplicates(["phase", "request_id"], keep="last").set_index(["phase", "request_id"])
-    return o["reasoning"].fillna("").astype(str) + o["text"].fillna("").astype(str)
+    def text(col: str) -> pd.Series:  # an empty cell reads back as NaN
+        return o[col].map(lambda x: x if isinstance(x, str) else "")
+
+    return text("reasoning") + text("text")
 
 
 def output_match(requests: pd.DataFrame, outputs: pd.DataFrame | None, base: str, name: str, conc: int,

@@ -74,6 +74,7 @@ class StreamResult:
     output_tokens: int | None = None  # usage.completion_tokens of the final usage chunk
     prompt_tokens: int | None = None
     text: str = ""
+    reasoning: str = ""  # reasoning_content deltas (chat), kept apart from the text
     finish_reason: str | None = None
     spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
 
@@ -101,7 +102,7 @@ def prompt_text(messages: list[dict]) -> str:
 class _Collector:
     """Per-request state fed with (event payload, read timestamp); knows the chat and completions shapes."""
 
-    __slots__ = ("chat", "times", "tokens", "texts", "last_cum", "cum_everywhere", "usage", "spec",
+    __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage", "spec",
                  "finish", "done", "error", "t_end")
 
     def __init__(self, chat: bool):
@@ -109,6 +110,7 @@ class _Collector:
         self.times: list[float] = []
         self.tokens: list[int] = []  # -1 where the chunk carried no cumulative usage
         self.texts: list[str] = []
+        self.reasoning: list[str] = []
         self.last_cum = 0
         self.cum_everywhere = True
         self.usage: dict | None = None
@@ -164,6 +166,8 @@ class _Collector:
                         self.cum_everywhere = False
                     if text:
                         texts.append(text)
+                    if other:
+                        self.reasoning.append(other)
         finally:
             self.last_cum = last_cum
 
@@ -210,7 +214,7 @@ class _Collector:
             t_first=self.times[0] if n else None, t_end=t_end, wall_send=wall_send,
             chunk_times=self.times, chunk_tokens=tokens, chunk_tokens_exact=exact,
             output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
-            text="".join(self.texts), finish_reason=self.finish,
+            text="".join(self.texts), reasoning="".join(self.reasoning), finish_reason=self.finish,
             spec=spec if isinstance(spec, dict) else None,
         )
 

@@ -174,6 +174,17 @@ class Variant(StrictModel):
     extra_args: list[ArgStr] = Field(
         default_factory=list, description="launch_server argv items for this arm"
     )
+    env: dict[str, ArgStr] = Field(
+        default_factory=dict, description="environment for this arm's server process, over target.env"
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not ENV_NAME_RE.fullmatch(name):
+                raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
+        return env
 
     @field_validator("drafter", mode="before")
     @classmethod

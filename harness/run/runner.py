@@ -21,6 +21,7 @@ from typing import Any
 
 import harness
 from harness.analysis.alarms import AlarmTracker
+from harness.analysis.outputs import OUTPUT_COLUMNS
 from harness.analysis.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
 from harness.common import events as ev
 from harness.common.aio import drain
@@ -87,6 +88,9 @@ class _Run:
         self.finished = finished_request_keys(self.run_dir / "requests.csv")
         self.done_requests = len(self.finished)  # a resumed run's progress counts what is already done
         self.records = CsvAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
+        # greedy outputs, for the output check against the baseline (harness.analysis.outputs)
+        self.outputs = CsvAppender(self.run_dir / "outputs.csv", OUTPUT_COLUMNS) \
+            if float(plan.run.temperature) == 0.0 else None
         self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
         self.windows = CsvAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
         complete = False
@@ -114,7 +118,7 @@ class _Run:
             for s in self.servers:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._stop(s))
-            for f in (self.records, self.phases, self.windows):
+            for f in (self.records, self.phases, self.windows, *([self.outputs] if self.outputs else [])):
                 f.close()
             summary_csv = self._summarise(complete)
             if self.own_target and self.target is not None:
@@ -144,7 +148,11 @@ class _Run:
             "num_steps": variant.num_steps, "eagle_topk": variant.eagle_topk,
             "num_draft_tokens": variant.num_draft_tokens, "cuda_graph": bool(variant.cuda_graph),
             "simulated": bool(self.plan.target.simulated), "status": "running",
+            "temperature": float(self.plan.run.temperature),
         }
+        # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
+        meta["forced_acceptance"] = engine_of(self.plan).forced_acceptance(
+            {**(self.plan.target.env or {}), **(variant.env or {})})
         todo = self._phases(variant)
         if not todo:
             return  # resumed: nothing left for this variant
@@ -249,7 +257,11 @@ class _Run:
         from harness.run.replay import probe_meta, replay_phase
 
         name = variant.name
-        await server.admin.flush_cache()
+        flushed = bool(await server.admin.flush_cache())
+        if not flushed:  # the server's own counters then hold earlier traffic: reported, not ignored
+            self.emit(ev.Alarm(name, "warning", "flush-failed",
+                               f"{pid}: the cache flush before the phase failed; the server's accept length "
+                               "and counters for this phase include earlier requests and are left out"))
         before = await server.admin.histograms()
         self.phase_tag[name] = pid
         self.emit(ev.PhaseStarted(name, pid, suite.name, c, len(prompts)))
@@ -264,6 +276,9 @@ class _Run:
                               request_id=req.request_id, result=result,
                               normalise_spec=self.engine.request_spec)
             self.records.append(asdict(rec))
+            if self.outputs is not None and rec.ok:
+                self.outputs.append({"variant": name, "phase": pid, "request_id": req.request_id,
+                                     "text": result.text, "reasoning": getattr(result, "reasoning", "")})
             tokens += (rec.output_tokens or 0) if rec.ok else 0
             ok, err = ok + rec.ok, err + (not rec.ok)
             self.request_errors += not rec.ok
@@ -280,7 +295,7 @@ class _Run:
         self.phase_tag[name] = None
         self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
                             "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
-                            "wall_s": round(wall, 6), "server_accept_len": accept,
+                            "wall_s": round(wall, 6), "server_accept_len": accept, "flush_ok": flushed,
                             "last_gen_throughput": self.engine.last_gen_throughput(info), **server_side})
         self.emit(ev.PhaseDone(name, pid, wall, accept))
         if probe == "meta_info":

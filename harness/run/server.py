@@ -71,7 +71,7 @@ class Server:
         self.argv = self.engine.launch_argv(plan, self.variant, self.port, self.engine_version)
         self.remote_log = f"{rundir}/{self.name}.log"
         pid_path = f"{rundir}/{self.name}.pgid"
-        env = {str(k): str(v) for k, v in (plan.target.env or {}).items()}
+        env = {str(k): str(v) for k, v in {**(plan.target.env or {}), **(self.variant.env or {})}.items()}
         self.secrets = secret_values(env, self.argv)
         self.started_at = time.monotonic()
         self.pgid = await self.target.spawn(self.argv, env=env, cwd=workdir, log_path=self.remote_log,

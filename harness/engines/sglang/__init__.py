@@ -77,6 +77,12 @@ class SGLangEngine:
     def request_spec(self, spec_stats: dict[str, Any] | None, output_tokens: int | None) -> dict[str, Any]:
         return spec.request_spec(spec_stats, output_tokens)
 
+    def forced_acceptance(self, env: dict[str, str]) -> float | None:
+        return spec.forced_acceptance(env)
+
+    def forced_env(self, accept_len: float) -> dict[str, str]:
+        return spec.forced_env(accept_len)
+
     # preflight (harness.checks asks these; the rules are SGLang's)
     async def ask_parser(self, plan: Any, target: Any, env: Any, arch: str | None,
                          pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list]:

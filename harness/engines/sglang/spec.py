@@ -41,3 +41,22 @@ def spec_mode(run: Any, variant: Any, version: str | None) -> str:
     if version_at_least(version, "0.5.13"):
         return "meta_info"
     return "off"
+
+
+# Forced acceptance for performance work (srt/speculative/spec_utils.py, 0.5.x): SGLANG_SIMULATE_ACC_LEN > 0
+# makes every verify step accept a drawn number of tokens; "match-expected" draws floor/ceiling so that the
+# mean is the asked length ("multinomial", the default, rounds a normal draw and is biased at the clamps).
+FORCED_LEN_ENV = "SGLANG_SIMULATE_ACC_LEN"
+FORCED_METHOD_ENV = "SGLANG_SIMULATE_ACC_METHOD"
+
+
+def forced_acceptance(env: dict[str, str] | None) -> float | None:
+    try:
+        value = float((env or {}).get(FORCED_LEN_ENV, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def forced_env(accept_len: float) -> dict[str, str]:
+    return {FORCED_LEN_ENV: f"{accept_len:g}", FORCED_METHOD_ENV: "match-expected"}

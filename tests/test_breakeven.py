@@ -1,0 +1,78 @@
+"""`draftbench breakeven`: the derived plan, the table from a summary (hand-computed), and one run on the
+stand-in with forced accept lengths."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.analysis.breakeven import forced_table, render_forced_table
+from harness.common.errors import InputError
+from harness.inputs.config import load_plan
+from harness.run.breakeven import derive_plan, run_breakeven
+from harness.run.progress import consume
+from tests.faults_helpers import GOOD, SIM_LAUNCHER, only_run_dir, prompts, sim_env, write_plan
+
+
+def _plan(tmp_path: Path, **run):
+    return load_plan(write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                                env=sim_env(0.2), variants=[{"name": "baseline"}, GOOD],
+                                suite_prompts=prompts(4), run={"concurrency": [1], "max_tokens": 48, **run}))
+
+
+def test_derived_plan_forces_copies_of_the_variant(tmp_path):
+    plan = _plan(tmp_path)
+    derived = derive_plan(plan, "good", [2.5, 1.5], concurrency=[1, 2])
+    assert [v.name for v in derived.variants] == ["baseline", "good-al1.5", "good-al2.5"]
+    assert derived.variants[0].env == {}
+    assert derived.variants[1].env == {"SGLANG_SIMULATE_ACC_LEN": "1.5", "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+    assert derived.run.concurrency == [1, 2] and plan.run.concurrency == [1]
+    with pytest.raises(InputError, match="does not speculate"):
+        derive_plan(plan, "baseline", [1.5, 2.5])
+    with pytest.raises(InputError, match="no variant"):
+        derive_plan(plan, "nope", [1.5, 2.5])
+    with pytest.raises(InputError, match="at least two"):
+        derive_plan(plan, "good", [2.0])
+
+
+def test_forced_table_interpolates_the_measured_points():
+    summary = pd.DataFrame([
+        {"variant": "baseline", "concurrency": 1, "tok_s": 90.0, "accept_len": None, "forced_acceptance": None},
+        {"variant": "v-al1.5", "concurrency": 1, "tok_s": 60.0, "accept_len": 1.5, "forced_acceptance": 1.5,
+         "break_even_accept_len": 2.2, "break_even_batch": 1},
+        {"variant": "v-al2.5", "concurrency": 1, "tok_s": 100.0, "accept_len": 2.5, "forced_acceptance": 2.5,
+         "break_even_accept_len": 2.3, "break_even_batch": 1},
+        {"variant": "v", "concurrency": 1, "tok_s": 80.0, "accept_len": 2.0, "forced_acceptance": None},
+    ])
+    t = forced_table(summary, "v", "baseline")
+    assert t["row"].tolist() == ["point", "point", "break-even"]
+    end = t.iloc[-1]
+    # 90 tok/s lies 3/4 of the way from 60 to 100: 1.5 + 0.75 * 1.0
+    assert end["break_even_measured"] == pytest.approx(2.25)
+    assert end["break_even_steps"] == pytest.approx(2.25) and end["break_even_batch"] == 1
+    assert t.iloc[0]["speedup"] == pytest.approx(60 / 90)
+    text = render_forced_table(t)
+    assert "measured 2.25" in text and "not the model's" in text
+
+
+@pytest.mark.slow
+async def test_breakeven_run_on_the_stand_in(tmp_path):
+    plan = _plan(tmp_path)
+    events = run_breakeven(plan, "good", [1.5, 3.0], results_dir=tmp_path / "results")
+    assert await consume(events, out=io.StringIO()) == 0
+    run_dir = only_run_dir(tmp_path / "results")
+    summary = pd.read_csv(run_dir / "summary.csv").set_index("variant")
+    assert summary.loc["good-al1.5", "forced_acceptance"] == 1.5
+    assert pd.isna(summary.loc["baseline", "forced_acceptance"])
+    # match-expected: the measured accept length follows the forced one (one draw per verify step)
+    assert summary.loc["good-al1.5", "accept_len"] == pytest.approx(1.5, abs=0.25)
+    assert summary.loc["good-al3", "accept_len"] == pytest.approx(3.0, abs=0.1)
+    assert summary.loc["good-al3", "output_match"] < 1.0  # forced outputs are not the model's
+    table = pd.read_csv(run_dir / "breakeven.csv")
+    end = table[table["row"] == "break-even"].iloc[0]
+    assert 1.0 < end["break_even_measured"] < 3.5
+    # the end-to-end break-even and the step-cost estimate agree within 20 % on the stand-in
+    assert end["break_even_measured"] == pytest.approx(end["break_even_steps"], rel=0.2)
