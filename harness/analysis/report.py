@@ -21,6 +21,7 @@ TABLE_COLUMNS = [
     ("itl_p50_ms", "ITL p50 ms", "{:.1f}"),
     ("speedup", "speedup", "{:.2f}x"),
     ("break_even_accept_len", "break-even AL", "{:.2f}"),
+    ("output_match", "same output", "{:.2f}"),
 ]
 
 
@@ -33,6 +34,31 @@ def fmt_cell(value: Any, spec: str) -> str:
         return spec.format(value)
     except (ValueError, TypeError):
         return str(value)
+
+
+def spec_notes(row: Any) -> list[str]:
+    """Where the accept length came from, forced acceptance, the batch the break-even holds for, output
+    divergence and failed cache flushes (the CLI table and the TUI share it)."""
+    notes = []
+    forced = row.get("forced_acceptance")
+    if fmt_cell(forced, "{}") != "-" and str(forced) not in ("False", "0"):
+        notes.append(f"FORCED accept len {float(forced):g}: outputs are not the model's")
+    source = str(row.get("accept_len_source") or "")
+    if source == "probe":
+        notes.append("accept len: untimed replay, checked")
+    elif source == "probe-unchecked":
+        notes.append("accept len: untimed replay, unchecked")
+    batch, conc = row.get("break_even_batch"), row.get("concurrency")
+    if fmt_cell(batch, "{}") != "-" and conc and float(conc) > 1:
+        notes.append(f"break-even at batch {float(batch):.0f}")
+    match, first = row.get("output_match"), row.get("first_divergence")
+    if fmt_cell(match, "{}") != "-" and float(match) < 1.0:
+        where = f", first at char {float(first):.0f} (median)" if fmt_cell(first, "{}") != "-" else ""
+        notes.append(f"output differs from the baseline{where}")
+    flush = row.get("flush_failed")
+    if fmt_cell(flush, "{}") != "-" and float(flush) > 0:
+        notes.append(f"cache flush failed before {float(flush):.0f} phase(s)")
+    return notes
 
 
 def grid(headers: list[str], rows: list[list[str]]) -> str:
@@ -69,6 +95,7 @@ def render_table(df: pd.DataFrame) -> str:
         if row.get("slower_than_baseline") is True or str(row.get("slower_than_baseline")) == "True":
             cells[0] = "!" + cells[0]
             note.append("slower than baseline")
+        note += spec_notes(row)
         al = row.get("accept_len")
         if al is not None and not (isinstance(al, float) and math.isnan(al)) and float(al) <= 1.005:
             note.append("drafter inert (accept len 1.00)")
