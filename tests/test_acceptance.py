@@ -102,3 +102,20 @@ def test_interpolated_break_even():
     # outside the points: extrapolated from the nearest two
     assert interpolate_break_even([(2.5, 100.0), (3.5, 140.0)], 80.0) == pytest.approx(2.0)
     assert interpolate_break_even([(2.5, 100.0)], 80.0) is None
+
+
+def test_requests_take_the_probes_stats_and_histogram_where_they_have_none():
+    reqs = pd.DataFrame([_req("spec", "a", "c", 1.0, 13), _req("spec", "b", "c", 1.0, 7, verify=3)])
+    reqs["spec_histogram"] = [None, "1 1 1"]
+    reqs["spec_source"] = ["", "stream"]
+    probe = pd.DataFrame([{"variant": "spec", "phase": "s@c1#r1", "request_id": "a", "spec_verify_ct": 6,
+                           "completion_tokens": 13, "spec_correct_drafts": 6, "spec_proposed_drafts": 18,
+                           "spec_accept_len": 2.0, "spec_histogram": "1 4 1"},
+                          {"variant": "spec", "phase": "s@c1#r1", "request_id": "b", "spec_verify_ct": 9,
+                           "completion_tokens": 7, "spec_correct_drafts": 0, "spec_proposed_drafts": 27,
+                           "spec_accept_len": 0.7, "spec_histogram": "9"}])
+    out = acceptance.requests_with_spec(reqs, probe).set_index("request_id")
+    assert out.loc["a", "spec_histogram"] == "1 4 1" and out.loc["a", "spec_source"] == "probe"
+    assert out.loc["a", "spec_verify_ct"] == 6
+    # the timed record's own stats stay
+    assert out.loc["b", "spec_histogram"] == "1 1 1" and out.loc["b", "spec_verify_ct"] == 3

@@ -186,3 +186,30 @@ def by_category(requests: pd.DataFrame, probe: pd.DataFrame | None = None,
                            pb["_rate"].to_numpy(float), pb["_dtok"].to_numpy(float), rng)
         out.at[i, "speedup_ci_low"], out.at[i, "speedup_ci_high"] = lo, hi
     return out
+
+
+PROBE_SPEC_COLUMNS = ("spec_verify_ct", "spec_accept_len", "spec_correct_drafts", "spec_proposed_drafts",
+                      "spec_histogram")
+
+
+def requests_with_spec(requests: pd.DataFrame, probe: pd.DataFrame | None) -> pd.DataFrame:
+    """requests.csv with every record that has no per-request spec stats of its own (servers that send them
+    only non-streaming) taking the untimed probe's for the same (variant, phase, request), `spec_source`
+    "probe"; the correct-drafts histogram included. Timed stats are never replaced."""
+    out = requests.copy()
+    if out.empty or probe is None or probe.empty:
+        return out
+    p = probe.drop_duplicates(["variant", "phase", "request_id"], keep="last").set_index(
+        ["variant", "phase", "request_id"])
+    key = pd.MultiIndex.from_frame(out[["variant", "phase", "request_id"]])
+    missing = _num(out["spec_verify_ct"]).isna().to_numpy() if "spec_verify_ct" in out else \
+        np.ones(len(out), dtype=bool)
+    found = missing & _num(p["spec_verify_ct"]).reindex(key).notna().to_numpy()
+    for col in PROBE_SPEC_COLUMNS:
+        if col in p:
+            values = p[col].reindex(key).to_numpy()
+            out[col] = out[col].astype(object) if col in out else None
+            out.loc[found, col] = values[found]
+    out["spec_source"] = out["spec_source"].astype(object) if "spec_source" in out else ""
+    out.loc[found, "spec_source"] = "probe"
+    return out
