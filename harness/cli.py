@@ -56,11 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("run_b")
     cmp_.add_argument("--csv", metavar="OUT", help="also export the comparison as CSV here")
 
-    imp = sub.add_parser("import-suite", help="convert an MT-bench/Spec-Bench question.jsonl into a suite")
+    imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
+                         "JSON/JSONL, SpecForge JSONL or a JSONL of prompts (docs/workloads.md)")
     imp.add_argument("jsonl")
     imp.add_argument("--out", required=True, help="suite YAML to write")
     imp.add_argument("--name")
-    imp.add_argument("--all-turns", action="store_true")
+    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts"])
+    imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
+                     help="live: later user turns follow the server's own answers (default); first: first turns "
+                          "only; separate: every turn a single-turn prompt")
+    imp.add_argument("--all-turns", action="store_const", const="separate", dest="turns", help=argparse.SUPPRESS)
+    imp.add_argument("--categories", type=lambda v: [c for c in v.split(",") if c], help="comma-separated")
+    imp.add_argument("--min-chars", type=int, help="drop prompts whose user turns are shorter")
+    imp.add_argument("--max-chars", type=int, help="drop prompts whose user turns are longer")
+    imp.add_argument("--sample", type=int, metavar="N", help="keep a seeded sample of N prompts (file order)")
+    imp.add_argument("--seed", type=int, default=1)
 
     from harness.cli_retrain import add_parsers as add_retrain_parsers
 
@@ -227,11 +237,16 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _import_suite(args: argparse.Namespace) -> int:
-    from harness.inputs.suites import import_question_jsonl, write_suite_yaml
+    from harness.inputs.importers import import_suite
+    from harness.inputs.suites import write_suite_yaml
 
-    suite = import_question_jsonl(args.jsonl, name=args.name, all_turns=args.all_turns)
+    suite, report = import_suite(args.jsonl, fmt=args.format, name=args.name, turns=args.turns,
+                                 categories=args.categories, min_chars=args.min_chars, max_chars=args.max_chars,
+                                 sample=args.sample, seed=args.seed)
     write_suite_yaml(suite, args.out)
-    say(f"{len(suite.prompts)} prompts -> {args.out}")
+    for line in report.lines():
+        say(line)
+    say(f"{len(suite.prompts)} prompts ({report.turns} turns) -> {args.out}")
     return EXIT_OK
 
 

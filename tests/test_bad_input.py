@@ -16,6 +16,7 @@ import pytest
 
 from harness.common.errors import InputError
 from harness.inputs.config import load_drafter, load_plan
+from harness.inputs.importers import import_suite
 from harness.inputs.suites import MAX_PROMPT_CHARS, import_question_jsonl, load_suite
 
 CORPUS = Path(__file__).parent / "bad_input"
@@ -67,7 +68,10 @@ def _load(path: Path):
         return load_drafter(path)
     if name.startswith("questions"):
         return import_question_jsonl(path)
-    raise AssertionError(f"{name}: corpus files start with plan, suite, drafter or questions")
+    if name.startswith(("sharegpt", "specforge", "prompts")):
+        return import_suite(path, fmt=name.split("-", 1)[0])
+    raise AssertionError(f"{name}: corpus files start with plan, suite, drafter, questions, sharegpt, specforge "
+                         "or prompts")
 
 
 CASES = sorted(p for p in CORPUS.iterdir() if p.suffix in (".yaml", ".jsonl"))

@@ -56,6 +56,9 @@ class RequestRecord:
     text_sha: str  # hash of the output text: compares baseline vs speculative outputs under greedy decoding
     chunk_offsets_ms: str  # space-separated arrival offsets of content chunks from t_send
     chunk_tokens: str  # space-separated tokens per content chunk
+    turn: int = 1  # live multi-turn: 1 for the first user turn (harness.run.conversation)
+    conversation_id: str = ""  # suite/prompt id shared by every turn of one conversation
+    request_rate: float | None = None  # open-loop phases (concurrency 0): the arrival rate, req/s
 
 
 RECORD_COLUMNS = [f.name for f in fields(RequestRecord)]
@@ -81,7 +84,8 @@ def token_itls_ms(times: list[float], tokens: list[int]) -> list[float]:
 
 def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id: str, category: str,
                 concurrency: int, repeat: int, request_id: str, result: Any, spec_source: str = "",
-                spec: dict | None = None, normalise_spec: Any = None) -> RequestRecord:
+                spec: dict | None = None, normalise_spec: Any = None,
+                request_rate: float | None = None) -> RequestRecord:
     """Build a record from a client StreamResult (see harness.client.stream). `normalise_spec` is the
     engine's `request_spec` (raw per-request stats -> REQUEST_SPEC_KEYS); without it no stats are kept."""
     r = result
@@ -115,6 +119,8 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
         text_sha=hashlib.sha1((r.text or "").encode("utf-8", "replace")).hexdigest()[:16],
         chunk_offsets_ms=" ".join(f"{(t - r.t_send) * 1000.0:.3f}" for t in times),
         chunk_tokens=" ".join(str(n) for n in toks),
+        turn=int(getattr(r, "turn", 1) or 1), conversation_id=str(getattr(r, "conversation_id", "") or ""),
+        request_rate=request_rate,
         **spec_vals,
     )
 

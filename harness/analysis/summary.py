@@ -17,6 +17,7 @@ import pandas as pd
 
 from harness.analysis import acceptance, outputs
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
+from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
 
 REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
@@ -233,6 +234,8 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     windows = _read_csv(run_dir / "server_windows.csv")
     probe = _read_csv(run_dir / "spec_probe.csv")
     variants = read_variants(run_dir)
+    write_load_tables(run_dir, requests, phases, variants)
+    requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)  # rate phases: goodput.py
     df = summarise(requests, phases, windows, variants, probe, outputs_df=_read_csv(run_dir / "outputs.csv"))
     out = run_dir / "summary.csv"
     df.to_csv(out, index=False)

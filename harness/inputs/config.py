@@ -152,6 +152,16 @@ class Server(StrictModel):
     )
     startup_timeout_s: float = Field(default=1800, gt=0, description="how long to wait for /health")
     keep_running: bool = Field(default=False, description="leave servers up after the run")
+    api_key_env: str | None = Field(
+        default=None, description="environment variable (on this machine) holding the servers' API key: "
+        "started servers get --api-key, every call sends it as a bearer token; never written to disk")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
 
 
 class Variant(StrictModel):
@@ -171,6 +181,11 @@ class Variant(StrictModel):
     eagle_topk: int | None = Field(default=None, gt=0, description="--speculative-eagle-topk")
     num_draft_tokens: int | None = Field(default=None, gt=0, description="--speculative-num-draft-tokens")
     cuda_graph: bool = Field(default=True, description="false adds --disable-cuda-graph")
+    endpoint: str | None = Field(
+        default=None, description="an already running server (http://host:port, as seen from the target) to "
+        "measure instead of starting one; its settings are read from /get_server_info; never stopped")
+    api_key_env: str | None = Field(
+        default=None, description="environment variable with this arm's API key (default: server.api_key_env)")
     extra_args: list[ArgStr] = Field(
         default_factory=list, description="launch_server argv items for this arm"
     )
@@ -193,6 +208,22 @@ class Variant(StrictModel):
             return _resolver(info).drafter(value)
         return value
 
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        from harness.inputs.endpoints import parse_endpoint
+
+        if value is not None:
+            parse_endpoint(value)  # ValueError names the problem
+        return value
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
+
     @model_validator(mode="after")
     def _consistent(self) -> Variant:
         given = [p for p in SPEC_PARAMS if getattr(self, p) is not None]
@@ -213,13 +244,18 @@ class Variant(StrictModel):
                 "(SGLang asserts the others are unset when it chooses them itself)",
                 (given[0],),
             )
-        if self.drafter is None and self.spec_algorithm in NEEDS_DRAFTER:
+        if self.drafter is None and self.spec_algorithm in NEEDS_DRAFTER and self.endpoint is None:
             raise FieldProblem(f"{self.spec_algorithm} needs a drafter", ("algorithm",))
         return self
 
     @property
     def is_speculative(self) -> bool:
         return self.drafter is not None or self.algorithm is not None
+
+    @property
+    def is_existing(self) -> bool:
+        """True when the arm is a server draftbench did not start (`endpoint`)."""
+        return self.endpoint is not None
 
     @property
     def is_baseline(self) -> bool:

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from harness.inputs.yamlio import FieldProblem, StrictModel
+
+
+def _rate(value: Any) -> Any:
+    # YAML reads `inf` as a string (`.inf` is its float); bench_serving spells it inf
+    return float("inf") if isinstance(value, str) and value.strip().lower() in ("inf", ".inf") else value
+
+
+class SLO(StrictModel):
+    """Service-level limits for goodput (as guidellm's `slo`, vLLM's --goodput)."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, description="time to first token, at most")
+    tpot_ms: float | None = Field(default=None, gt=0, description="time per output token after the first, at most")
+    e2e_ms: float | None = Field(default=None, gt=0, description="whole request, at most")
 
 
 class RunSettings(StrictModel):
@@ -38,6 +51,23 @@ class RunSettings(StrictModel):
     ignore_eos: bool = Field(
         default=False, description="generate exactly max_tokens (SGLang's ignore_eos; bench_serving's default)"
     )
+    request_rate: list[Annotated[float, BeforeValidator(_rate)]] = Field(
+        default_factory=list, description="open-loop phases besides the closed-loop ones: requests per "
+        "second (inf = all at once), arrivals seeded by `seed` (docs/workloads.md)")
+    burstiness: float = Field(
+        default=1.0, gt=0, description="gamma shape of the gaps between arrivals: 1 = Poisson, "
+        "below 1 burstier, above 1 steadier (bench_serving's --burstiness)")
+    slo: SLO | None = Field(default=None, description="goodput counts the requests that meet every limit")
+
+    @field_validator("request_rate")
+    @classmethod
+    def _rates(cls, rates: list[float]) -> list[float]:
+        for i, rate in enumerate(rates):
+            if not rate > 0:  # also NaN
+                raise FieldProblem(f"must be greater than 0 (or inf), got {rate}", (i,))
+            if rates.index(rate) != i:
+                raise FieldProblem(f"request rate {rate} is listed twice", (i,))
+        return rates
 
     @field_validator("concurrency")
     @classmethod

@@ -48,6 +48,11 @@ class Prompt(StrictModel):
         description="plain text: one user message on the chat endpoint, sent raw on the completions endpoint",
     )
     max_tokens: int | None = Field(default=None, gt=0, description="overrides run.max_tokens for this prompt")
+    followups: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description="live multi-turn: later user turns, each sent as its own request with the conversation "
+        "so far, the server's own answers included (MT-bench's second turn)",
+    )
 
     @model_validator(mode="after")
     def _shape(self) -> Prompt:
@@ -78,8 +83,13 @@ class Prompt(StrictModel):
     @property
     def size_chars(self) -> int:
         if self.text is not None:
-            return len(self.text)
-        return sum(len(m.content) for m in self.messages or [])
+            return len(self.text) + sum(map(len, self.followups))
+        return sum(len(m.content) for m in self.messages or []) + sum(map(len, self.followups))
+
+    @property
+    def turns(self) -> int:
+        """Requests this prompt makes: the first turn plus one per follow-up."""
+        return 1 + len(self.followups)
 
     def chat_messages(self) -> list[dict[str, str]]:
         """The prompt as OpenAI chat messages (plain text becomes one user message)."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.records import CsvAppender
+from harness.run.conversation import converse
 
 PROBE_COLUMNS = ["variant", "phase", "request_id", "spec_verify_ct", "completion_tokens",
                  "spec_correct_drafts", "spec_proposed_drafts", "spec_accept_len", "spec_histogram"]
@@ -63,7 +64,7 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
                        extra: dict | None, *, watchdog: Callable[[], Awaitable[bool]] | None = None,
                        ) -> AsyncIterator[tuple[Any, Any, Any]]:
     """Closed loop: `concurrency` workers pull prompts in order; yields (request, prompt, result) as each
-    finishes. Stops early when the watchdog says the server is gone."""
+    finishes, one per turn of a multi-turn prompt. Stops early when the watchdog says the server is gone."""
     pending: asyncio.Queue[Any] = asyncio.Queue()
     for p in prompts:
         pending.put_nowait(p)
@@ -96,9 +97,11 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
                 prompt = pending.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            req = to_request(prompt, suite, plan, extra)
-            result = await send(client, req, int(getattr(plan.run, "retries", 0)), stop, server_up)
-            await done.put((req, prompt, result))
+            retries = int(getattr(plan.run, "retries", 0))
+            # one conversation holds its slot for all its turns (live multi-turn: harness.run.conversation)
+            async for req, result in converse(to_request(prompt, suite, plan, extra), prompt, suite,
+                                              lambda r: send(client, r, retries, stop, server_up), stop.is_set):
+                await done.put((req, prompt, result))
 
     async def guard() -> None:
         while watchdog is not None and not stop.is_set():

@@ -33,7 +33,7 @@ class Server:
     """Lifecycle of one variant's server. The process group id is recorded on the target and locally."""
 
     def __init__(self, target: Any, plan: Any, variant: Any, *, run_id: str, run_dir: Path,
-                 engine_version: str | None, on_lines: LinesCallback | None = None):
+                 engine_version: str | None, on_lines: LinesCallback | None = None, api_key: str | None = None):
         self.target = target
         self.plan = plan
         self.variant = variant
@@ -43,6 +43,7 @@ class Server:
         self.engine = engine_of(plan)
         self.engine_version = engine_version
         self.on_lines = on_lines
+        self.api_key = api_key  # from the environment (inputs.endpoints): passed as --api-key, scrubbed from logs
         self.port: int | None = None
         self.pgid: int | None = None
         self.argv: list[str] = []
@@ -69,6 +70,8 @@ class Server:
         port = plan.server.port
         self.port = int(port) if isinstance(port, int) else await free_port(self.target)
         self.argv = self.engine.launch_argv(plan, self.variant, self.port, self.engine_version)
+        if self.api_key:
+            self.argv += ["--api-key", self.api_key]
         self.remote_log = f"{rundir}/{self.name}.log"
         pid_path = f"{rundir}/{self.name}.pgid"
         env = {str(k): str(v) for k, v in {**(plan.target.env or {}), **(self.variant.env or {})}.items()}
@@ -84,7 +87,7 @@ class Server:
         self._tail_task = asyncio.create_task(self._follow(local_log), name=f"tail-{self.name}")
         host, lport = await self.target.forward(plan.server.host, self.port)
         self.base_url = f"http://{host}:{lport}"
-        self.admin = self.engine.admin(self.base_url)
+        self.admin = self.engine.admin(self.base_url, self.api_key)
 
     def _record(self, entry: dict[str, Any]) -> None:
         """servers.jsonl in the run directory: what we started, so cleanup and --resume can find it."""

@@ -67,6 +67,15 @@ class Admin:
             return None
         return histogram_totals(body.decode("utf-8", "replace")) if status == 200 else None
 
+    async def authorized(self, timeout: float = 10.0) -> bool:
+        """False when /v1/models answers 401: SGLang's --api-key guards every route but /health* and
+        /metrics, so the key is checked where requests go. Network faults are not an auth answer: True."""
+        try:
+            status, _ = await self._get("/v1/models", timeout)
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return True
+        return status != 401
+
     async def model_id(self, timeout: float = 10.0) -> str | None:
         try:
             status, body = await self._get("/v1/models", timeout)

@@ -1,0 +1,48 @@
+"""Existing servers (a variant's `endpoint:`) and API keys read from the environment."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from harness.common.errors import HarnessError
+
+
+def parse_endpoint(value: str) -> tuple[str, int]:
+    """(host, port) of `http://host:port`; ValueError naming what is wrong. No path, no https: the server
+    is reached directly or through the SSH target's port forward, as a started one is."""
+    parts = urlsplit(value.strip())
+    if parts.scheme != "http":
+        raise ValueError(f"expected http://host:port, got {value!r}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"expected http://host:port with nothing after the port, got {value!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
+        raise ValueError(f"expected http://host:port with a port number, got {value!r}")
+    return parts.hostname, port
+
+
+class MissingApiKey(HarnessError):
+    pass
+
+
+def api_key_name(plan: object, variant: object) -> str | None:
+    """The environment variable naming `variant`'s API key: its own, else the plan's `server.api_key_env`."""
+    own = getattr(variant, "api_key_env", None)
+    return own or getattr(getattr(plan, "server", None), "api_key_env", None)
+
+
+def api_key(plan: object, variant: object) -> str | None:
+    """The key itself, from this process's environment; None when the plan names none. A named variable
+    that is unset or empty is an error before anything starts (a server without its key answers 401)."""
+    name = api_key_name(plan, variant)
+    if name is None:
+        return None
+    value = os.environ.get(name, "")
+    if not value:
+        raise MissingApiKey(f"variant '{getattr(variant, 'name', '?')}': the API key variable {name} is not set "
+                            "in this environment (plan: api_key_env)")
+    return value

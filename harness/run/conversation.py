@@ -1,0 +1,57 @@
+"""Live multi-turn: turn k of a conversation is sent with turns 1..k-1 and the answers the server just gave.
+
+As MT-bench and Spec-Bench replay their second turns: every arm (the baseline and each variant) answers its
+own earlier turns, so the comparison stays paired turn by turn, and under greedy decoding a variant whose
+outputs match the baseline's sends the same later prompts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+
+def conversation_id(suite: Any, prompt: Any) -> str:
+    return f"{suite.name}/{prompt.id}"
+
+
+def turn_request_id(suite: Any, prompt: Any, turn: int) -> str:
+    """Turn 1 keeps the single-turn request id, so single-turn suites read exactly as before."""
+    base = conversation_id(suite, prompt)
+    return base if turn == 1 else f"{base}/turn{turn}"
+
+
+def request_ids(suite: Any, prompt: Any) -> list[str]:
+    return [turn_request_id(suite, prompt, k) for k in range(1, 1 + getattr(prompt, "turns", 1))]
+
+
+def next_turn(req: Any, answer: str, followup: str, request_id: str) -> Any:
+    """The request of the next turn: the previous request's messages, the server's answer, the new user turn."""
+    history = req.messages if req.messages is not None else [{"role": "user", "content": req.prompt}]
+    messages = [*history, {"role": "assistant", "content": answer}, {"role": "user", "content": followup}]
+    return dataclasses.replace(req, request_id=request_id, messages=messages, prompt=None)
+
+
+async def converse(first: Any, prompt: Any, suite: Any, send: Callable[[Any], Awaitable[Any]],
+                   stopped: Callable[[], bool] = lambda: False) -> AsyncIterator[tuple[Any, Any]]:
+    """Send `first` (turn 1, built by replay.to_request) and then each follow-up; yields (request, result)
+    per turn, `result.turn` and `result.conversation_id` set. A failed turn ends the conversation: the
+    later turns have no answer to follow."""
+    req = first
+    followups = list(getattr(prompt, "followups", []) or [])
+    for turn in range(1, 2 + len(followups)):
+        if turn > 1:
+            req = next_turn(req, result.text, followups[turn - 2], turn_request_id(suite, prompt, turn))
+        result = await send(req)
+        result.turn = turn
+        result.conversation_id = conversation_id(suite, prompt)
+        yield req, result
+        if not result.ok or stopped():
+            return
+
+
+def requests_per_pass(plan: Any) -> int:
+    """Requests of one pass over every suite at every load level (each turn is a request)."""
+    turns = sum(getattr(p, "turns", 1) for s in plan.suites for p in s.prompts)
+    return turns * (len(plan.run.concurrency) + len(getattr(plan.run, "request_rate", []) or []))
