@@ -26,10 +26,6 @@ from harness.analysis.records import RECORD_COLUMNS, CsvAppender, finished_reque
 from harness.common import events as ev
 from harness.common.aio import drain
 from harness.engines import engine_of
-from harness.inputs.endpoints import api_key
-from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
-from harness.run.conversation import request_ids, requests_per_pass
-from harness.run.existing import ExistingServer, check_existing, require_auth, unauthorized
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
@@ -44,10 +40,6 @@ from harness.run.server import Server, ServerFailed
 
 def phase_id(suite: str, concurrency: int, repeat: int) -> str:
     return f"{suite}@c{concurrency}#r{repeat}"
-
-
-def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
-    return f"{suite}@r{rate_label(rate)}#r{repeat}"
 
 
 async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
@@ -75,7 +67,6 @@ class _Run:
         self.servers: list[Server] = []
         self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
         self.phase_tag: dict[str, str | None] = {}
-        self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
         self.alarms = AlarmTracker(plan)
         self.engine = engine_of(plan)
         self.failures = 0
@@ -112,7 +103,7 @@ class _Run:
                 await self._reap_leftovers()
             version = await self.engine.detect_version(plan, self.target)
             self._write_provenance(version, status="running")
-            per_variant = requests_per_pass(plan) * plan.run.repeats
+            per_variant = sum(len(s.prompts) for s in plan.suites) * len(plan.run.concurrency) * plan.run.repeats
             self.total_requests = per_variant * len(plan.variants)
             self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
                                     tuple(v.name for v in plan.variants), self.total_requests,
@@ -143,7 +134,6 @@ class _Run:
             "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
             "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
             "simulated": bool(self.plan.target.simulated),
-            "servers_not_started": [v.name for v in self.plan.variants if v.is_existing],
             "sglang_version_detected": version, "client_host": platform.node(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
@@ -161,16 +151,13 @@ class _Run:
             "temperature": float(self.plan.run.temperature),
         }
         # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
-        meta["forced_acceptance"] = engine_of(self.plan).forced_acceptance(
-            {**(self.plan.target.env or {}), **(variant.env or {})})
+        forced = getattr(engine_of(self.plan), "forced_acceptance", None)  # an engine without the switch: None
+        meta["forced_acceptance"] = forced({**(self.plan.target.env or {}), **(variant.env or {})}) if forced else None
         todo = self._phases(variant)
         if not todo:
             return  # resumed: nothing left for this variant
-        key = api_key(self.plan, variant)
-        server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
-            if variant.is_existing else \
-            Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir, engine_version=version,
-                   on_lines=lambda lines, s=name: self._on_lines(s, lines), api_key=key)
+        server = Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
+                        engine_version=version, on_lines=lambda lines, s=name: self._on_lines(s, lines))
         self.servers.append(server)
         self._log_owner[name] = server
         self.emit(ev.ServerState(name, "starting"))
@@ -183,9 +170,6 @@ class _Run:
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
             info = await server.admin.server_info() if server.admin else None
             meta.update(self.engine.server_provenance(info))
-            if variant.is_existing:
-                for alarm in check_existing(variant, meta):  # raises ServerFailed on a mismatch
-                    self.emit(alarm)
             graph_bs = meta.get("server_cuda_graph_max_bs_decode") or meta.get("server_cuda_graph_max_bs")
             if isinstance(graph_bs, int):
                 self.alarms.set_graph_max_bs(name, graph_bs)
@@ -224,7 +208,6 @@ class _Run:
             return
         self.servers.remove(server)
         keep = self.keep and server.name not in self.failed  # a failed server is of no use to anyone
-        keep = keep or isinstance(server, ExistingServer)  # not ours to stop
         self.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
         gone = await server.stop(keep=keep)
         if not keep:
@@ -235,17 +218,14 @@ class _Run:
         out = []
         for repeat in range(1, self.plan.run.repeats + 1):
             for suite in self.plan.suites:
-                for c in [*self.plan.run.concurrency, *map(float, getattr(self.plan.run, "request_rate", []))]:
-                    pid = phase_id(suite.name, c, repeat) if not isinstance(c, float) else \
-                        rate_phase_id(suite.name, c, repeat)
-                    if isinstance(c, float):
-                        self.phase_rate[pid], c = c, 0  # open loop: records and phases say concurrency 0
+                for c in self.plan.run.concurrency:
+                    pid = phase_id(suite.name, c, repeat)
                     prompts = list(suite.prompts)
                     if getattr(self.plan.run, "order", "suite") == "shuffled":
                         # same seed for every variant: all arms see the same order (TTFT depends on it)
                         random.Random(f"{self.plan.run.seed}/{pid}").shuffle(prompts)
-                    prompts = [p for p in prompts  # a conversation is redone unless all its turns finished
-                               if any((variant.name, pid, r) not in self.finished for r in request_ids(suite, p))]
+                    prompts = [p for p in prompts
+                               if (variant.name, pid, f"{suite.name}/{p.id}") not in self.finished]
                     if prompts:
                         out.append((pid, suite, c, repeat, prompts))
         return out
@@ -258,12 +238,10 @@ class _Run:
         run = self.plan.run
         model = await server.admin.model_id() or str(self.plan.model.path)
         client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
-                              max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
-                              api_key=api_key(self.plan, variant) or "EMPTY")
+                              max_connections=max(run.concurrency) + 8, keepalive=run.connections == "keep-alive")
         probe = self.engine.spec_mode(run, variant, meta.get("sglang_version"))
         meta["per_request_spec"] = probe
         try:
-            await require_auth(server)
             await warmup(client, self.plan, variant)
             # a full collection stalls the event loop for tens of ms mid-stream: collect now, then keep the
             # long-lived objects out of later collections (vLLM's bench does the same)
@@ -291,15 +269,12 @@ class _Run:
         ok = err = 0
         extra = self.engine.spec_request_extra(probe)
         t0 = time.perf_counter()
-        rate = self.phase_rate.get(pid)
-        replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive) if rate is None \
-            else replay_rate_phase(client, self.plan, prompts, suite, rate, extra, pid)
-        async for req, prompt, result in replay:
+        async for req, prompt, result in replay_phase(client, self.plan, prompts, suite, c, extra,
+                                                      watchdog=server.alive):
             rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
                               prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
                               request_id=req.request_id, result=result,
-                              normalise_spec=self.engine.request_spec, request_rate=rate)
-            unauthorized(name, rec)
+                              normalise_spec=self.engine.request_spec)
             self.records.append(asdict(rec))
             if self.outputs is not None and rec.ok:
                 self.outputs.append({"variant": name, "phase": pid, "request_id": req.request_id,
@@ -331,7 +306,7 @@ class _Run:
 
     async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
         """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
-        deadline = time.monotonic() + timeout if getattr(server, "has_log", True) else 0.0
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             new = server.lines_seen - mark
             if new > 0 and any("server_info" in ln for ln in list(server.last_lines)[-min(new, 50):]):
