@@ -26,6 +26,7 @@ from tests.snapshots.tui_fakes import (
     FakeFleet,
     FakeRun,
     Recorder,
+    confirm,
     snap_plan,
     wait_for,
 )
@@ -149,6 +150,7 @@ async def test_cancel_closes_the_run_and_settles_its_servers(tmp_path, keep):
             "the run waiting in its first phase",
         )
         await pilot.press("ctrl+g")
+        await confirm(pilot)
         await wait_for(pilot, lambda: app.run_state == "cancelled" and app.result is not None, "cancelled")
     assert fake.cancelled and fake.closed.is_set()
     assert app.servers["baseline"].state == ("kept" if keep else "stopped")
@@ -232,6 +234,7 @@ async def test_server_actions_wait_while_a_run_owns_the_servers(tmp_path):
         )
         assert fleets[0].calls == []
         await pilot.press("2", "ctrl+g")
+        await confirm(pilot)
         await wait_for(pilot, lambda: app.run_state == "cancelled", "cancelled")
 
 
@@ -326,6 +329,7 @@ async def test_quit_stops_the_servers_it_started(tmp_path):
         await pilot.press("s")
         await wait_for(pilot, lambda: app.servers["baseline"].state == "ready", "baseline ready")
         await pilot.press("q")
+        await confirm(pilot)
         await wait_for(pilot, lambda: not app.is_running, "app exited")
     assert ("close", "") in fleets[0].calls and fleets[0].up == set()
     assert app.return_code == 0

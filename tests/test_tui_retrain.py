@@ -11,7 +11,7 @@ from harness.tui.app import build_app
 from harness.tui.dialogs import FormDialog
 from harness.tui.screens.retrain import RetrainScreen
 from tests.retrain_helpers import conversation, read_jsonl, write_jsonl, write_plan
-from tests.snapshots.tui_fakes import Recorder, wait_for
+from tests.snapshots.tui_fakes import Recorder, confirm, wait_for
 
 pytestmark = pytest.mark.slow
 SIZE = (120, 40)
@@ -100,6 +100,7 @@ async def test_cancel_and_resume_a_job(tmp_path, monkeypatch):
         )
         app.screen.query_one("#jobs-table").focus()
         await pilot.press("k")
+        await confirm(pilot)
         await wait_for(pilot, lambda: app.jobs and app.jobs[0].state == "cancelled", "cancelled", 60)
         await wait_for(pilot, lambda: app.job_progress.state == "cancelled", "the follower saw it", 60)
         await pilot.press("y")
@@ -107,6 +108,7 @@ async def test_cancel_and_resume_a_job(tmp_path, monkeypatch):
             pilot, lambda: app.jobs[0].state == "running" and len(app.jobs[0].attempts) == 2, "resumed", 60
         )
         await pilot.press("k")
+        await confirm(pilot)
         await wait_for(pilot, lambda: app.jobs[0].state == "cancelled", "cancelled again", 60)
 
 

@@ -51,6 +51,8 @@ class _Member:
     pgid: int | None = None
     starts: int = 0
     starting: asyncio.Task | None = None
+    adopted: Any = None  # a harness.run.kept.KeptServer: started by an earlier draftbench, stopped by pgid
+    url: str | None = None  # an adopted server's base URL
 
 
 def parse_gpu_memory(smi_csv: str, ps_out: str, pgids: dict[str, int]) -> dict[str, int]:
@@ -122,7 +124,13 @@ class Fleet:
     def base_url(self, name: str) -> str | None:
         """http://host:port reaching the variant's server from here, while it is ready."""
         m = self._member(name)
-        return m.server.base_url if m.state == "ready" and m.server is not None else None
+        if m.state != "ready":
+            return None
+        return m.server.base_url if m.server is not None else m.url
+
+    def live(self) -> list[str]:
+        """Variants whose server is up or on its way (what quitting would stop)."""
+        return [n for n, m in self.members.items() if m.state in ("starting", "ready", "stopping")]
 
     def _member(self, name: str) -> _Member:
         try:
@@ -152,6 +160,27 @@ class Fleet:
             from harness.run.rundir import new_run_dir
 
             self.session_id, self.session_dir = new_run_dir(self.results_dir / "servers", self.plan.name)
+
+    async def adopt(self) -> list[str]:
+        """Take over this plan's servers that an earlier draftbench started and left running (servers.jsonl
+        under the results dir): they show as ready with their port, pgid and uptime and can be stopped."""
+        from harness.run.kept import kept_servers
+
+        await self.connect()
+        adopted = []
+        for k in kept_servers(self.results_dir, self.plan.name):
+            m = self.members.get(k.variant)
+            if m is None or m.state != "stopped" or k.target != self.target.name or k.port is None:
+                continue
+            if not await self.target.alive(k.pgid):
+                continue
+            host, lport = await self.target.forward(self.plan.server.host, k.port)
+            m.adopted, m.url = k, f"http://{host}:{lport}"
+            since = time.monotonic() - max(0.0, time.time() - k.started_wall)
+            self._set(m, "ready", started_at=since, ready_at=since, port=k.port, pgid=k.pgid,
+                      detail=f"adopted: left running ({k.state}) by {k.jsonl.parent.name}")
+            adopted.append(k.variant)
+        return adopted
 
     async def preflight(self) -> list[ev.Alarm]:
         """The preflight checks' findings as Alarm events (also sent to the callback); [] without checks."""
@@ -238,6 +267,8 @@ class Fleet:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await m.starting
             return self.status(name)
+        if m.server is None and m.adopted is not None:
+            return await self._stop_adopted(m)
         if m.server is None:
             if m.state != "stopped":
                 self._set(m, "stopped", started_at=None, ready_at=None, port=None, pgid=None)
@@ -249,6 +280,22 @@ class Fleet:
         else:
             self._set(m, "failed", detail="processes left after SIGKILL")
         return self.status(name)
+
+    async def _stop_adopted(self, m: _Member) -> MemberStatus:
+        from harness.run.kept import record_stopped
+
+        kept, m.adopted, m.url = m.adopted, None, None
+        self._set(m, "stopping")
+        try:
+            gone = await self.target.kill_group(kept.pgid)
+        except Exception:
+            gone = False
+        record_stopped(kept, gone, "tui")
+        if gone:
+            self._set(m, "stopped", started_at=None, ready_at=None, detail="", port=None, pgid=None)
+        else:
+            self._set(m, "failed", detail="processes left after SIGKILL")
+        return self.status(m.variant.name)
 
     async def restart(self, name: str) -> MemberStatus:
         await self.stop(name)

@@ -65,6 +65,7 @@ class _Run:
         self.target = target
         self.own_target = target is None
         self.servers: list[Server] = []
+        self.kept: list[Server] = []  # kept servers, oldest first: stopped when the next variant needs the GPU
         self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
         self.phase_tag: dict[str, str | None] = {}
         self.alarms = AlarmTracker(plan)
@@ -162,6 +163,7 @@ class _Run:
         self._log_owner[name] = server
         self.emit(ev.ServerState(name, "starting"))
         try:
+            await self._make_room()
             await server.start()
             meta.update({"port": server.port, "pgid": server.pgid,
                          "launch_command": redact_argv(server.argv)})
@@ -203,6 +205,18 @@ class _Run:
             self.emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
                                      "left running by the interrupted run"))
 
+    async def _make_room(self) -> None:
+        """A kept server stays up while the next variant is measured only when the plan says the GPU has room
+        (harness.run.kept.gpu_has_room); else it is stopped now, so only the last variant's stays."""
+        from harness.run.kept import gpu_has_room
+
+        while self.kept and not gpu_has_room(self.plan, len(self.kept)):
+            server = self.kept.pop(0)
+            self.emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
+            gone = await server.stop()
+            self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
+                                     "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
+
     async def _stop(self, server: Server) -> None:
         if server not in self.servers:
             return
@@ -210,6 +224,8 @@ class _Run:
         keep = self.keep and server.name not in self.failed  # a failed server is of no use to anyone
         self.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
         gone = await server.stop(keep=keep)
+        if keep and server.pgid is not None:
+            self.kept.append(server)
         if not keep:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      "" if gone else "processes left after SIGKILL"))

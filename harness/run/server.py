@@ -81,7 +81,7 @@ class Server:
                                             pid_path=pid_path)
         self._record({"variant": self.name, "pgid": self.pgid, "port": self.port,
                       "argv": redact_argv(self.argv), "remote_log": self.remote_log, "pid_path": pid_path,
-                      "target": self.target.name, "state": "started"})
+                      "target": self.target.name, "state": "started", "wall": round(time.time(), 3)})
         local_log = self.run_dir / "logs" / f"{self.name}.log"
         local_log.parent.mkdir(parents=True, exist_ok=True)
         self._tail_task = asyncio.create_task(self._follow(local_log), name=f"tail-{self.name}")

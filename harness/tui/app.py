@@ -173,16 +173,52 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         self.action_section(section)
         await self.get_screen(section).run_action(action)
 
+    def confirm(self, question: str, answers: list[tuple[str, str]], then: Callable[[str], Any]) -> None:
+        """Ask before a destructive key acts; `then(answer)` runs only on an answer, not on Cancel."""
+        from harness.tui.dialogs import ConfirmDialog
+
+        def done(answer: str | None) -> None:
+            if answer is None:
+                return
+            if asyncio.iscoroutinefunction(then):
+                self.run_worker(then(answer), group="confirm", exit_on_error=False)
+            else:
+                then(answer)
+
+        self.push_screen(ConfirmDialog(question, answers), done)
+
+    def _live_servers(self) -> list[str]:
+        live = getattr(self.fleet, "live", None)
+        if live is not None:
+            return list(live())
+        return [n for n, v in self.servers.items() if v.source == "fleet" and v.state in ("starting", "ready")]
+
     async def action_quit(self) -> None:
-        """Cancel a run and stop the servers this TUI started, then leave."""
+        """Leave at once when nothing runs; else say what quitting stops and ask (stop, keep servers, cancel)."""
+        running = self.run_thread is not None and self.run_state in ACTIVE_RUN
+        live = self._live_servers() if self.fleet is not None else []
+        if not running and not live:
+            await self._quit("stop")
+            return
+        what = [f"the run {self.run_dir or ''} (cancelled; finished requests kept, resumable)"] if running else []
+        what += [f"server {n}" + (f" on port {self.servers[n].port}" if n in self.servers and self.servers[n].port
+                                  else "") for n in live]
+        answers = [("stop", "Stop and quit")] + ([("keep", "Keep servers, quit")] if live and not running else [])
+        self.confirm("Quitting stops:\n  " + "\n  ".join(what), answers, self._quit)
+
+    async def _quit(self, answer: str) -> None:
         if self.run_thread is not None and self.run_state in ACTIVE_RUN:
             self.notify("cancelling the run and stopping its servers...")
             self.run_thread.cancel()
             await self.workers.wait_for_complete([w for w in self.workers if w.group == "run"])
         if self.fleet is not None:
-            self.notify("stopping servers...")
+            live = self._live_servers()
             fleet, self.fleet = self.fleet, None
-            await fleet.close()
+            if answer == "keep":
+                self.notify(f"leaving {len(live)} server(s) running: the next draftbench adopts them")
+            elif live:
+                self.notify("stopping " + ", ".join(live) + "...")
+            await fleet.close(keep=answer == "keep")
         self.exit(0)
 
     async def on_unmount(self) -> None:
@@ -225,11 +261,20 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
                 plan, on_event=self.fleet_feed.push, results_dir=self.results_dir, target=target
             )
         self._preflight()
+        if hasattr(self.fleet, "adopt"):
+            self._adopt()
         self.action_refresh_drafters()
 
     @work(group="fleet", exit_on_error=False)
     async def _preflight(self) -> None:
         await self.fleet.preflight()
+
+    @work(group="fleet", exit_on_error=False)
+    async def _adopt(self) -> None:
+        """Servers an earlier draftbench left running for this plan: shown, stoppable, asked about on quit."""
+        adopted = await self.fleet.adopt()
+        if adopted:
+            self.notify(f"adopted {len(adopted)} server(s) left running: {', '.join(adopted)}", timeout=10)
 
     # ---- servers ------------------------------------------------------------------------------------------
     @on(msg.ServerActionRequested)

@@ -119,3 +119,36 @@ class FormDialog(ModalScreen[dict[str, str] | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class ConfirmDialog(ModalScreen[str | None]):
+    """A question with a few answers (key, label); dismisses with the key, or None on escape/Cancel.
+    Destructive single keys (quit during a run, cancel, stop all) go through here."""
+
+    BINDINGS = [Binding("escape,n", "cancel", "Cancel"), Binding("y", "first", "The first answer")]
+
+    def __init__(self, question: str, answers: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.question = question
+        self.answers = answers
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog confirm-dialog"):
+            yield Static(self.question, id="confirm-text", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                for i, (key, label) in enumerate(self.answers):
+                    yield Button(label, id=f"confirm-{key}", variant="error" if i == 0 else "default")
+                yield Button("Cancel", id="confirm-cancel")
+
+    def on_mount(self) -> None:
+        self.query(Button).first().focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        key = (event.button.id or "").removeprefix("confirm-")
+        self.dismiss(None if key == "cancel" else key)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_first(self) -> None:
+        self.dismiss(self.answers[0][0])

@@ -121,8 +121,12 @@ class FakeFleet:
             await self.stop(name)
 
     async def close(self, *, keep: bool = False) -> None:
-        self.calls.append(("close", ""))
-        await self.stop_all()
+        self.calls.append(("close", "keep" if keep else ""))
+        if not keep:
+            await self.stop_all()
+
+    def live(self) -> list[str]:
+        return sorted(self.up)
 
     async def gpu_memory(self) -> dict[str, int]:
         return {name: 1234 for name in self.up}
@@ -184,6 +188,14 @@ async def wait_for(pilot: Any, condition: Any, what: str, timeout: float = 15.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for: {what}")
         await pilot.pause(every)
+
+
+async def confirm(pilot: Any, answer: str = "y") -> None:
+    """Answer the confirmation a destructive key asks for ("y": its first answer, "n": cancel)."""
+    from harness.tui.dialogs import ConfirmDialog
+
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), "the confirmation")
+    await pilot.press(answer)
 
 
 class Recorder:

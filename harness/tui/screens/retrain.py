@@ -260,8 +260,16 @@ class RetrainScreen(SectionScreen):
 
     def action_job(self, action: str) -> None:
         job_id = self._job()
-        if job_id:
+        if not job_id:
+            return
+        if action != "cancel":
             self.app.job_action(action, job_id)
+            return
+        self.app.confirm(
+            f"Cancel training job {job_id}? Its checkpoints so far stay; y (resume) continues from the last.",
+            [("yes", "Cancel the job")],
+            lambda _: self.app.job_action(action, job_id),
+        )
 
     def action_evaluate(self) -> None:
         path = _selected(self.query_one("#checkpoints-table", DataTable))

@@ -110,7 +110,13 @@ class RunScreen(SectionScreen):
         self.post_message(RunRequested(choice))
 
     def action_cancel_run(self) -> None:
-        self.post_message(CancelRequested())
+        if self.app.run_state not in ("preparing", "running"):
+            return
+        self.app.confirm(
+            "Cancel the run? Finished requests are kept (resume it later); its servers are stopped.",
+            [("yes", "Cancel the run")],
+            lambda _: self.post_message(CancelRequested()),
+        )
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "start-run":

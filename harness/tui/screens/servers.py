@@ -78,7 +78,16 @@ class ServersScreen(SectionScreen):
             self.post_message(ServerActionRequested(action, (name,)))
 
     def action_server_all(self, action: str) -> None:
-        self.post_message(ServerActionRequested(action, tuple(self.app.servers)))
+        names = tuple(self.app.servers)
+        up = [n for n, v in self.app.servers.items() if v.state in ("starting", "ready")]
+        if action != "stop" or not up:
+            self.post_message(ServerActionRequested(action, names))
+            return
+        self.app.confirm(
+            f"Stop all {len(up)} server(s)? " + ", ".join(up),
+            [("yes", "Stop all")],
+            lambda _: self.post_message(ServerActionRequested(action, names)),
+        )
 
     def action_toggle_filter(self) -> None:
         pane = self.query_one(LogPane)

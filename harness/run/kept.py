@@ -1,0 +1,82 @@
+"""Servers draftbench started and left running: found again from the servers.jsonl files under a results dir.
+
+A run with keep_servers, a TUI quit that kept its servers, or a harness killed mid-run leaves entries whose
+last state is "kept" or "started"; a front end adopts the live ones (state, port, pgid, uptime) so it can
+show and stop them instead of forgetting them. GPU room decides whether a kept server may stay up while
+the next variant is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LIVE_STATES = ("started", "kept")  # last entry of a process group that nobody stopped
+
+
+@dataclass(frozen=True)
+class KeptServer:
+    variant: str
+    pgid: int
+    port: int | None
+    target: str
+    started_wall: float  # time.time() of the start (the file's mtime for entries written before "wall")
+    jsonl: Path  # where its entries live: a stop appends there
+    state: str  # "kept" or "started" (the harness that started it went away without stopping it)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[KeptServer]:
+    """Every process group under results_dir (runs, Servers sessions, regen) whose last entry is live;
+    only directories of `plan_name` when given. Newest first; liveness is the caller's to check."""
+    root = Path(results_dir)
+    files = [*root.glob("*/servers.jsonl"), *root.glob("servers/*/servers.jsonl")]
+    if plan_name is not None:
+        slug = _slug(plan_name)
+        files = [f for f in files if re.fullmatch(rf"\d{{8}}-\d{{6}}-{re.escape(slug)}(-\d+)?", f.parent.name)]
+    out: list[KeptServer] = []
+    for path in files:
+        last: dict[int, dict[str, Any]] = {}
+        started: dict[int, dict[str, Any]] = {}
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            pgid = entry.get("pgid")
+            if isinstance(pgid, int):
+                last[pgid] = entry
+                if entry.get("state") == "started":
+                    started[pgid] = entry
+        for pgid, entry in last.items():
+            if pgid in started and entry.get("state") in LIVE_STATES:
+                s = started[pgid]
+                out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"), str(s.get("target", "local")),
+                                      float(s.get("wall") or mtime), path, str(entry["state"])))
+    return sorted(out, key=lambda k: -k.started_wall)
+
+
+def record_stopped(kept: KeptServer, gone: bool, by: str) -> None:
+    with open(kept.jsonl, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"variant": kept.variant, "pgid": kept.pgid,
+                             "state": "stopped" if gone else "stop-failed", "by": by}) + "\n")
+
+
+def gpu_has_room(plan: Any, servers_up: int) -> bool:
+    """May `servers_up` servers stay up next to one more? Only when the plan says so: the stand-in uses no
+    GPU, or server.mem_fraction_static leaves room for every one of them (at most 0.9 in all)."""
+    if plan.target.simulated:
+        return True
+    frac = getattr(plan.server, "mem_fraction_static", None)
+    return frac is not None and (servers_up + 1) * frac <= 0.9
