@@ -9,7 +9,7 @@ import pytest
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from harness.tui.dialogs import FormDialog
-from harness.tui.screens.retrain import RetrainScreen
+from harness.tui.screens.retrain import RetrainScreen, progress_text
 from tests.retrain_helpers import conversation, read_jsonl, write_jsonl, write_plan
 from tests.snapshots.tui_fakes import Recorder, confirm, wait_for
 
@@ -103,10 +103,15 @@ async def test_cancel_and_resume_a_job(tmp_path, monkeypatch):
         await confirm(pilot)
         await wait_for(pilot, lambda: app.jobs and app.jobs[0].state == "cancelled", "cancelled", 60)
         await wait_for(pilot, lambda: app.job_progress.state == "cancelled", "the follower saw it", 60)
+        assert app.job_progress.eta_s is None and "ETA" not in progress_text(app.job_progress)
+        stopped_at = app.job_progress.global_step
         await pilot.press("y")
         await wait_for(
             pilot, lambda: app.jobs[0].state == "running" and len(app.jobs[0].attempts) == 2, "resumed", 60
         )
+        # the resumed follower reads the whole log in order: it goes on from there, not from epoch 0 step 0
+        await wait_for(pilot, lambda: app.job_progress is not None and app.job_progress.state == "running"
+                       and (app.job_progress.global_step or 0) >= stopped_at, "progress from the last step", 60)
         await pilot.press("k")
         await confirm(pilot)
         await wait_for(pilot, lambda: app.jobs[0].state == "cancelled", "cancelled again", 60)

@@ -349,12 +349,12 @@ async def follow_job(
     next_check = 0.0
     try:
         while True:
-            with contextlib.suppress(TimeoutError):
+            first = b""  # kept in front: put back in the queue it would come after the rest (a log over
+            with contextlib.suppress(TimeoutError):  # 64 KiB then ended in the state of its first block)
                 first = await asyncio.wait_for(queue.get(), timeout=poll_s)
-                queue.put_nowait(first)
             if task.done():
                 task.result()  # the follower died: surface why
-            data = take()
+            data = first + take()
             if data:
                 consumed += len(data)
                 yield state.feed_records(splitter.feed(data))
@@ -378,7 +378,8 @@ async def follow_job(
             records = splitter.feed(b"".join(rest)) + splitter.flush()
             final = await refresh_job(target, now, results_dir)
             progress = state.feed_records(records)
-            yield replace(progress, state=final.state, exit_code=final.exit_code)
+            # an ended job has nothing left to wait for: no ETA
+            yield replace(progress, state=final.state, exit_code=final.exit_code, eta_s=None)
             return
     finally:
         task.cancel()
