@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_breakeven import add_parsers as add_breakeven_parsers
 
     add_breakeven_parsers(sub)
+    from harness.cli_tune import add_parsers as add_tune_parsers
+
+    add_tune_parsers(sub)
     sub.add_parser("sim-server", help="the SGLang stand-in server (takes sglang.launch_server flags)",
                    add_help=False)
     tui = sub.add_parser("tui", help="open the TUI on a plan (the demo plan when none is given)")
@@ -98,9 +101,11 @@ def main(argv: list[str] | None = None) -> int:
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
         from harness.cli_breakeven import handlers as breakeven_handlers
         from harness.cli_retrain import handlers as retrain_handlers
+        from harness.cli_tune import handlers as tune_handlers
 
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
-                   "import-suite": _import_suite, "compare": _compare, **retrain_handlers(), **breakeven_handlers()}[args.command]
+                   "import-suite": _import_suite, "compare": _compare, **retrain_handlers(), **breakeven_handlers(),
+                   **tune_handlers()}[args.command]
         return handler(args)
     except InputError as exc:
         say(f"error: {exc}")

@@ -89,6 +89,33 @@ class RunDone:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TuneStage:
+    stage: str  # "wide" | "preflight" | "step-cost" | "verify" | "report"
+    message: str
+    spent_s: float
+    budget_s: float
+
+
+@dataclass(frozen=True)
+class TuneCandidate:
+    config: str  # e.g. "s3-k1-d4-g"
+    status: str  # "measuring" | "measured" | "failed" | "rejected" | "skipped" | "verifying" | "verified"
+    expected_speedup: float | None = None
+    est_cost_s: float | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class TuneDone:
+    tune_dir: str
+    complete: bool
+    stop_reason: str  # "confirmed" | "budget" | "grid-exhausted" | "failed"
+    tune_csv: str
+    starts: int  # server starts the tune made
+    grid_size: int
+
+
 Event = (
     RunStarted
     | ServerState
@@ -100,4 +127,7 @@ Event = (
     | Alarm
     | VariantDone
     | RunDone
+    | TuneStage
+    | TuneCandidate
+    | TuneDone
 )
