@@ -1,0 +1,232 @@
+"""`draftbench tune` results: tune.csv (every grid point at every concurrency), the acceptance curve per
+category, speculation_profile.json, a heatmap of predicted speedup (text; PNG when matplotlib is
+installed) and the answer in words. Everything derives from the tune's run directories.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import tune_data as td
+from harness.analysis import tune_model as tm
+from harness.analysis.tune_model import Config
+
+TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "concurrency", "accept_len_pred",
+                "accept_len_measured", "step_ms", "tok_s_pred", "tok_s_measured", "speedup", "speedup_ci_low",
+                "speedup_ci_high", "measured", "speedup_pred", "step_ms_prior", "base_step_ms",
+                "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
+                "verdict", "status", "variant"]
+COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
+
+
+def _err(pred: Any, got: Any) -> float | None:
+    if pred is None or got is None or pd.isna(pred) or pd.isna(got) or not got:
+        return None
+    return round(100.0 * (float(pred) - float(got)) / float(got), 2)
+
+
+def _num(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if v != v else v
+
+
+def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
+    """One row per (grid config, concurrency). `measured`: "verified" (full paired run), "step" (its own
+    step-cost phases), "" (step cost from the prior between measured neighbours; an estimate)."""
+    verified = td.verified_rows(t.dir / "wide")
+    cost_al = {c.name: td.measured_accept_len(t.dir / "cost", c.name) for c in measured}
+    rows = []
+    for cfg in t.grid:
+        name = t.wide_name if cfg == t.wide else cfg.name
+        al = t.accept(cfg)
+        for c in t.conc:
+            step = measured.get(cfg, {}).get(c)
+            prior = None if step is not None else tm.prior_step_ms(cfg, c, measured)
+            use = step if step is not None else prior
+            v = verified.get((name, c)) or (verified.get((cfg.name, c)) if cfg == t.wide else None)
+            status = ("rejected" if cfg.name in t.state["rejected"] else
+                      "failed" if cfg.name in t.state["failed"] else "")
+            tok_pred = tm.decode_tok_s(al, c, use) if al and use else None
+            spd_pred = tm.predicted_speedup(al, use, base[c]) if al and use and base.get(c) else None
+            al_meas = _num(v.get("accept_len")) if v else cost_al.get(cfg.name, {}).get(c)
+            tok_meas = _num(v.get("tok_s")) if v else None
+            spd = _num(v.get("speedup")) if v else None
+            rows.append({
+                "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk, "num_draft_tokens": cfg.num_draft_tokens,
+                "cuda_graph": cfg.cuda_graph, "concurrency": c, "accept_len_pred": al,
+                "accept_len_measured": al_meas, "step_ms": step, "tok_s_pred": tok_pred, "tok_s_measured": tok_meas,
+                "speedup": spd, "speedup_ci_low": _num(v.get("speedup_ci_low")) if v else None,
+                "speedup_ci_high": _num(v.get("speedup_ci_high")) if v else None,
+                "measured": "verified" if v else ("step" if step is not None else ""),
+                "speedup_pred": spd_pred, "step_ms_prior": prior, "base_step_ms": base.get(c),
+                "break_even_accept_len": tm.break_even_accept_len(use, base[c]) if use and base.get(c) else None,
+                "accept_len_error_pct": _err(al, al_meas), "tok_s_error_pct": _err(tok_pred, tok_meas),
+                "speedup_error_pct": _err(spd_pred, spd), "verdict": v.get("verdict") if v else None,
+                "status": status or ("verified" if v else "step-measured" if step is not None else "predicted"),
+                "variant": name,
+            })
+    return pd.DataFrame(rows, columns=TUNE_COLUMNS)
+
+
+def best_per_concurrency(rows: pd.DataFrame) -> dict[int, dict[str, Any]]:
+    """The config with the highest predicted speedup among those whose step cost was measured."""
+    out: dict[int, dict[str, Any]] = {}
+    m = rows[rows["measured"] != ""]
+    for c, g in m.groupby("concurrency"):
+        g = g[pd.to_numeric(g["speedup_pred"], errors="coerce").notna()]
+        if not g.empty:
+            out[int(c)] = g.loc[pd.to_numeric(g["speedup_pred"]).idxmax()].to_dict()
+    return out
+
+
+def acceptance_curves(hists: dict[str, list[int]], positions: int) -> pd.DataFrame:
+    """P(accepted >= k) and P(k | k-1) per category (and "all") at every draft position."""
+    rows = []
+    for cat, h in [("all", tm.add_histograms(hists.values())), *sorted(hists.items())]:
+        for k, (m, cnd) in enumerate(zip(tm.marginal_rates(h, positions), tm.conditional_rates(h, positions),
+                                         strict=True), start=1):
+            rows.append({"category": cat, "position": k, "p_accepted_at_least": round(m, 4),
+                         "conditional": round(cnd, 4), "verify_steps": tm.steps_of(h)})
+    return pd.DataFrame(rows)
+
+
+def heatmap_text(rows: pd.DataFrame, concurrency: int) -> str:
+    """Predicted speedup over num_steps (rows) x num_draft_tokens (columns), best topk / graph setting per
+    cell; '*' marks a measured step cost, '~' one from the prior."""
+    r = rows[(rows["concurrency"] == concurrency) & pd.to_numeric(rows["speedup_pred"], errors="coerce").notna()]
+    if r.empty:
+        return f"c{concurrency}: nothing predicted"
+    steps = sorted(r["num_steps"].unique())
+    ndts = sorted(r["num_draft_tokens"].unique())
+    lines = [f"predicted speedup at concurrency {concurrency} (rows num_steps, columns num_draft_tokens)",
+             "steps " + "".join(f"{d:>8}" for d in ndts)]
+    for s in steps:
+        cells = []
+        for d in ndts:
+            g = r[(r["num_steps"] == s) & (r["num_draft_tokens"] == d)]
+            if g.empty:
+                cells.append(f"{'':>8}")
+                continue
+            best = g.loc[pd.to_numeric(g["speedup_pred"]).idxmax()]
+            mark = "*" if best["measured"] else "~"
+            cells.append(f"{float(best['speedup_pred']):>7.2f}{mark}")
+        lines.append(f"{s:>5} " + "".join(cells))
+    return "\n".join(lines)
+
+
+def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    r = rows[rows["concurrency"] == concurrency].copy()
+    r["speedup_pred"] = pd.to_numeric(r["speedup_pred"], errors="coerce")
+    grid = r.pivot_table(index="num_steps", columns="num_draft_tokens", values="speedup_pred", aggfunc="max")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    im = ax.imshow(grid.values, cmap="RdYlGn", vmin=0.5, vmax=max(1.5, float(grid.max().max() or 1.5)))
+    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+    ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
+    ax.set_xlabel("num_draft_tokens")
+    ax.set_ylabel("num_steps")
+    ax.set_title(f"predicted speedup, concurrency {concurrency}")
+    fig.colorbar(im, ax=ax)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int) -> list[str]:
+    """The answer per concurrency, in words."""
+    out = []
+    all_h = tm.add_histograms(hists.values())
+    for c, b in sorted(best_per_concurrency(rows).items()):
+        cfg = (f"num_steps {b['num_steps']}, eagle_topk {b['eagle_topk']}, num_draft_tokens "
+               f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
+        spd = _num(b["speedup"])
+        lo, hi = _num(b["speedup_ci_low"]), _num(b["speedup_ci_high"])
+        beats = (lo > 1.0) if lo is not None else (spd if spd is not None else float(b["speedup_pred"])) > 1.0
+        if beats:
+            got = (f"measured {spd:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else "")
+                   if spd is not None else "not verified")
+            out.append(f"c{c}: best {cfg}: predicted {float(b['speedup_pred']):.2f}x, {got}")
+            continue
+        k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
+        weak = sorted(((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items()))
+        where = (f"; acceptance drops below {COLLAPSE_BELOW:.0%} at position {k}"
+                 f" (weakest: {', '.join(cat for _, cat in weak[:3])})" if k else "")
+        need = _num(b["break_even_accept_len"])
+        out.append(f"c{c}: no config beats the baseline: the best ({cfg}) needs accept length "
+                   f"{need:.2f} at its step cost and this drafter reaches {float(b['accept_len_pred']):.2f}"
+                   + (f" (measured {spd:.2f}x)" if spd is not None else "") + where)
+    return out
+
+
+def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
+    out = t.dir / "tune.csv"
+    rows.to_csv(out, index=False)
+    positions = t.wide.num_steps
+    acceptance_curves(t.hists, positions).to_csv(t.dir / "acceptance.csv", index=False)
+    profile = tm.speculation_profile(
+        t.hist, positions, method=(t.tuned.spec_algorithm or "eagle3"), per_category=t.hists,
+        per_request_mean=td.per_request_accept_len(t.dir / "wide", t.wide_name),
+        draft_checkpoint={"name": t.tuned.drafter.name, "id": "/".join(str(t.tuned.drafter.path).split("/")[-2:])},
+        target_model={"id": "/".join(str(t.plan.model.path).split("/")[-2:])},
+        conditions={"engine": "sglang", "num_steps": positions, "eagle_topk": 1, "concurrency": t.conc,
+                    "suites": [s.name for s in t.plan.suites], "simulated": bool(t.plan.target.simulated)})
+    (t.dir / "speculation_profile.json").write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    (t.dir / "tune_report.txt").write_text(render(t, rows) + "\n", encoding="utf-8")
+    for c in t.conc:
+        heatmap_png(rows, c, t.dir / f"heatmap_c{c}.png")
+    return out
+
+
+def render(t: Any, rows: pd.DataFrame) -> str:
+    positions = t.wide.num_steps
+    curves = acceptance_curves(t.hists, positions)
+    lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state['starts'])} server starts for a grid "
+             f"of {len(t.grid)}; stop: {t.state['stop_reason'] or 'unfinished'}; "
+             f"{float(t.state['spent_s']):.0f} s of {t.opts.budget_s:.0f} s", ""]
+    lines += answer(rows, t.hists, positions) + ["", "P(accepted >= k) per category (wide run, topk 1):"]
+    cats = list(dict.fromkeys(curves["category"]))
+    lines.append(f"{'category':<14}" + "".join(f"{k:>7}" for k in range(1, positions + 1)))
+    for cat in cats:
+        vals = curves[curves["category"] == cat]["p_accepted_at_least"]
+        lines.append(f"{cat:<14}" + "".join(f"{v:>7.2f}" for v in vals))
+    for c in t.conc:
+        lines += ["", heatmap_text(rows, c)]
+    return "\n".join(lines)
+
+
+def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Any) -> str | None:
+    """--write-plan: append the overall winner as a variant to the plan file (text append keeps comments)."""
+    best = best_per_concurrency(rows)
+    if not best:
+        return None
+    b = max(best.values(), key=lambda r: float(r["speedup_pred"]))
+    name = f"{tuned.name}-tuned-s{b['num_steps']}k{b['eagle_topk']}d{b['num_draft_tokens']}"
+    text = plan_path.read_text(encoding="utf-8")
+    if f"name: {name}\n" in text:
+        return name
+    block = (f"# added by draftbench tune: predicted {float(b['speedup_pred']):.2f}x\n"
+             f"  - name: {name}\n    drafter: {tuned.drafter.name}\n    algorithm: {tuned.spec_algorithm}\n"
+             f"    num_steps: {b['num_steps']}\n    eagle_topk: {b['eagle_topk']}\n"
+             f"    num_draft_tokens: {b['num_draft_tokens']}\n    cuda_graph: {str(bool(b['cuda_graph'])).lower()}\n")
+    if "\nvariants:\n" not in text:
+        return None
+    head, tail = text.split("\nvariants:\n", 1)
+    # the variants block ends at the next top-level key
+    lines = tail.split("\n")
+    end = next((i for i, ln in enumerate(lines) if ln and not ln.startswith((" ", "-", "#"))), len(lines))
+    new = "\n".join(lines[:end]).rstrip("\n") + "\n" + block + ("\n".join(lines[end:]) if end < len(lines) else "")
+    plan_path.write_text(head + "\nvariants:\n" + new, encoding="utf-8")
+    return name
