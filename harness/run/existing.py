@@ -141,3 +141,21 @@ def unauthorized(variant: str, record: Any) -> None:
     if getattr(record, "http_status", None) == 401:
         raise ServerFailed(variant, "answered 401 Unauthorized: its API key is missing or wrong "
                            "(plan: api_key_env)", [])
+
+
+class _Served:
+    """A plan variant seen with the algorithm its existing server runs (the plan may leave it out)."""
+
+    def __init__(self, variant: Any, algorithm: str | None):
+        self._variant = variant
+        self.spec_algorithm = algorithm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._variant, name)
+
+
+def as_served(variant: Any, meta: dict[str, Any]) -> Any:
+    """`variant` as the engine should treat it: for an existing server, with the server's own algorithm."""
+    if not getattr(variant, "is_existing", False):
+        return variant
+    return _Served(variant, meta.get("algorithm") or None)

@@ -26,6 +26,10 @@ from harness.analysis.records import RECORD_COLUMNS, CsvAppender, finished_reque
 from harness.common import events as ev
 from harness.common.aio import drain
 from harness.engines import engine_of
+from harness.inputs.endpoints import api_key
+from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
+from harness.run.conversation import request_ids, requests_per_pass
+from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
@@ -40,6 +44,10 @@ from harness.run.server import Server, ServerFailed
 
 def phase_id(suite: str, concurrency: int, repeat: int) -> str:
     return f"{suite}@c{concurrency}#r{repeat}"
+
+
+def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
+    return f"{suite}@r{rate_label(rate)}#r{repeat}"
 
 
 async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
@@ -68,6 +76,7 @@ class _Run:
         self.kept: list[Server] = []  # kept servers, oldest first: stopped when the next variant needs the GPU
         self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
         self.phase_tag: dict[str, str | None] = {}
+        self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
         self.alarms = AlarmTracker(plan)
         self.engine = engine_of(plan)
         self.failures = 0
@@ -104,7 +113,9 @@ class _Run:
                 await self._reap_leftovers()
             version = await self.engine.detect_version(plan, self.target)
             self._write_provenance(version, status="running")
-            per_variant = sum(len(s.prompts) for s in plan.suites) * len(plan.run.concurrency) * plan.run.repeats
+            for variant in plan.variants:  # a missing API key variable fails here, before any server starts
+                api_key(plan, variant)
+            per_variant = requests_per_pass(plan) * plan.run.repeats
             self.total_requests = per_variant * len(plan.variants)
             self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
                                     tuple(v.name for v in plan.variants), self.total_requests,
@@ -135,6 +146,7 @@ class _Run:
             "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
             "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
             "simulated": bool(self.plan.target.simulated),
+            "servers_not_started": [v.name for v in self.plan.variants if v.is_existing],
             "sglang_version_detected": version, "client_host": platform.node(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
@@ -157,8 +169,11 @@ class _Run:
         todo = self._phases(variant)
         if not todo:
             return  # resumed: nothing left for this variant
-        server = Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
-                        engine_version=version, on_lines=lambda lines, s=name: self._on_lines(s, lines))
+        key = api_key(self.plan, variant)
+        server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
+            if variant.is_existing else \
+            Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir, engine_version=version,
+                   on_lines=lambda lines, s=name: self._on_lines(s, lines), api_key=key)
         self.servers.append(server)
         self._log_owner[name] = server
         self.emit(ev.ServerState(name, "starting"))
@@ -170,8 +185,12 @@ class _Run:
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)
             meta["startup_s"] = round(startup, 2)
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
+            await require_auth(server)  # a wrong key: an error now, not a variant at 0 tok/s
             info = await server.admin.server_info() if server.admin else None
             meta.update(self.engine.server_provenance(info))
+            if variant.is_existing:
+                for alarm in check_existing(variant, meta):  # raises ServerFailed on a mismatch
+                    self.emit(alarm)
             graph_bs = meta.get("server_cuda_graph_max_bs_decode") or meta.get("server_cuda_graph_max_bs")
             if isinstance(graph_bs, int):
                 self.alarms.set_graph_max_bs(name, graph_bs)
@@ -222,6 +241,7 @@ class _Run:
             return
         self.servers.remove(server)
         keep = self.keep and server.name not in self.failed  # a failed server is of no use to anyone
+        keep = keep or isinstance(server, ExistingServer)  # not ours to stop
         self.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
         gone = await server.stop(keep=keep)
         if keep and server.pgid is not None:
@@ -234,14 +254,17 @@ class _Run:
         out = []
         for repeat in range(1, self.plan.run.repeats + 1):
             for suite in self.plan.suites:
-                for c in self.plan.run.concurrency:
-                    pid = phase_id(suite.name, c, repeat)
+                for c in [*self.plan.run.concurrency, *map(float, getattr(self.plan.run, "request_rate", []))]:
+                    pid = phase_id(suite.name, c, repeat) if not isinstance(c, float) else \
+                        rate_phase_id(suite.name, c, repeat)
+                    if isinstance(c, float):
+                        self.phase_rate[pid], c = c, 0  # open loop: records and phases say concurrency 0
                     prompts = list(suite.prompts)
                     if getattr(self.plan.run, "order", "suite") == "shuffled":
                         # same seed for every variant: all arms see the same order (TTFT depends on it)
                         random.Random(f"{self.plan.run.seed}/{pid}").shuffle(prompts)
-                    prompts = [p for p in prompts
-                               if (variant.name, pid, f"{suite.name}/{p.id}") not in self.finished]
+                    prompts = [p for p in prompts  # a conversation is redone unless all its turns finished
+                               if any((variant.name, pid, r) not in self.finished for r in request_ids(suite, p))]
                     if prompts:
                         out.append((pid, suite, c, repeat, prompts))
         return out
@@ -254,8 +277,9 @@ class _Run:
         run = self.plan.run
         model = await server.admin.model_id() or str(self.plan.model.path)
         client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
-                              max_connections=max(run.concurrency) + 8, keepalive=run.connections == "keep-alive")
-        probe = self.engine.spec_mode(run, variant, meta.get("sglang_version"))
+                              max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
+                              api_key=api_key(self.plan, variant) or "EMPTY")
+        probe = self.engine.spec_mode(run, as_served(variant, meta), meta.get("sglang_version"))
         meta["per_request_spec"] = probe
         try:
             await warmup(client, self.plan, variant)
@@ -285,12 +309,15 @@ class _Run:
         ok = err = 0
         extra = self.engine.spec_request_extra(probe)
         t0 = time.perf_counter()
-        async for req, prompt, result in replay_phase(client, self.plan, prompts, suite, c, extra,
-                                                      watchdog=server.alive):
+        rate = self.phase_rate.get(pid)
+        replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive) if rate is None \
+            else replay_rate_phase(client, self.plan, prompts, suite, rate, extra, pid)
+        async for req, prompt, result in replay:
             rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
                               prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
                               request_id=req.request_id, result=result,
-                              normalise_spec=self.engine.request_spec)
+                              normalise_spec=self.engine.request_spec, request_rate=rate)
+            unauthorized(name, rec)
             self.records.append(asdict(rec))
             if self.outputs is not None and rec.ok:
                 self.outputs.append({"variant": name, "phase": pid, "request_id": req.request_id,
@@ -322,7 +349,7 @@ class _Run:
 
     async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
         """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout if getattr(server, "has_log", True) else 0.0
         while time.monotonic() < deadline:
             new = server.lines_seen - mark
             if new > 0 and any("server_info" in ln for ln in list(server.last_lines)[-min(new, 50):]):
