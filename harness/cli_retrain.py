@@ -21,6 +21,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("--concurrency", type=int, default=64)
     rg.add_argument("--endpoint", action="append", help="existing server or sglang-router URL (repeatable); "
                     "default: start the plan's baseline server")
+    rg.add_argument("--workers", type=int, default=1, help="data-parallel servers of the target behind "
+                    "sglang-router (each with its own GPUs from target.env CUDA_VISIBLE_DEVICES)")
     rg.add_argument("--max-tokens", type=int, default=2048)
     rg.add_argument("--temperature", type=float, default=0.7)
     rg.add_argument("--model")
@@ -35,10 +37,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--output-dir", required=True, help="checkpoint directory on the target")
     for flag, kind in (("--epochs", int), ("--lr", float), ("--max-length", int), ("--ttt-length", int),
                        ("--tp-size", int), ("--batch-size", int), ("--save-interval", int),
-                       ("--log-interval", int), ("--max-steps", int)):
+                       ("--log-interval", int), ("--max-steps", int), ("--nnodes", int), ("--node-rank", int),
+                       ("--master-port", int)):
         tr.add_argument(flag, type=kind)
     for flag in ("--chat-template", "--draft-model-config", "--eval-data", "--report-to", "--specforge-dir",
-                 "--python", "--run-id", "--gpus"):
+                 "--python", "--run-id", "--gpus", "--master-addr"):
         tr.add_argument(flag)
     tr.add_argument("--launcher", help="command replacing torchrun + train script (split like a shell would; "
                     "{python} is substituted), e.g. for a cluster wrapper")
@@ -77,7 +80,8 @@ def _regen(args: argparse.Namespace) -> int:
         async for p in regen(plan, args.input, args.output, concurrency=args.concurrency, endpoints=args.endpoint,
                              max_tokens=args.max_tokens, temperature=args.temperature, model=args.model,
                              reasoning=args.reasoning, retry_errors=args.retry_errors,
-                             request_timeout_s=args.request_timeout, results_dir=args.results_dir):
+                             request_timeout_s=args.request_timeout, results_dir=args.results_dir,
+                             workers=args.workers):
             final = p
             now = time.monotonic()
             if p.state != "running" or now - last >= PROGRESS_EVERY_S:
@@ -102,7 +106,9 @@ def _train(args: argparse.Namespace) -> int:
                         ("max_steps", args.max_steps), ("chat_template", args.chat_template),
                         ("draft_model_config", args.draft_model_config), ("eval_data_path", args.eval_data),
                         ("report_to", args.report_to), ("specforge_dir", args.specforge_dir),
-                        ("python", args.python), ("run_id", args.run_id)):
+                        ("python", args.python), ("run_id", args.run_id), ("nnodes", args.nnodes),
+                        ("node_rank", args.node_rank), ("master_addr", args.master_addr),
+                        ("master_port", args.master_port)):
         if value is not None:
             fields[name] = value
     if args.gpus:

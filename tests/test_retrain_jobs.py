@@ -76,6 +76,7 @@ async def test_launch_follow_cancel_resume_finish(target, tmp_path):
     assert len(group_members(job.pgid)) >= 2  # the exit-status wrapper and the trainer under it
     recorded = json.loads((workdir / "jobs" / job.job_id / "job.json").read_text())
     assert recorded["pgid"] == job.pgid and load_job(job.job_id[:-2], results).job_id == job.job_id
+    assert (recorded["nodes"], recorded["gpus_total"]) == (1, spec.nproc)  # the job's size, on record
 
     # follow until the first checkpoint is reported, then cancel mid-run
     seen = []

@@ -231,3 +231,23 @@ def test_spec_from_plan_takes_the_target_model_and_python(tmp_path):
     )
     with pytest.raises(ValueError, match="data_path"):
         spec_from_plan(plan, output_dir="out")
+
+
+def test_training_across_nodes_uses_torchruns_static_rendezvous():
+    s = spec(gpus=8, tp_size=8, nnodes=2, node_rank=1, master_addr="10.0.0.5", master_port=29600)
+    argv = build_train_argv(s, "script", workdir="/work")
+    head = argv[:argv.index("/opt/SpecForge/scripts/train_eagle3.py")]
+    assert "--standalone" not in head
+    assert flags(head) == {"--nnodes": "2", "--node_rank": "1", "--master_addr": "10.0.0.5",
+                           "--master_port": "29600", "--nproc_per_node": "8"}
+    assert s.world_size == 16
+    with pytest.raises(InputError, match="rank 0's address"):
+        build_train_argv(spec(nnodes=2), "script", workdir="/w")
+    with pytest.raises(InputError, match="not below nnodes"):
+        build_train_argv(spec(nnodes=2, node_rank=2, master_addr="h"), "script", workdir="/w")
+    # one node stays standalone; the CLI era's deployment names the node count
+    assert "--standalone" in build_train_argv(spec(gpus=4), "script", workdir="/w")
+    from harness.retrain.train import cli_config
+
+    assert cli_config(spec(gpus=4, nnodes=3, node_rank=0, master_addr="h"), run_id="r")["deployment"]["trainer"] == {
+        "nnodes": 3, "nproc_per_node": 4}

@@ -47,6 +47,8 @@ class Job:
     output_dir: str  # checkpoints, on the target
     created_at: str
     spec: dict[str, Any]
+    nodes: int = 1  # nodes of the job (this one is spec.node_rank of them)
+    gpus_total: int | None = None  # trainer processes over all nodes
     num_epochs: int | None = None
     total_steps: int | None = None
     run_id: str | None = None
@@ -194,6 +196,8 @@ async def launch_training(
         output_dir=resolve(spec.output_dir, root),
         created_at=_now(),
         spec=spec.model_dump(mode="json"),
+        nodes=spec.nnodes,
+        gpus_total=spec.world_size,
         num_epochs=spec.epochs,
         total_steps=spec.max_steps,
     )

@@ -58,12 +58,18 @@ async def regen(
     max_retries: int = 2,
     target: Any = None,
     results_dir: str | Path = "results",
+    workers: int = 1,
 ) -> AsyncIterator[RegenProgress]:
     """Regenerate `input_path` into `output_path` (resumable). Without `endpoints` the plan's baseline
-    server is started on the plan's target (logs under `results_dir/regen/`) and stopped at the end.
+    server is started on the plan's target (logs under `results_dir/regen/`) and stopped at the end;
+    with `workers` > 1, that many data-parallel servers behind sglang-router (harness.retrain.router).
     Closing the generator stops everything; rows written so far stay."""
     if concurrency < 1:
         raise InputError(None, None, "concurrency", f"must be at least 1, got {concurrency}")
+    if workers < 1:
+        raise InputError(None, None, "workers", f"must be at least 1, got {workers}")
+    if workers > 1 and endpoints:
+        raise InputError(None, None, "workers", "give either endpoints (servers you run) or workers (started here)")
     if max_tokens < 1:
         raise InputError(None, None, "max_tokens", f"must be at least 1, got {max_tokens}")
     if reasoning not in REASONING_MODES:
@@ -102,7 +108,7 @@ async def regen(
 
         def start(emit: Any) -> Any:
             job.emit = emit
-            return _main(job, plan, urls, timeout_s, max_retries, target, Path(results_dir), emit)
+            return _main(job, plan, urls, timeout_s, max_retries, target, Path(results_dir), emit, workers)
 
         async with contextlib.aclosing(drain(start, name="draftbench-regen")) as events:
             async for progress in events:  # closing us closes the drain, which stops the server
@@ -120,6 +126,7 @@ async def _main(
     target: Any,
     results_dir: Path,
     emit: Any,
+    workers: int = 1,
 ) -> None:
     if urls:
         job.state = replace(job.state, detail="endpoints: " + ", ".join(urls))
@@ -137,6 +144,9 @@ async def _main(
         await target.connect()
         version = await sglang_version(plan, target)
         run_id, run_dir = new_run_dir(results_dir / "regen", plan.name)
+        if workers > 1:
+            await _behind_router(job, plan, target, workers, run_id, run_dir, version, timeout_s, max_retries, emit)
+            return
         server = Server(target, plan, plan.baseline, run_id=run_id, run_dir=run_dir, engine_version=version)
         emit(replace(job.state, state="starting-server", detail=f"{plan.baseline.name} on {target.name}"))
         await server.start()
@@ -159,3 +169,25 @@ async def sglang_version(plan: Any, target: Any) -> str | None:
     from harness.engines import engine_of
 
     return await engine_of(plan).detect_version(plan, target)
+
+
+async def _behind_router(job: RowEngine, plan: Any, target: Any, workers: int, run_id: str, run_dir: Path,
+                         version: str | None, timeout_s: float, max_retries: int, emit: Any) -> None:
+    from harness.retrain.router import RouterFleet
+
+    fleet = RouterFleet(target, plan, workers, run_id=run_id, run_dir=run_dir, version=version)
+    emit(replace(job.state, state="starting-server", detail=f"{workers} x {plan.baseline.name} behind sglang-router"))
+
+    plain_emit = job.emit
+    job.emit = lambda state: plain_emit(replace(state, workers=fleet.progress()))  # the workers' own numbers
+    try:
+        url = await fleet.start(lambda note: emit(replace(job.state, state="starting-server", detail=note)))
+        job.state = replace(job.state, detail=f"router {url} over {workers} workers, logs {run_dir}")
+        job.emit(replace(job.state, state="server-ready"))
+        await job.run([url], timeout_s, max_retries)
+        await fleet.settle()  # the last answers' log lines, then the final per-worker numbers
+        job.emit(job.state)
+    finally:
+        job.emit = plain_emit
+        with contextlib.suppress(Exception):
+            await asyncio.shield(fleet.stop())

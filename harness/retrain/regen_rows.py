@@ -61,6 +61,7 @@ class RegenProgress:
     detail: str = ""  # endpoints, server log directory
     output_path: str = ""
     error_path: str = ""
+    workers: tuple[str, ...] = ()  # behind a router: one line per worker (requests answered, running, tok/s)
 
     @property
     def remaining(self) -> int:
@@ -91,7 +92,8 @@ class RegenProgress:
         tail = f"{rate}, {toks}, {self.output_tokens} tokens in {self.elapsed_s:.1f} s"
         if self.state != "done" and self.eta_s is not None:
             tail += f", ETA {self.eta_s:.0f} s"
-        return f"{head}: {tail}"
+        workers = ("; " + " | ".join(self.workers)) if self.workers else ""
+        return f"{head}: {tail}{workers}"
 
 
 class Endpoint:

@@ -44,7 +44,13 @@ class TrainSpec(StrictModel):
     ttt_length: int = Field(default=7, gt=0, description="test-time-training unroll length (draft positions)")
     chat_template: str = Field(default="llama3", min_length=1, description="SpecForge chat template name")
     tp_size: int = Field(default=1, gt=0, description="tensor parallelism of the target inside the trainer")
-    gpus: int | list[int] = Field(default=1, description="trainer processes, or the GPU ids to use")
+    gpus: int | list[int] = Field(default=1, description="trainer processes per node, or the GPU ids to use")
+    nnodes: int = Field(default=1, ge=1, description="nodes of the training job (torchrun --nnodes); each node "
+                        "runs this job with its own node_rank")
+    node_rank: int = Field(default=0, ge=0, description="this node's rank among nnodes (torchrun --node_rank)")
+    master_addr: str | None = Field(default=None, description="rank 0's address, reachable from every node "
+                                    "(torchrun --master_addr; required with nnodes > 1)")
+    master_port: int = Field(default=29500, ge=1, le=65535, description="rank 0's rendezvous port")
     batch_size: int = Field(default=1, gt=0, description="per-rank batch size")
     save_interval: int | None = Field(
         default=None, gt=0, description="steps between checkpoints (v0.1: epochs)"
@@ -85,6 +91,10 @@ class TrainSpec(StrictModel):
     @property
     def nproc(self) -> int:
         return self.gpus if isinstance(self.gpus, int) else len(self.gpus)
+
+    @property
+    def world_size(self) -> int:
+        return self.nproc * self.nnodes
 
     def trainer_env(self) -> dict[str, str]:
         env = dict(self.env)
@@ -179,11 +189,20 @@ def _launcher(spec: TrainSpec, script: str, workdir: str) -> list[str]:
         raise InputError(
             None, None, "specforge_dir", f"the script era needs the SpecForge checkout ({script})"
         )
+    if spec.nnodes > 1:  # torchrun's static rendezvous: the same command on every node, its own rank
+        if not spec.master_addr:
+            raise InputError(None, None, "master_addr", f"{spec.nnodes} nodes need rank 0's address")
+        if spec.node_rank >= spec.nnodes:
+            raise InputError(None, None, "node_rank", f"{spec.node_rank} is not below nnodes {spec.nnodes}")
+        where = ["--nnodes", str(spec.nnodes), "--node_rank", str(spec.node_rank),
+                 "--master_addr", spec.master_addr, "--master_port", str(spec.master_port)]
+    else:
+        where = ["--standalone"]
     return [
         spec.python,
         "-m",
         "torch.distributed.run",
-        "--standalone",
+        *where,
         "--nproc_per_node",
         str(spec.nproc),
         resolve(spec.specforge_dir, workdir) + "/" + script,
@@ -312,7 +331,7 @@ def cli_config(spec: TrainSpec, *, run_id: str) -> dict[str, Any]:
             "chat_template": spec.chat_template,
         },
         "training": training,
-        "deployment": {"trainer": {"nnodes": 1, "nproc_per_node": spec.nproc}},
+        "deployment": {"trainer": {"nnodes": spec.nnodes, "nproc_per_node": spec.nproc}},
     }
     if "deployment" not in base:
         over["deployment"]["mode"] = "local_colocated"
