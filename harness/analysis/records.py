@@ -59,6 +59,9 @@ class RequestRecord:
     turn: int = 1  # live multi-turn: 1 for the first user turn (harness.run.conversation)
     conversation_id: str = ""  # suite/prompt id shared by every turn of one conversation
     request_rate: float | None = None  # open-loop phases (concurrency 0): the arrival rate, req/s
+    ttft_answer_ms: float | None = None  # reasoning models: to the first answer token (ttft_ms: first of any kind)
+    reasoning_tokens: int | None = None  # of output_tokens, the reasoning ones (where the server counts them)
+    reasoning_chars: int = 0  # reasoning text received (hashed with the answer in text_sha)
 
 
 RECORD_COLUMNS = [f.name for f in fields(RequestRecord)]
@@ -80,6 +83,13 @@ def token_itls_ms(times: list[float], tokens: list[int]) -> list[float]:
         out.extend([gap] * n)
         last = i
     return out
+
+
+def output_sha(text: str | None, reasoning: str | None = "") -> str:
+    """Hash of what the model said: the reasoning (when there is any) and the answer, so that under greedy
+    decoding a variant that thinks differently does not count as matching. Without reasoning: the answer's hash."""
+    body = (text or "") if not reasoning else f"{reasoning}\x1e{text or ''}"
+    return hashlib.sha1(body.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id: str, category: str,
@@ -116,11 +126,13 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
         tokens_per_chunk=(sum(toks) / len(toks)) if toks else None,
         chunk_tokens_exact=bool(r.chunk_tokens_exact), finish_reason=r.finish_reason or "",
         spec_source=spec_source if spec_vals["spec_verify_ct"] else "",
-        text_sha=hashlib.sha1((r.text or "").encode("utf-8", "replace")).hexdigest()[:16],
+        text_sha=output_sha(r.text, getattr(r, "reasoning", "")),
         chunk_offsets_ms=" ".join(f"{(t - r.t_send) * 1000.0:.3f}" for t in times),
         chunk_tokens=" ".join(str(n) for n in toks),
         turn=int(getattr(r, "turn", 1) or 1), conversation_id=str(getattr(r, "conversation_id", "") or ""),
         request_rate=request_rate,
+        ttft_answer_ms=(r.t_first_answer - r.t_send) * 1000.0 if getattr(r, "t_first_answer", None) else None,
+        reasoning_tokens=getattr(r, "reasoning_tokens", None), reasoning_chars=len(getattr(r, "reasoning", "") or ""),
         **spec_vals,
     )
 

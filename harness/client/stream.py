@@ -75,6 +75,8 @@ class StreamResult:
     prompt_tokens: int | None = None
     text: str = ""
     reasoning: str = ""  # reasoning_content deltas (chat), kept apart from the text
+    t_first_answer: float | None = None  # arrival of the first answer text (after any reasoning)
+    reasoning_tokens: int | None = None  # usage's reasoning tokens where the server counts them
     finish_reason: str | None = None
     spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
 
@@ -103,7 +105,7 @@ class _Collector:
     """Per-request state fed with (event payload, read timestamp); knows the chat and completions shapes."""
 
     __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage", "spec",
-                 "finish", "done", "error", "t_end")
+                 "finish", "done", "error", "t_end", "t_answer")
 
     def __init__(self, chat: bool):
         self.chat = chat
@@ -119,6 +121,7 @@ class _Collector:
         self.done = False
         self.error: str | None = None
         self.t_end: float | None = None
+        self.t_answer: float | None = None
 
     def add_all(self, payloads: list[bytes], t: float) -> None:
         """The events of one network read, all stamped `t`. Hot path: locals instead of attributes."""
@@ -166,6 +169,8 @@ class _Collector:
                         self.cum_everywhere = False
                     if text:
                         texts.append(text)
+                        if self.t_answer is None:
+                            self.t_answer = t
                     if other:
                         self.reasoning.append(other)
         finally:
@@ -215,8 +220,17 @@ class _Collector:
             chunk_times=self.times, chunk_tokens=tokens, chunk_tokens_exact=exact,
             output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
             text="".join(self.texts), reasoning="".join(self.reasoning), finish_reason=self.finish,
-            spec=spec if isinstance(spec, dict) else None,
+            spec=spec if isinstance(spec, dict) else None, t_first_answer=self.t_answer,
+            reasoning_tokens=_reasoning_tokens(usage),
         )
+
+
+def _reasoning_tokens(usage: dict) -> int | None:
+    """SGLang's usage.reasoning_tokens, or OpenAI's completion_tokens_details.reasoning_tokens."""
+    value = usage.get("reasoning_tokens")
+    if value is None:
+        value = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _reads(http_response: httpx2.Response) -> AsyncIterator[bytes]:
