@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.alarms import AlarmTracker
+from harness.analysis.live_speed import LiveSpeed
 from harness.common import events as ev
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
@@ -108,6 +110,9 @@ class Fleet:
         self.version: str | None = None
         self._opened = False
         self._open_lock = asyncio.Lock()
+        # live alarms as in a run: drafter-inert, cuda-graph-off from each window; slower-than-baseline
+        self.alarms = AlarmTracker(plan)
+        self.speed = LiveSpeed(next((v.name for v in plan.variants if v.is_baseline), None))
 
     # ---- queries -------------------------------------------------------------------------------------
     def status(self, name: str) -> MemberStatus:
@@ -359,3 +364,5 @@ class Fleet:
             w = server.engine.parse_log_line(text, first + i) if server else None
             if w is not None:
                 self.on_event(ev.LogWindow(name, w, None))
+                for alarm in (*self.alarms.feed(name, w), *self.speed.feed(name, w)):
+                    self.on_event(alarm)

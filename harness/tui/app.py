@@ -46,6 +46,7 @@ SECTIONS: list[tuple[str, str, type[SectionScreen]]] = [
     ("retrain", "Retrain", RetrainScreen),
 ]
 GPU_POLL_S = 5.0
+LIVE_ALARMS = ("drafter-inert", "cuda-graph-off", "slower-than-baseline")
 
 
 class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
@@ -63,6 +64,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
     plan: var[Any] = var(None)
     plan_line: var[str] = var("loading the plan...")
     servers: var[dict[str, ServerView]] = var(dict)
+    live_alarms: var[tuple[str, ...]] = var(tuple)  # live alarms of runs and Servers, as the Run tab lists them
 
     def __init__(
         self,
@@ -274,7 +276,15 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         """Servers an earlier draftbench left running for this plan: shown, stoppable, asked about on quit."""
         adopted = await self.fleet.adopt()
         if adopted:
+            # after their ServerStateChanged (posted as they were adopted): the uptime counts from their start
+            self.post_message(msg.ServersAdopted({n: self.fleet.uptime(n) or 0.0 for n in adopted}))
             self.notify(f"adopted {len(adopted)} server(s) left running: {', '.join(adopted)}", timeout=10)
+
+    @on(msg.ServersAdopted)
+    def _servers_adopted(self, m: msg.ServersAdopted) -> None:
+        now = self.clock()
+        self.servers = {n: replace(v, ready_since=now - m.uptimes[n]) if n in m.uptimes and v.state == "ready"
+                        else v for n, v in self.servers.items()}
 
     # ---- servers ------------------------------------------------------------------------------------------
     @on(msg.ServerActionRequested)
@@ -317,6 +327,12 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         alarm = Alarm(m.severity, m.code, m.text)
         if m.variant in self.servers:
             self.servers = {**self.servers, m.variant: self.servers[m.variant].with_alarm(alarm)}
+            if m.code in LIVE_ALARMS:  # what happens while servers run: in the Run tab and as a notification
+                line = f"{m.severity} {m.variant}: {m.code}: {m.text}"
+                if line not in self.live_alarms:
+                    self.live_alarms = (*self.live_alarms, line)
+                    self.notify(f"{m.variant}: {m.code}: {m.text}", title="alarm", timeout=12,
+                                severity="error" if m.severity == "error" else "warning")
         else:  # about the plan or the target as a whole
             self.plan_alarms.append(alarm)
             if m.severity != "info":

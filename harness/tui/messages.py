@@ -54,6 +54,14 @@ class AlarmRaised(Message):
         self.variant, self.severity, self.code, self.text = variant, severity, code, text
 
 
+class ServersAdopted(Message):
+    """Servers an earlier draftbench left running, now the Servers section's: seconds each has been up."""
+
+    def __init__(self, uptimes: dict[str, float]) -> None:
+        super().__init__()
+        self.uptimes = uptimes
+
+
 class GpuMemorySampled(Message):
     def __init__(self, mib: dict[str, int]) -> None:
         super().__init__()

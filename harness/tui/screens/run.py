@@ -7,7 +7,7 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Input, Label, SelectionList
+from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
 
 from harness.analysis.runs import parse_concurrency
 from harness.common.errors import InputError
@@ -45,6 +45,7 @@ class RunScreen(SectionScreen):
                     yield Button("Cancel", id="cancel-run", variant="error", disabled=True)
             with Vertical(id="run-live"):
                 yield ProgressPanel(id="progress")
+                yield Static("", id="run-alarms", markup=False)
                 yield SeriesPanel("accept length (decode windows)", lambda v: f"{v:.2f}", id="accept-plot")
                 yield SeriesPanel("tok/s (server gen throughput)", lambda v: f"{v:.0f}", id="toks-plot")
         yield from self.compose_bottom()
@@ -55,6 +56,7 @@ class RunScreen(SectionScreen):
         self.watch(self.app, "run_state", self._show_state)
         self.watch(self.app, "run_status", self._show_status)
         self.watch(self.app, "progress", self._show_progress)
+        self.watch(self.app, "live_alarms", self._show_alarms)
 
     # ---- attributes down ----------------------------------------------------------------------------------
     def _show_plan(self, plan: Any) -> None:
@@ -76,6 +78,11 @@ class RunScreen(SectionScreen):
         active = state in ACTIVE
         self.query_one("#start-run", Button).disabled = active
         self.query_one("#cancel-run", Button).disabled = state not in ("preparing", "running")
+
+    def _show_alarms(self, lines: tuple[str, ...]) -> None:
+        shown = self.query_one("#run-alarms", Static)
+        shown.display = bool(lines)
+        shown.update("\n".join(f"! {ln}" for ln in lines[-4:]))  # the newest; all are in Servers' detail
 
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)
