@@ -11,7 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-DEMO_PLAN = Path(__file__).resolve().parent.parent / "plans" / "demo.yaml"
+from harness.inputs.config import data_dir
+
+DEMO_PLAN = data_dir("plans") / "demo.yaml"  # the checkout's plans/, or the copy a wheel ships
 TARGET_HIDDEN = 256
 VOCAB = 1024
 GOOD_PROFILE = [0.85, 0.75, 0.65]  # accept len ≈ 1 + .85 + .64 + .41 ≈ 2.9 with 3 steps

@@ -28,6 +28,13 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # names that become file na
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 VERSION_RE = re.compile(r"auto|\d+(\.\d+){1,3}([.-]?(post|rc|dev)\d*)?")
 REPO_ROOT = Path(harness.__file__).resolve().parent.parent
+PACKAGED_DATA = Path(harness.__file__).resolve().parent / "_data"  # plans/, suites/, drafters/ inside a wheel
+
+
+def data_dir(kind: str) -> Path:
+    """The built-in `kind` directory ("plans", "suites", "drafters"): a wheel's copy, else the checkout's."""
+    packaged = PACKAGED_DATA / kind
+    return packaged if packaged.is_dir() else REPO_ROOT / kind
 
 
 def _algorithm(value: Any) -> Any:
@@ -362,7 +369,7 @@ class Resolver:
     def search_dirs(self, kind: str) -> list[Path]:
         """Directories searched for `kind` ("drafters" or "suites"), first match wins."""
         dirs = [self.plan_dir, self.plan_dir.parent / kind] if self.plan_dir is not None else []
-        dirs += [Path.cwd() / kind, REPO_ROOT / kind]
+        dirs += [Path.cwd() / kind, data_dir(kind)]
         return list(dict.fromkeys(d.resolve() for d in dirs))
 
     def find(self, ref: str, kind: str) -> Path:
