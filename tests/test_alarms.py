@@ -156,3 +156,19 @@ def test_compare_after_a_csv_round_trip(tmp_path):
     df.to_csv(tmp_path / "s.csv", index=False)
     alarms = AlarmTracker().compare(pd.read_csv(tmp_path / "s.csv"))
     assert len(alarms) == 1 and f"break-even {1.5 * 100 / 80:.2f}" in alarms[0].message
+
+
+def test_slower_alarm_follows_the_verdict():
+    df = _summary(
+        [
+            ("baseline", 8, "", True, 1000.0, None, None, 8.0, True),
+            ("noise", 8, "EAGLE3", False, 800.0, 2.0, 2.5, 20.0, True),  # 0.80x, but within the noise
+            ("slow", 8, "EAGLE3", False, 700.0, 1.5, 2.1, 17.0, True),
+        ]
+    )
+    df["verdict"] = ["baseline", "within-noise", "slower"]
+    df["verdict_reason"] = ["", "too short to decide: steady state of 3.7 s, under 10 s",
+                            "95% CI 0.66-0.74x (t-repeats, 3 paired repeats)"]
+    alarms = AlarmTracker().compare(df)
+    assert [a.variant for a in alarms] == ["slow"]
+    assert "95% CI 0.66-0.74x (t-repeats, 3 paired repeats)." in alarms[0].message

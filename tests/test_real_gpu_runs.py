@@ -142,3 +142,20 @@ def test_the_trained_head_run():
     follow = (TINY / "train-follow.log").read_text()
     assert "finished epoch 24/1000 step 800/800" in follow
     assert parse_line("Training completed at step 800, saving final checkpoint...") is not None
+
+
+def test_verdicts_on_the_h200_run():
+    """One repeat of 38 prompts on the H200. Concurrency 1: the paired prompt bootstrap decides (EAGLE3 with
+    random draft weights slower, the wrong flag's 2-cycle faster). Concurrency 8: each phase's steady state
+    (8 in flight) lasts 2.7-5.0 s, under run.min_steady_s: too short to decide, even EAGLE3's 0.56x."""
+    by = _summary(SHUF).set_index(["variant", "concurrency"])
+    assert by.loc[("baseline", 1), "verdict"] == by.loc[("baseline", 8), "verdict"] == "baseline"
+    one, eight = by.loc[("eagle3", 1)], by.loc[("eagle3", 8)]
+    assert one.verdict == "slower" and one.ci_method == "bootstrap-prompts"
+    assert one.speedup_ci_low < one.speedup < one.speedup_ci_high < 0.75
+    assert by.loc[("wrong-flag-eagle", 1), "verdict"] == "faster"
+    assert eight.speedup < 0.6 and eight.too_short and eight.verdict == "within-noise"
+    assert eight.verdict_reason.startswith("too short to decide: steady state of")
+    assert not bool(eight.slower_than_baseline)
+    assert math.isclose(one.mean_in_flight, 1.0, abs_tol=0.01) and 7.0 < eight.mean_in_flight < 8.0
+    assert eight.steady_tok_s > eight.tok_s  # the ramp and the tail are left out

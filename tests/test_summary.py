@@ -191,7 +191,8 @@ def test_summary_speedup_and_break_even():
     assert bool(weak["accept_sources_agree"]) is True
     assert weak["accept_len_log"] == pytest.approx(2.0)  # the untagged window is not counted
     assert weak["cuda_graph_false_windows"] == 1
-    assert bool(weak["slower_than_baseline"]) is True
+    # one prompt per arm: no interval, so 0.56x is no verdict and no "slower" mark (harness.analysis.verdicts)
+    assert weak["verdict"] == "within-noise" and bool(weak["slower_than_baseline"]) is False
     assert weak["output_match"] == pytest.approx(1.0)
 
 
@@ -208,5 +209,6 @@ def test_failed_variant_keeps_a_row_and_table_marks_it():
     variants["broken"] = {"variant": "broken", "baseline": False, "algorithm": "EAGLE3", "status": "failed"}
     df = summarise(reqs, phases, windows, variants)
     assert "broken" in set(df.variant)
+    df.loc[df.variant == "weak", "slower_than_baseline"] = True  # as a `slower` verdict sets it
     text = render_table(df)
     assert "FAILED" in text and "slower than baseline" in text and "!weak" in text

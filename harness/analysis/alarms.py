@@ -4,7 +4,7 @@
   drafter-inert    accept len exactly 1.00 for several windows in a row (no draft token accepted);
   cuda-graph-off   `cuda graph: False` windows while the variant runs with CUDA graphs enabled.
 `AlarmTracker.compare(summary)` looks at the finished comparison:
-  slower-than-baseline   a speculative variant below the baseline's tok/s, with the break-even accept
+  slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the break-even accept
                          length and the measured cost per verify step next to the accept length it got.
 Each alarm fires once per variant (per concurrency for the comparison); `counts` keeps the tallies.
 """
@@ -171,7 +171,10 @@ class AlarmTracker:
             conc = int(_num(r.get("concurrency")) or 0)
             b = base.get(conc)
             tok, btok = _num(r.get("tok_s")), _num(b.get("tok_s")) if b else None
-            if tok is None or not btok or tok >= btok:
+            if tok is None or not btok:
+                continue
+            # the verdict decides (a 0.95x inside the noise is no alarm); summaries from before it: tok/s
+            if ("verdict" in r and r.get("verdict") != "slower") or ("verdict" not in r and tok >= btok):
                 continue
             key = (str(r["variant"]), f"slower-than-baseline@c{conc}")  # once per variant and concurrency
             self.counts[key] = self.counts.get(key, 0) + 1
@@ -189,6 +192,8 @@ def _slower_message(r: dict[str, Any], b: dict[str, Any], tok: float, btok: floa
     if be is None and accept is not None:
         be = accept * btok / tok
     parts = [f"{tok:.1f} tok/s vs the baseline's {btok:.1f} at concurrency {conc} ({tok / btok:.2f}x)."]
+    if isinstance(r.get("verdict_reason"), str) and r["verdict_reason"]:
+        parts.append(r["verdict_reason"] + ".")
     if accept is not None and be is not None:
         parts.append(f"Accept len {accept:.2f}, break-even {be:.2f}:")
     step, bstep = _num(r.get("step_ms")), _num(b.get("step_ms"))

@@ -20,6 +20,8 @@ TABLE_COLUMNS = [
     ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
     ("itl_p50_ms", "ITL p50 ms", "{:.1f}"),
     ("speedup", "speedup", "{:.2f}x"),
+    ("speedup_ci", "95% CI", "{}"),  # derived from speedup_ci_low/high (table_cell)
+    ("verdict", "verdict", "{}"),
     ("break_even_accept_len", "break-even AL", "{:.2f}"),
     ("output_match", "same output", "{:.2f}"),
 ]
@@ -34,6 +36,27 @@ def fmt_cell(value: Any, spec: str) -> str:
         return spec.format(value)
     except (ValueError, TypeError):
         return str(value)
+
+
+def table_cell(row: Any, col: str, spec: str) -> str:
+    if col == "speedup_ci":
+        low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
+        if fmt_cell(low, "{}") == "-" or fmt_cell(high, "{}") == "-":
+            return "-"
+        return f"{float(low):.2f}-{float(high):.2f}"
+    return fmt_cell(row.get(col), spec)
+
+
+def verdict_notes(row: Any) -> list[str]:
+    """What the verdict columns add to a row's note (the CLI table and the TUI share it)."""
+    notes = []
+    if row.get("too_short") is True or str(row.get("too_short")) == "True" \
+            or str(row.get("verdict_reason")).startswith("too short to decide"):  # this row's or its baseline's
+        notes.append("too short to decide")
+    mif, conc = row.get("mean_in_flight"), row.get("concurrency")
+    if fmt_cell(mif, "{}") != "-" and conc and float(mif) < 0.75 * float(conc):
+        notes.append(f"{float(mif):.1f} in flight on average, not {float(conc):.0f}")
+    return notes
 
 
 def spec_notes(row: Any) -> list[str]:
@@ -72,21 +95,25 @@ def grid(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def best_variant(df: pd.DataFrame, concurrency: int) -> str | None:
+    """The fastest variant whose verdict is `faster` (its interval above 1.00x); None when none is.
+    A summary.csv from before verdicts has no such column: there the fastest tok/s, as it was then."""
     rows = df[(df["concurrency"] == concurrency) & pd.to_numeric(df["tok_s"], errors="coerce").notna()]
+    if "verdict" in df:
+        rows = rows[rows["verdict"].astype(str) == "faster"]
     if rows.empty:
         return None
     return str(rows.loc[pd.to_numeric(rows["tok_s"]).idxmax(), "variant"])
 
 
 def render_table(df: pd.DataFrame) -> str:
-    """Variants as rows; the fastest per concurrency marked '*', speculative variants slower than the
-    baseline marked '!' with their break-even accept length."""
+    """Variants as rows; the fastest variant with a `faster` verdict per concurrency marked '*', variants
+    with a `slower` verdict marked '!' with their break-even accept length."""
     if df.empty:
         return "(no results)"
     headers = [h for _, h, _ in TABLE_COLUMNS] + ["note"]
     body: list[list[str]] = []
     for _, row in df.iterrows():
-        cells = [fmt_cell(row.get(col), spec) for col, _, spec in TABLE_COLUMNS]
+        cells = [table_cell(row, col, spec) for col, _, spec in TABLE_COLUMNS]
         note = []
         if str(row.get("status")) == "failed":
             note.append("FAILED")
@@ -95,6 +122,7 @@ def render_table(df: pd.DataFrame) -> str:
         if row.get("slower_than_baseline") is True or str(row.get("slower_than_baseline")) == "True":
             cells[0] = "!" + cells[0]
             note.append("slower than baseline")
+        note += verdict_notes(row)
         note += spec_notes(row)
         al = row.get("accept_len")
         if al is not None and not (isinstance(al, float) and math.isnan(al)) and float(al) <= 1.005:
@@ -107,6 +135,9 @@ def render_table(df: pd.DataFrame) -> str:
     if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
         out.insert(0, "SIMULATED: numbers from draftbench's SGLang stand-in, not a GPU")
     out.append("")
-    out.append("* fastest at that concurrency   ! slower than the baseline   "
+    out.append("* fastest at that concurrency, 95% CI above 1.00x   ! slower: 95% CI below 1.00x   "
                "break-even AL: accept length needed at this variant's measured step cost to match the baseline")
+    if "ci_method" in df and bool((df["ci_method"].astype(str) == "bootstrap-windows").any()):
+        out.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between runs "
+                   "(run.repeats >= 3 for a verdict)")
     return "\n".join(out)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell
+from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
 
@@ -146,12 +146,13 @@ def result_rows(df: pd.DataFrame) -> list[ResultRow]:
         return rows
     winners = {c: best_variant(df, c) for c in df["concurrency"].unique()}
     for _, row in df.iterrows():
-        cells = tuple(fmt_cell(row.get(col), spec) for col, _, spec in TABLE_COLUMNS)
+        cells = tuple(table_cell(row, col, spec) for col, _, spec in TABLE_COLUMNS)
         failed = str(row.get("status")) == "failed"
         slower = _true(row.get("slower_than_baseline"))
         notes = ["FAILED"] if failed else []
         if slower:
             notes.append("slower than baseline")
+        notes += verdict_notes(row)
         al = row.get("accept_len")
         if not _missing(al) and float(al) <= 1.005:
             notes.append("drafter inert (accept len 1.00)")

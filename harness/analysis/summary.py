@@ -9,6 +9,7 @@ Accept length comes from three independent sources, all kept:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from harness.analysis import acceptance, outputs
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
+from harness.analysis.verdicts import DEFAULT_MIN_STEADY_S, VERDICT_COLUMNS, add_verdicts
 
 REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
                     "accept_rate", "tok_s", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "speedup",
@@ -30,7 +32,7 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "cuda_graph_false_windows", "output_match", "slower_than_baseline", "ttft_mean_ms",
                    "server_ttft_mean_ms", "server_queue_mean_ms", "accept_len_source", "accept_len_probe",
                    "break_even_batch", "step_ms_ratio", "verify_step_ms", "decode_step_ms", "ttft_cost_ms",
-                   "first_divergence", "flush_failed", "forced_acceptance"]
+                   "first_divergence", "flush_failed", "forced_acceptance", *VERDICT_COLUMNS]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 
 
@@ -104,8 +106,8 @@ def _server_mean(ph: pd.DataFrame, column: str) -> float | None:
 
 def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
               variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None, *,
-              outputs_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The comparison: one row per (variant, concurrency)."""
+              min_steady_s: float = DEFAULT_MIN_STEADY_S, outputs_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The comparison: one row per (variant, concurrency); intervals and verdicts: harness.analysis.verdicts."""
     rows: list[dict[str, Any]] = []
     keys: list[tuple[str, int]] = []
     if not phases.empty:
@@ -169,6 +171,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     _relative_to_baseline(df, requests)
     _step_costs(df, requests, phases, windows, variants, outputs_df)
+    add_verdicts(df, requests, phases, min_steady_s=min_steady_s)
     return df[[c for c in SUMMARY_COLUMNS if c in df.columns]]
 
 
@@ -187,7 +190,6 @@ def _relative_to_baseline(df: pd.DataFrame, requests: pd.DataFrame) -> None:
             continue
         btok = float(b.iloc[0]["tok_s"])
         df.at[i, "speedup"] = float(row["tok_s"]) / btok
-        df.at[i, "slower_than_baseline"] = bool(float(row["tok_s"]) < btok) if not row["baseline"] else None
 
 
 def _step_costs(df: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
@@ -226,6 +228,16 @@ def by_category(requests: pd.DataFrame, probe: pd.DataFrame | None = None,
     return acceptance.by_category(requests, probe, baselines)
 
 
+def summarise_dir(run_dir: str | Path) -> pd.DataFrame:
+    """The summary of a run directory's records as they stand (also mid-run: every row is flushed)."""
+    run_dir = Path(run_dir)
+    requests, phases, windows, probe = closed_loop(
+        _read_csv(run_dir / "requests.csv"), _read_csv(run_dir / "phases.csv"),
+        _read_csv(run_dir / "server_windows.csv"), _read_csv(run_dir / "spec_probe.csv"))
+    return summarise(requests, phases, windows, read_variants(run_dir), probe, min_steady_s=_min_steady_s(run_dir),
+                     outputs_df=_read_csv(run_dir / "outputs.csv"))
+
+
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     """Read the run directory's records and write summary.csv (+ summary_by_category.csv)."""
     run_dir = Path(run_dir)
@@ -236,7 +248,8 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     variants = read_variants(run_dir)
     write_load_tables(run_dir, requests, phases, variants)
     requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)  # rate phases: goodput.py
-    df = summarise(requests, phases, windows, variants, probe, outputs_df=_read_csv(run_dir / "outputs.csv"))
+    df = summarise(requests, phases, windows, variants, probe, min_steady_s=_min_steady_s(run_dir),
+                   outputs_df=_read_csv(run_dir / "outputs.csv"))
     out = run_dir / "summary.csv"
     df.to_csv(out, index=False)
     by_category(requests, probe, variants).to_csv(run_dir / "summary_by_category.csv", index=False)
@@ -246,6 +259,16 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
         data["status"] = "complete" if complete else "incomplete"
         prov.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return out
+
+
+def _min_steady_s(run_dir: Path) -> float:
+    """The run's own run.min_steady_s (plan.resolved.json), so a re-summary judges as the run did."""
+    path = run_dir / "plan.resolved.json"
+    with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
+        value = json.loads(path.read_text(encoding="utf-8")).get("run", {}).get("min_steady_s")
+        if value is not None:
+            return float(value)
+    return DEFAULT_MIN_STEADY_S
 
 
 def load_summary(run_dir: str | Path) -> pd.DataFrame:

@@ -30,7 +30,16 @@ class RunSettings(StrictModel):
     temperature: float = Field(default=0.0, ge=0, description="sampling temperature (0 = greedy)")
     warmup_requests: int = Field(default=2, ge=0, description="requests discarded before measuring "
                                  "(at least, and as many at a time as, the highest concurrency)")
-    repeats: int = Field(default=1, ge=1, description="times each suite is replayed per concurrency level")
+    repeats: int | None = Field(
+        default=None, ge=1, description="times each suite is replayed per concurrency level; unset: 3 when "
+        "any level is above 1 (the speedup's interval there is over repeats), else 1")
+    min_steady_s: float = Field(
+        default=10.0, ge=0, description="a phase whose steady state (all slots busy) is shorter, or that has "
+        "fewer than 4 x concurrency requests, is too short to decide: its verdict stays within-noise")
+    until_ci_pct: float | None = Field(
+        default=None, gt=0, description="add repeats (up to max_repeats) while a speedup's 95 % interval "
+        "is wider than this many percent either side")
+    max_repeats: int = Field(default=10, ge=1, description="the most repeats until_ci_pct may run")
     request_timeout_s: float = Field(default=600, gt=0, description="per-request timeout")
     retries: int = Field(
         default=1, ge=0, le=10,
@@ -80,3 +89,11 @@ class RunSettings(StrictModel):
                 raise FieldProblem(f"concurrency {level} is listed twice", (i,))
             seen.add(level)
         return levels
+
+    @model_validator(mode="after")
+    def _resolve_repeats(self) -> RunSettings:
+        if self.repeats is None:  # resolved here, so plan.resolved.json records what ran
+            self.repeats = 3 if max(self.concurrency) > 1 else 1
+        if self.until_ci_pct is not None and self.max_repeats < self.repeats:
+            raise FieldProblem(f"is {self.max_repeats}, below repeats ({self.repeats})", ("max_repeats",))
+        return self

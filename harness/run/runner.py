@@ -125,6 +125,7 @@ class _Run:
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
             for variant in ordered:
                 await self._run_variant(variant, version)
+            await self._until_ci(ordered, version)
             complete = self.failures == 0
         finally:
             for s in self.servers:
@@ -152,7 +153,23 @@ class _Run:
         })
 
     # ------------------------------------------------------------------------------------------------
-    async def _run_variant(self, variant: Any, version: str | None) -> None:
+    async def _until_ci(self, ordered: list, version: str | None) -> None:
+        """run.until_ci_pct: one more repeat at a time of the baseline (the pairs need it) and of every
+        variant whose speedup interval is still wider, up to run.max_repeats."""
+        from harness.analysis.summary import summarise_dir
+        from harness.analysis.verdicts import needing_repeats
+
+        run = self.plan.run
+        for repeat in range(run.repeats + 1, (run.max_repeats if run.until_ci_pct else run.repeats) + 1):
+            wide = needing_repeats(summarise_dir(self.run_dir), run.until_ci_pct) - self.failed
+            if not wide:
+                return
+            again = [v for v in ordered if v.is_baseline or v.name in wide]
+            self.total_requests += requests_per_pass(self.plan) * len(again)
+            for variant in again:
+                await self._run_variant(variant, version, [repeat])
+
+    async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None) -> None:
         name = variant.name
         meta: dict[str, Any] = {
             "variant": name, "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
@@ -166,7 +183,7 @@ class _Run:
         # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
         forced = getattr(engine_of(self.plan), "forced_acceptance", None)  # an engine without the switch: None
         meta["forced_acceptance"] = forced({**(self.plan.target.env or {}), **(variant.env or {})}) if forced else None
-        todo = self._phases(variant)
+        todo = self._phases(variant, repeats)
         if not todo:
             return  # resumed: nothing left for this variant
         key = api_key(self.plan, variant)
@@ -250,9 +267,9 @@ class _Run:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      "" if gone else "processes left after SIGKILL"))
 
-    def _phases(self, variant: Any) -> list[tuple[str, Any, int, int, list[Any]]]:
+    def _phases(self, variant: Any, repeats: list[int] | None = None) -> list[tuple[str, Any, int, int, list[Any]]]:
         out = []
-        for repeat in range(1, self.plan.run.repeats + 1):
+        for repeat in repeats or range(1, self.plan.run.repeats + 1):
             for suite in self.plan.suites:
                 for c in [*self.plan.run.concurrency, *map(float, getattr(self.plan.run, "request_rate", []))]:
                     pid = phase_id(suite.name, c, repeat) if not isinstance(c, float) else \
