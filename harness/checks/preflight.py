@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
-from harness.checks import compat
+from harness.checks import compat, context
 from harness.checks import environment as envc
 from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
 from harness.common.findings import PLAN_WIDE, Finding, error, sort_findings, warning
 from harness.engines import engine_of
-
-CHARS_PER_TOKEN = 4  # rough English average; the context check only needs the order of magnitude
-TEMPLATE_TOKENS = 16  # chat-template overhead per request
 
 
 async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = None) -> list[Finding]:
@@ -72,6 +68,7 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
             )
         )
 
+    findings += context.target_findings(plan, target_cfg)
     arch = (ck.text_config(target_cfg).get("architectures") or [None])[0] if target_cfg else None
     engine = engine_of(plan)
     argvs, parsed, version, more = await engine.ask_parser(plan, target, env, arch, sglang_version)
@@ -127,9 +124,8 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
         )
     if str(v.spec_algorithm).upper() != "EAGLE3":
         return out
-    needed, longest = _longest_request(plan)
     out += ck.check_shapes(v.name, f, ctx.target_cfg, ctx.version)
-    out += compat.check_positions(v.name, f.config, needed, longest)
+    out += context.drafter_findings(v.name, f.config, plan)  # per suite, every turn of a conversation
     out += compat.check_rope(v.name, f.config, ctx.target_cfg)
     out += compat.check_trained_for(
         v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg
@@ -147,15 +143,3 @@ def _exists(env: EnvFacts, path: str | None) -> bool:
     """True unless the target said the path is missing (unknown counts as present)."""
     got = env.data.get("paths", {}).get(path or "", {}) if env.python_ok else {}
     return bool(got.get("exists", True))
-
-
-def _longest_request(plan: Any) -> tuple[int | None, str]:
-    """Estimated tokens of the longest prompt plus its output cap, and a note naming it."""
-    best, note = None, ""
-    for suite in plan.suites:
-        for p in suite.prompts:
-            out_cap = p.max_tokens or plan.run.max_tokens
-            total = math.ceil(p.size_chars / CHARS_PER_TOKEN) + TEMPLATE_TOKENS + int(out_cap)
-            if best is None or total > best:
-                best, note = total, f" (prompt {suite.name}/{p.id} + max_tokens {out_cap})"
-    return best, note
