@@ -165,3 +165,13 @@ def test_repeat_t_interval_covers_the_true_speedup():
         within += _verdict(low1, high1, "t-repeats", "3 paired repeats", None, None)[0] == "within-noise"
     assert covered >= 180, covered
     assert within >= 180, within
+
+
+def test_repeats_default_follows_concurrency():
+    from harness.inputs.run_settings import RunSettings
+
+    assert RunSettings().repeats == 1 and RunSettings(concurrency=[1, 8]).repeats == 3
+    assert RunSettings(concurrency=[1, 8], repeats=1).repeats == 1  # a plan's own value stays
+    assert RunSettings().min_steady_s == 10.0 and RunSettings().until_ci_pct is None
+    with pytest.raises(ValueError, match="below repeats"):
+        RunSettings(concurrency=[8], until_ci_pct=5.0, max_repeats=2)
