@@ -209,6 +209,7 @@ def _parse_log(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from harness.analysis.load_report import render_load_tables
     from harness.analysis.report import render_table
     from harness.analysis.summary import load_summary, summarise_run
 
@@ -218,6 +219,9 @@ def _summary(args: argparse.Namespace) -> int:
     summarise_run(run_dir, complete=True) if not (run_dir / "summary.csv").exists() else None
     df = load_summary(run_dir)
     print(render_table(df))
+    extra = render_load_tables(run_dir)
+    if extra:
+        print(extra)
     if args.csv:
         df.to_csv(args.csv, index=False)
         say(f"exported {args.csv}")

@@ -98,13 +98,21 @@ def by_rate(requests: pd.DataFrame, phases: pd.DataFrame, variants: dict[str, di
     return df[RATE_COLUMNS]
 
 
-def by_turn(requests: pd.DataFrame) -> pd.DataFrame:
-    """Acceptance by turn within each category (closed-loop and open-loop phases together)."""
+def by_turn(requests: pd.DataFrame, probe: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Acceptance by turn within each category (closed-loop and open-loop phases together). Per-request
+    stats come from the stream (SGLang >= 0.5.19) or from the non-streaming probe (0.5.13-0.5.18), which
+    replays first turns only: there later turns have no acceptance of their own."""
     if requests.empty or "turn" not in requests:
         return pd.DataFrame(columns=TURN_COLUMNS)
     ok = requests[requests["ok"].astype(str) == "True"].copy()
     if ok.empty:
         return pd.DataFrame(columns=TURN_COLUMNS)
+    if probe is not None and not probe.empty and "spec_verify_ct" in ok:
+        keyed = probe.drop_duplicates(["variant", "phase", "request_id"], keep="last").set_index(
+            ["variant", "phase", "request_id"])["spec_verify_ct"]
+        idx = pd.MultiIndex.from_frame(ok[["variant", "phase", "request_id"]])
+        ok["spec_verify_ct"] = _num(ok["spec_verify_ct"]).fillna(
+            pd.Series(_num(keyed.reindex(idx)).to_numpy(), index=ok.index))
     for col in ("turn", "prompt_tokens", "output_tokens", "decode_tok_s", "spec_verify_ct"):
         ok[col] = _num(ok[col]) if col in ok else float("nan")
     ok["spec_tokens"] = (ok["output_tokens"] - 1).where(ok["spec_verify_ct"] > 0)
@@ -121,7 +129,9 @@ def write_load_tables(run_dir: Path, requests: pd.DataFrame, phases: pd.DataFram
                       variants: dict[str, dict[str, Any]]) -> None:
     """summary_by_rate.csv and summary_by_turn.csv next to summary.csv."""
     by_rate(requests, phases, variants, run_slo(run_dir)).to_csv(run_dir / "summary_by_rate.csv", index=False)
-    by_turn(requests).to_csv(run_dir / "summary_by_turn.csv", index=False)
+    probe_path = run_dir / "spec_probe.csv"
+    probe = pd.read_csv(probe_path) if probe_path.exists() and probe_path.stat().st_size else None
+    by_turn(requests, probe).to_csv(run_dir / "summary_by_turn.csv", index=False)
 
 
 def run_slo(run_dir: Path) -> dict[str, Any] | None:

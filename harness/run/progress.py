@@ -15,6 +15,7 @@ PROGRESS_EVERY_S = 2.0
 
 async def consume(events: AsyncIterator[Any], *, out=None) -> int:
     """Drain a run's events; returns the exit code. The table comes from summary.csv, like everywhere."""
+    from harness.analysis.load_report import render_load_tables
     from harness.analysis.report import render_table
     from harness.analysis.summary import load_summary
 
@@ -49,6 +50,9 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
         elif isinstance(e, ev.RunDone):
             if e.summary_csv:
                 print(render_table(load_summary(e.run_dir)), file=out, flush=True)
+                extra = render_load_tables(e.run_dir)
+                if extra:
+                    print(extra, file=out, flush=True)
             say(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
             print(e.run_dir, file=out, flush=True)
             errors = int(e.extra.get("request_errors", 0))
