@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ class RunInfo:
     run_dir: str
     plan: str
     started_at: str
-    status: str  # from provenance.json: running | complete | incomplete | ?
+    status: str  # from provenance.json: running | complete | incomplete | ?; failed when every variant failed
     simulated: bool
 
 
@@ -50,6 +50,7 @@ class LoadedRun:
     info: RunInfo
     summary: pd.DataFrame
     categories: pd.DataFrame
+    failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
 
 
 @dataclass
@@ -88,9 +89,15 @@ def run_info(run_dir: str | Path) -> RunInfo:
         run_dir=str(run_dir),
         plan=str(prov.get("plan", "?")),
         started_at=str(prov.get("started_at", "")),
-        status=str(prov.get("status", "?")),
+        status=_status(run_dir, str(prov.get("status", "?"))),
         simulated=bool(prov.get("simulated", False)),
     )
+
+
+def _status(run_dir: Path, status: str) -> str:
+    """A run where every variant failed measured nothing: failed, not partial."""
+    metas = read_variants(run_dir) if status == "incomplete" else {}
+    return "failed" if metas and all(m.get("status") == "failed" for m in metas.values()) else status
 
 
 def list_runs(results_dir: str | Path) -> list[RunInfo]:
@@ -120,7 +127,17 @@ def load_run(run_dir: str | Path) -> LoadedRun:
     if categories is None:
         requests = _csv(run_dir / "requests.csv")
         categories = by_category(requests) if requests is not None else pd.DataFrame()
-    return LoadedRun(run_info(run_dir), load_summary(run_dir), categories)
+    return LoadedRun(run_info(run_dir), load_summary(run_dir), categories, variant_failures(run_dir))
+
+
+def variant_failures(run_dir: str | Path) -> dict[str, str]:
+    """Why each failed or interrupted variant did not finish: the runner's reason and its server's last log line."""
+    out = {}
+    for name, meta in read_variants(Path(run_dir)).items():
+        if meta.get("status") in ("failed", "interrupted"):
+            lines = [str(ln).strip() for ln in meta.get("last_log_lines") or [] if str(ln).strip()]
+            out[name] = str(meta.get("failure") or meta["status"]) + (f": {lines[-1]}" if lines else "")
+    return out
 
 
 def _csv(path: Path) -> pd.DataFrame | None:
@@ -139,8 +156,9 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def result_rows(df: pd.DataFrame) -> list[ResultRow]:
-    """The CLI table's rows (same columns, same formats), with winner / slower / failed flags for styling."""
+def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> list[ResultRow]:
+    """The CLI table's rows (same columns, same formats), with winner / slower / failed flags for styling;
+    a variant that never measured shows its reason (`failures`) instead of a concurrency-0 row."""
     rows: list[ResultRow] = []
     if df.empty:
         return rows
@@ -149,7 +167,12 @@ def result_rows(df: pd.DataFrame) -> list[ResultRow]:
         cells = tuple(table_cell(row, col, spec) for col, _, spec in TABLE_COLUMNS)
         failed = str(row.get("status")) == "failed"
         slower = _true(row.get("slower_than_baseline"))
-        notes = ["FAILED"] if failed else []
+        if failed and (failures or {}).get(str(row["variant"])):
+            notes = [f"FAILED: {failures[str(row['variant'])]}"]  # type: ignore[index]
+        else:
+            notes = ["FAILED"] if failed else []
+        if failed and str(row.get("concurrency")) in ("0", "0.0"):
+            cells = tuple("-" if col == "concurrency" else c for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
         if slower:
             notes.append("slower than baseline")
         notes += verdict_notes(row)

@@ -102,6 +102,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         self.plan_alarms: list[Alarm] = []
         self.run_thread: RunThread | RunProcess | None = None
         self.run_dir: str | None = None
+        self.run_variants: tuple[str, ...] = ()  # the variants of the run going or last run
 
     # ---- startup ------------------------------------------------------------------------------------------
     def on_mount(self) -> None:

@@ -32,6 +32,7 @@ class RunControl(App[int]):
     run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
     progress: var[ProgressSnapshot | None] = var(None)
+    run_failures: var[dict[str, str]] = var(dict)  # variant -> why it failed, this run (reason: last log line)
 
     # set by the App
     results_dir: Path
@@ -40,6 +41,7 @@ class RunControl(App[int]):
     flush_interval: float
     clock: Callable[[], float]
     run_thread: RunThread | RunProcess | None
+    run_variants: tuple[str, ...]
 
     @on(msg.RunRequested)
     def _run_requested(self, m: msg.RunRequested) -> None:
@@ -113,6 +115,8 @@ class RunControl(App[int]):
     @on(msg.RunLaunched)
     def _run_launched(self, m: msg.RunLaunched) -> None:
         self.run_dir = m.run_dir
+        self.run_variants = m.variants
+        self.run_failures = {}
         sim = "  SIMULATED" if m.simulated else ""
         if self.run_state != "cancelling":
             self._set_run(
@@ -130,13 +134,24 @@ class RunControl(App[int]):
     def _progress(self, m: msg.ProgressUpdated) -> None:
         self.progress = m.snapshot
 
+    @on(msg.VariantFinished)
+    def _variant_finished(self, m: msg.VariantFinished) -> None:
+        if m.ok:
+            return
+        view = self.servers.get(m.variant)
+        lines = [ln for ln in (view.detail if view else "").splitlines() if ln.strip()]
+        why = m.detail or "failed"
+        self.run_failures = {**self.run_failures, m.variant: why + (f": {lines[-1].strip()}" if lines else "")}
+        self.notify(f"{m.variant}: {self.run_failures[m.variant]}", title="variant failed", severity="error")
+
     @on(msg.RunFinished)
     def _run_finished(self, m: msg.RunFinished) -> None:
         ok = m.complete
-        self._set_run(
-            "done" if ok else "failed",
-            f"finished: {m.run_dir}" + ("" if ok else f"  ({m.failures} variant(s) failed)"),
-        )
+        failures = self.run_failures
+        every = bool(failures) and len(failures) >= max(len(self.run_variants), 1)
+        head = "every variant failed" if every else f"{m.failures} variant(s) failed"
+        reasons = "".join(f"\n  {v}: {why}" for v, why in failures.items())
+        self._set_run("done" if ok else "failed", f"finished: {m.run_dir}" if ok else f"{head}: {m.run_dir}{reasons}")
         self.notify(
             "run complete: press 3 for the results" if ok else "run finished with failures",
             severity="information" if ok else "warning",

@@ -124,7 +124,7 @@ class ResultsScreen(SectionScreen):
             f"{info.run_id}  plan {info.plan}  [{info.status}]{sim}"
         )
         table = self.query_one("#results-table", DataTable)
-        rows = result_rows(result.summary)
+        rows = result_rows(result.summary, getattr(result, "failures", None))
         with self.app.batch_update():
             table.clear()
             for row in rows:
