@@ -24,12 +24,13 @@ class SGLangEngine:
     stand_in_version = STAND_IN_VERSION
     ready_line = READY_LINE
     phase_columns = tuple(prom.COLUMNS)
+    accept_needs_flush = True
 
     async def detect_version(self, plan: Any, target: Any) -> str | None:
         """The version that decides flag spellings: the stand-in's, the plan's pin, or asked on the target."""
         t = plan.target
-        if t.simulated:
-            return STAND_IN_VERSION
+        if t.simulated:  # the stand-in answers as 0.5.15, or as a later release the plan pins (sim resolve.py)
+            return str(t.sglang_version) if t.sglang_version not in (None, "auto") else STAND_IN_VERSION
         if t.sglang_version and t.sglang_version != "auto":
             return str(t.sglang_version)
         res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)

@@ -16,7 +16,7 @@ from aiohttp import web
 from harness.sim.sglang import openai_api
 from harness.sim.sglang import responses as rs
 from harness.sim.sglang.engine import Req
-from harness.sim.sglang.resolve import VERSION
+from harness.sim.sglang.resolve import emulated_version
 from harness.sim.sglang.state import SimState, json_response, outputs, peer, read_json, start_sse
 
 HEALTH_CHECK_TIMEOUT = float(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", 20))
@@ -149,7 +149,7 @@ async def server_info(request: web.Request) -> web.Response:
             "max_total_num_tokens": state.max_total_num_tokens,
             "max_req_input_len": state.context_len - 6,
             "internal_states": [internal_state(state)],
-            "version": VERSION,
+            "version": emulated_version(),
             "kv_events": None,
         }
     )

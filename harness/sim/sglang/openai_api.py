@@ -10,9 +10,11 @@ from typing import Any
 
 from aiohttp import web
 
+from harness.common.versions import version_at_least
 from harness.sim.sglang import model
 from harness.sim.sglang import responses as rs
 from harness.sim.sglang.engine import Req
+from harness.sim.sglang.resolve import emulated_version
 from harness.sim.sglang.state import SimState, json_response, outputs, read_json, start_stream
 
 
@@ -130,7 +132,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 spec_draft_tokens=state.spec_draft_tokens,
                 sent_ts=None,
             )
-        return json_response(rs.chat_response(req, name, meta=meta, cache_report=cache_report))
+        out = rs.chat_response(req, name, meta=meta, cache_report=cache_report)
+        if (details := _spec_details(state, body, req)) is not None:
+            out["sglext"] = {"spec_tokens_details": details}
+        return json_response(out)
     include_usage, continuous = _usage_flags(body, state)
     resp, stream_outputs = await start_stream(request, state, req)
     try:
@@ -147,6 +152,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 await resp.write(rs.chat_chunk(req.rid, name, content=delta, usage_=usage))
         reason, matched = rs.finish_fields(req)
         await resp.write(rs.chat_chunk(req.rid, name, finish_reason=reason, matched_stop=matched))
+        if (details := _spec_details(state, body, req)) is not None:
+            await resp.write(rs.sglext_chunk(req.rid, name, "chat.completion.chunk", details))
         if include_usage:
             await resp.write(
                 rs.usage_chunk(
@@ -169,6 +176,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         if not req.finished:
             state.engine.abort(req)
     return resp
+
+
+def _spec_details(state: SimState, body: dict, req: Any) -> dict | None:
+    """`return_spec_tokens_details` exists from 0.5.19 (DRAFTBENCH_SIM_SGLANG_VERSION picks the release the
+    stand-in answers as; 0.5.15's request models ignore the field)."""
+    if not body.get("return_spec_tokens_details") or not version_at_least(emulated_version(), "0.5.19"):
+        return None
+    return rs.spec_tokens_details(req, state.spec_draft_tokens)
 
 
 def _completion_prompt(prompt: Any, vocab: int) -> list[int] | None:
@@ -207,7 +222,10 @@ async def completions(request: web.Request) -> web.StreamResponse:
     cache_report = bool(state.sa["enable_cache_report"])
     if not stream:
         await _wait_finished(req)
-        return json_response(rs.completion_response(req, name, cache_report=cache_report))
+        out = rs.completion_response(req, name, cache_report=cache_report)
+        if (details := _spec_details(state, body, req)) is not None:
+            out["sglext"] = {"spec_tokens_details": details}
+        return json_response(out)
     include_usage, continuous = _usage_flags(body, state)
     created = int(time.time())
     resp, stream_outputs = await start_stream(request, state, req)
@@ -220,6 +238,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
             reason, matched = rs.finish_fields(r) if r.finished else (None, None)
             usage = rs.usage(len(prompt_ids), n) if continuous else None
             await resp.write(rs.completion_chunk(req.rid, name, created, delta, reason, matched, usage))
+        if (details := _spec_details(state, body, req)) is not None:
+            await resp.write(rs.sglext_chunk(req.rid, name, "text_completion", details))
         if include_usage:
             await resp.write(
                 rs.usage_chunk(

@@ -18,6 +18,14 @@ from harness.sim.sglang.args import build_parser
 # The simulated GPU: one H200 as `nvidia-smi` reports it (MiB), used by the memory heuristics.
 GPU_MEM_MIB = 143771
 VERSION = "0.5.15.post1"
+
+
+def emulated_version() -> str:
+    """The release the stand-in answers as: its flags and formats are 0.5.15's; from 0.5.19 it also sends the
+    per-request `sglext.spec_tokens_details` (the one later format tests need)."""
+    import os
+
+    return os.environ.get("DRAFTBENCH_SIM_SGLANG_VERSION") or VERSION
 SPEC_ALGORITHMS = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NONE")
 _AUTO_314_ARCHS = {  # arg_groups/speculative_hook.py::_auto_choose_speculative_params
     "DeepseekV32ForCausalLM",

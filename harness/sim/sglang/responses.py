@@ -92,6 +92,31 @@ def meta_info(
     return m
 
 
+def spec_tokens_details(req: Req, spec_draft_tokens: int | None) -> dict[str, Any] | None:
+    """``SpecTokensDetails`` of SGLang 0.5.19+ (REFERENCE §4.2): the same per-request numbers as the spec keys
+    of ``meta_info``; the DSpark-only cap fields are None for EAGLE."""
+    if spec_draft_tokens is None or req.verify_ct <= 0:
+        return None
+    proposed = req.verify_ct * (spec_draft_tokens - 1)
+    return {
+        "spec_accept_rate": req.correct_drafts / proposed if proposed > 0 else 0.0,
+        "spec_accept_length": len(req.output_ids) / req.verify_ct,
+        "spec_cap_length": None,
+        "spec_block_accept_length": None,
+        "spec_num_correct_drafts": req.correct_drafts,
+        "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": req.verify_ct,
+        "spec_correct_drafts_histogram": list(req.histogram),
+        "spec_cap_lens_histogram": None,
+    }
+
+
+def sglext_chunk(rid: str, model: str, obj: str, details: dict[str, Any]) -> bytes:
+    """The extra streaming chunk of 0.5.19+: no choices, the request's spec details under ``sglext``."""
+    return sse({"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [],
+                "sglext": {"spec_tokens_details": details}})
+
+
 def usage(
     prompt: int, completion: int, *, cached: int = 0, cache_report: bool = False, drop_none: bool = False
 ) -> dict[str, Any]:
