@@ -164,7 +164,13 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, task.cancel)
-        return await consume(run_plan(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume))
+        if plan.targets or (resume and (Path(resume) / "nodes.json").exists()):
+            from harness.run.multinode import run_multi
+
+            events = run_multi(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
+        else:
+            events = run_plan(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
+        return await consume(events)
 
     try:
         return asyncio.run(go())

@@ -110,6 +110,8 @@ def render_table(df: pd.DataFrame) -> str:
     with a `slower` verdict marked '!' with their break-even accept length."""
     if df.empty:
         return "(no results)"
+    if "node" in df.columns and df["node"].nunique() > 1:  # a run over several nodes: name the node
+        df = df.assign(variant=df["variant"].astype(str) + "@" + df["node"].astype(str))
     headers = [h for _, h, _ in TABLE_COLUMNS] + ["note"]
     body: list[list[str]] = []
     for _, row in df.iterrows():

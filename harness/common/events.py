@@ -90,6 +90,16 @@ class RunDone:
 
 
 @dataclass(frozen=True)
+class NodeState:
+    """One node of a plan with several targets (harness.run.multinode)."""
+
+    node: str  # the target's name ("local", an ssh destination, with :port when one is set)
+    state: str  # "assigned" | "running" | "done" | "lost" | "moved"
+    variants: tuple[str, ...] = ()
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class TuneStage:
     stage: str  # "wide" | "preflight" | "step-cost" | "verify" | "report"
     message: str
@@ -118,6 +128,7 @@ class TuneDone:
 
 Event = (
     RunStarted
+    | NodeState
     | ServerState
     | ServerLog
     | LogWindow

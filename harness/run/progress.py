@@ -26,6 +26,9 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
         if isinstance(e, ev.RunStarted):
             sim = " (SIMULATED: SGLang stand-in)" if e.simulated else ""
             say(f"run {e.run_id}{sim}: {len(e.variants)} variants, {e.total_requests} requests -> {e.run_dir}")
+        elif isinstance(e, ev.NodeState):
+            detail = f" ({e.detail})" if e.detail else ""
+            say(f"[node {e.node}] {e.state}: {', '.join(e.variants) or '-'}{detail}")
         elif isinstance(e, ev.ServerState):
             extra = f" port {e.port} pgid {e.pgid}" if e.port and e.state in ("ready", "starting") else ""
             say(f"[{e.variant}] server {e.state}{extra}")
