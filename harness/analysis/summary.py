@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import acceptance, outputs
+from harness.analysis import acceptance, engines_table, outputs
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
@@ -32,7 +32,8 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "cuda_graph_false_windows", "output_match", "slower_than_baseline", "ttft_mean_ms",
                    "server_ttft_mean_ms", "server_queue_mean_ms", "accept_len_source", "accept_len_probe",
                    "break_even_batch", "step_ms_ratio", "verify_step_ms", "decode_step_ms", "ttft_cost_ms",
-                   "first_divergence", "flush_failed", "forced_acceptance", *VERDICT_COLUMNS]
+                   "first_divergence", "flush_failed", "forced_acceptance",
+                   "engine", "compared_with", *VERDICT_COLUMNS]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 
 
@@ -130,7 +131,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
         win = windows[(windows["variant"] == name) & (windows["phase"].isin(phase_ids))] \
             if not windows.empty else windows
         dec = win[win["kind"] == "decode"] if not win.empty else win
-        acc_log = _weighted(dec["accept_len"], dec["running_req"]) if not dec.empty else None
+        acc_log = _weighted(dec["accept_len"], engines_table.window_weights(dec)) if not dec.empty else None
         spec = bool(meta.get("algorithm"))
         accept, source = acceptance.headline(acc_req, acc_probe, acc_srv, acc_log) if spec else (None, "")
         ndt = _effective_draft_tokens(meta)
@@ -169,9 +170,12 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
+    engines_table.tag(df, variants)
     _relative_to_baseline(df, requests)
     _step_costs(df, requests, phases, windows, variants, outputs_df)
     add_verdicts(df, requests, phases, min_steady_s=min_steady_s)
+    engines_table.compared_with(df)
+    df = engines_table.with_cross_engine_rows(df)
     return df[[c for c in SUMMARY_COLUMNS if c in df.columns]]
 
 
@@ -185,7 +189,7 @@ def _relative_to_baseline(df: pd.DataFrame, requests: pd.DataFrame) -> None:
     df["slower_than_baseline"] = None
     base = df[df["baseline"]]
     for i, row in df.iterrows():
-        b = base[base["concurrency"] == row["concurrency"]]
+        b = engines_table.own_baseline(base, row)
         if b.empty or not b.iloc[0]["tok_s"] or row["tok_s"] is None or pd.isna(row["tok_s"]):
             continue
         btok = float(b.iloc[0]["tok_s"])
@@ -207,7 +211,7 @@ def _step_costs(df: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame, 
         return set(phases[(phases["variant"] == name) & (phases["concurrency"] == conc)]["phase"])
 
     for i, row in df.iterrows():
-        b = base[base["concurrency"] == row["concurrency"]]
+        b = engines_table.own_baseline(base, row)
         if b.empty or row["baseline"]:
             continue
         bname, conc = str(b.iloc[0]["variant"]), int(row["concurrency"])

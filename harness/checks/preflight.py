@@ -70,12 +70,15 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
 
     findings += context.target_findings(plan, target_cfg)
     arch = (ck.text_config(target_cfg).get("architectures") or [None])[0] if target_cfg else None
-    engine = engine_of(plan)
-    argvs, parsed, version, more = await engine.ask_parser(plan, target, env, arch, sglang_version)
-    findings += more
-    ctx = _Context(plan, engine, argvs, parsed, version, arch, target_cfg, env, drafter_dirs, facts)
-    for v in plan.variants:
-        findings += _variant_findings(ctx, v)
+    ctxs: dict[str, _Context] = {}
+    for v in plan.variants:  # each engine builds and judges the argv of its own variants
+        engine = engine_of(plan, v)
+        if engine.name not in ctxs:
+            argvs, parsed, version, more = await engine.ask_parser(plan, target, env, arch, sglang_version)
+            findings += more
+            ctxs[engine.name] = _Context(plan, engine, argvs, parsed, version, arch, target_cfg, env,
+                                         drafter_dirs, facts)
+        findings += _variant_findings(ctxs[engine.name], v)
     return sort_findings(findings, [v.name for v in plan.variants])
 
 
@@ -101,7 +104,7 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
         return []
     out: list[Finding] = []
     max_batch = min(max(plan.run.concurrency), int(plan.server.max_running_requests))
-    base = plan.baseline
+    base = plan.baseline_of(v)
     base_argv = ctx.argvs.get(base.name) if v is not base else None
     out += ctx.engine.launch_findings(plan, v, argv, base_argv, ctx.parsed.get(v.name), ctx.version, ctx.arch,
                                       max_batch)
@@ -143,3 +146,5 @@ def _exists(env: EnvFacts, path: str | None) -> bool:
     """True unless the target said the path is missing (unknown counts as present)."""
     got = env.data.get("paths", {}).get(path or "", {}) if env.python_ok else {}
     return bool(got.get("exists", True))
+
+

@@ -177,13 +177,16 @@ class _Collector:
             self.last_cum = last_cum
 
     def _other(self, obj: dict, t: float) -> None:
-        """A chunk without choices: the final usage, SGLang's sglext, or an error event."""
+        """A chunk without choices: the final usage, SGLang's sglext, vLLM's metrics, or an error event."""
         usage = obj.get("usage")
         if usage is not None:
             self.usage = usage
         sglext = obj.get("sglext")
         if sglext and sglext.get("spec_tokens_details") is not None:
             self.spec = sglext["spec_tokens_details"]
+        metrics = obj.get("metrics")  # vLLM >= 0.29: per-request stats ride the final usage chunk
+        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
+            self.spec = metrics["speculative_decoding"]
         err = obj.get("error")
         if err is not None:
             msg = err.get("message", err) if isinstance(err, dict) else err

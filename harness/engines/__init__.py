@@ -6,7 +6,7 @@ from typing import Any
 
 from harness.engines.base import Engine
 
-ENGINE_NAMES = ("sglang",)
+ENGINE_NAMES = ("sglang", "vllm")
 
 
 def get_engine(name: str = "sglang") -> Engine:
@@ -15,11 +15,17 @@ def get_engine(name: str = "sglang") -> Engine:
         from harness.engines.sglang import SGLANG
 
         return SGLANG
+    if name == "vllm":
+        from harness.engines.vllm import VLLM
+
+        return VLLM
     raise ValueError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
 
 
-def engine_of(plan: Any) -> Engine:
-    return get_engine(getattr(plan, "engine", None) or "sglang")
+def engine_of(plan: Any, variant: Any = None) -> Engine:
+    """The variant's engine when it names one, else the plan's (default SGLang)."""
+    name = getattr(variant, "engine", None) or getattr(plan, "engine", None) or "sglang"
+    return get_engine(name)
 
 
 def phase_columns() -> list[str]:

@@ -34,6 +34,8 @@ class Engine(Protocol):
     stand_in_version: str     # the version the project's stand-in of this engine reproduces
     ready_line: str           # the log line that says the server is ready (readiness is still asked over HTTP)
     phase_columns: Sequence[str]  # server-side per-phase columns (phase_server_means keys)
+    accept_needs_flush: bool  # True: the server's accept length is cumulative until a flush (SGLang);
+    #                           False: it is a counter delta over the phase and needs none (vLLM)
 
     async def detect_version(self, plan: Any, target: Any) -> str | None: ...
     def launcher_argv(self, target: Any) -> list[str]: ...

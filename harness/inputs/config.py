@@ -64,6 +64,7 @@ def _file_name(value: Any) -> Any:
 Algorithm = Annotated[str, BeforeValidator(_algorithm)]
 Port = Annotated[int | Literal["auto"], BeforeValidator(_port)]
 FileName = Annotated[str, BeforeValidator(_file_name)]
+Engine = Literal["sglang", "vllm"]  # harness.engines.ENGINE_NAMES (a test keeps them equal)
 
 
 class Drafter(StrictModel):
@@ -107,6 +108,14 @@ class Target(StrictModel):
         default="auto", description="'auto' (asked on the target) or e.g. '0.5.15'; decides flag spellings"
     )
     simulated: bool = Field(default=False, description="true when the launcher is draftbench's stand-in")
+    vllm_launcher: list[ArgStr] | None = Field(
+        default=None,
+        min_length=1,
+        description="argv prefix replacing [vllm, serve] for vLLM variants; '{python}' is substituted",
+    )
+    vllm_version: str = Field(
+        default="auto", description="'auto' (asked on the target) or e.g. '0.33.0'; decides vLLM flag spellings"
+    )
 
     @field_validator("env")
     @classmethod
@@ -116,7 +125,7 @@ class Target(StrictModel):
                 raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
         return env
 
-    @field_validator("sglang_version")
+    @field_validator("sglang_version", "vllm_version")
     @classmethod
     def _version(cls, value: str) -> str:
         if not VERSION_RE.fullmatch(value):
@@ -175,6 +184,9 @@ class Variant(StrictModel):
     """One arm of the comparison: the baseline (no speculation) or a speculative configuration."""
 
     name: FileName = Field(description="unique; becomes part of file names")
+    engine: Engine | None = Field(
+        default=None, description="serving engine of this arm (default: the plan's `engine`)"
+    )
     baseline: bool | None = Field(
         default=None, description="mark the baseline when several arms do not speculate"
     )
@@ -281,6 +293,7 @@ class Plan(StrictModel):
 
     name: str = Field(min_length=1, description="names the run (slugged into the run directory's name)")
     description: str = Field(default="", description="free text shown with the results")
+    engine: Engine = Field(default="sglang", description="serving engine of every variant without its own")
     target: Target = Field(default_factory=Target, description="where SGLang runs")
     model: Model = Field(description="the served target model")
     server: Server = Field(default_factory=Server, description="server settings shared by all variants")
@@ -316,19 +329,24 @@ class Plan(StrictModel):
                     ("variants", i, "name"),
                 )
             seen[key] = i
-        baselines = [i for i, v in enumerate(self.variants) if v.is_baseline]
-        if not baselines:
-            raise FieldProblem(
-                "no baseline: add a variant without drafter or algorithm (e.g. '- name: baseline')",
-                ("variants",),
-            )
-        if len(baselines) > 1:
-            names = ", ".join(repr(self.variants[i].name) for i in baselines)
-            raise FieldProblem(
-                f"more than one baseline ({names}); mark the reference with 'baseline: true' "
-                "and the others with 'baseline: false'",
-                ("variants", baselines[1]),
-            )
+        for variant in self.variants:
+            if variant.engine is None:
+                variant.engine = self.engine  # each arm names its engine from here on
+        for engine in dict.fromkeys(v.engine for v in self.variants):  # one baseline per engine
+            of = "" if len({v.engine for v in self.variants}) == 1 else f" for engine {engine}"
+            baselines = [i for i, v in enumerate(self.variants) if v.is_baseline and v.engine == engine]
+            if not baselines:
+                raise FieldProblem(
+                    f"no baseline{of}: add a variant without drafter or algorithm (e.g. '- name: baseline')",
+                    ("variants",),
+                )
+            if len(baselines) > 1:
+                names = ", ".join(repr(self.variants[i].name) for i in baselines)
+                raise FieldProblem(
+                    f"more than one baseline{of} ({names}); mark the reference with 'baseline: true' "
+                    "and the others with 'baseline: false'",
+                    ("variants", baselines[1]),
+                )
         suite_seen: dict[str, int] = {}
         for i, suite in enumerate(self.suites):
             if suite.name in suite_seen:
@@ -338,7 +356,13 @@ class Plan(StrictModel):
 
     @property
     def baseline(self) -> Variant:
-        return next(v for v in self.variants if v.is_baseline)
+        """The baseline of the plan's own engine (the first baseline when no variant uses it)."""
+        base = [v for v in self.variants if v.is_baseline]
+        return next((v for v in base if v.engine == self.engine), base[0])
+
+    def baseline_of(self, variant: Variant) -> Variant:
+        """The baseline a variant is compared with: the one of its own engine."""
+        return next(v for v in self.variants if v.is_baseline and v.engine == variant.engine)
 
     @property
     def source_path(self) -> Path | None:

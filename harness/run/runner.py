@@ -78,7 +78,7 @@ class _Run:
         self.phase_tag: dict[str, str | None] = {}
         self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
         self.alarms = AlarmTracker(plan)
-        self.engine = engine_of(plan)
+        self.versions: dict[str, str | None] = {}  # engine name -> version, asked once per engine
         self.failures = 0
         self.failed: set[str] = set()
         self.request_errors = 0
@@ -111,8 +111,11 @@ class _Run:
             await self.target.connect()
             if self.resume_dir:
                 await self._reap_leftovers()
-            version = await self.engine.detect_version(plan, self.target)
-            self._write_provenance(version, status="running")
+            for variant in plan.variants:
+                engine = engine_of(plan, variant)
+                if engine.name not in self.versions:
+                    self.versions[engine.name] = await engine.detect_version(plan, self.target)
+            self._write_provenance(self.versions, status="running")
             for variant in plan.variants:  # a missing API key variable fails here, before any server starts
                 api_key(plan, variant)
             per_variant = requests_per_pass(plan) * plan.run.repeats
@@ -124,7 +127,7 @@ class _Run:
 
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
             for variant in ordered:
-                await self._run_variant(variant, version)
+                await self._run_variant(variant, self.versions[engine_of(plan, variant).name])
             await self._until_ci(ordered, version)
             complete = self.failures == 0
         finally:
@@ -140,7 +143,7 @@ class _Run:
         self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
 
-    def _write_provenance(self, version: str | None, status: str) -> None:
+    def _write_provenance(self, versions: dict[str, str | None], status: str) -> None:
         write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
         write_json(self.run_dir / "provenance.json", {
             "draftbench_version": harness.__version__, "run_id": self.run_id, "status": status,
@@ -148,7 +151,8 @@ class _Run:
             "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
             "simulated": bool(self.plan.target.simulated),
             "servers_not_started": [v.name for v in self.plan.variants if v.is_existing],
-            "sglang_version_detected": version, "client_host": platform.node(),
+            "sglang_version_detected": versions.get("sglang"), "engine_versions": versions,
+            "client_host": platform.node(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
 
@@ -171,8 +175,10 @@ class _Run:
 
     async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None) -> None:
         name = variant.name
+        engine = engine_of(self.plan, variant)
         meta: dict[str, Any] = {
-            "variant": name, "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
+            "variant": name, "engine": engine.name, "engine_version": version,
+            "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
             "drafter": variant.drafter.name if variant.drafter else "",
             "drafter_path": str(variant.drafter.path) if variant.drafter else "",
             "num_steps": variant.num_steps, "eagle_topk": variant.eagle_topk,
@@ -204,7 +210,7 @@ class _Run:
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
             await require_auth(server)  # a wrong key: an error now, not a variant at 0 tok/s
             info = await server.admin.server_info() if server.admin else None
-            meta.update(self.engine.server_provenance(info))
+            meta.update(engine.server_provenance(info))
             if variant.is_existing:
                 for alarm in check_existing(variant, meta):  # raises ServerFailed on a mismatch
                     self.emit(alarm)
@@ -296,7 +302,9 @@ class _Run:
         client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
                               max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
                               api_key=api_key(self.plan, variant) or "EMPTY")
-        probe = self.engine.spec_mode(run, as_served(variant, meta), meta.get("sglang_version"))
+        engine = server.engine
+        version = meta.get("sglang_version") or meta.get("engine_version")
+        probe = engine.spec_mode(run, as_served(variant, meta), version)
         meta["per_request_spec"] = probe
         try:
             await warmup(client, self.plan, variant)
@@ -314,7 +322,7 @@ class _Run:
         from harness.run.replay import probe_meta, replay_phase
 
         name = variant.name
-        flushed = bool(await server.admin.flush_cache())
+        flushed = bool(await server.admin.flush_cache()) or not server.engine.accept_needs_flush
         if not flushed:  # the server's own counters then hold earlier traffic: reported, not ignored
             self.emit(ev.Alarm(name, "warning", "flush-failed",
                                f"{pid}: the cache flush before the phase failed; the server's accept length "
@@ -324,7 +332,8 @@ class _Run:
         self.emit(ev.PhaseStarted(name, pid, suite.name, c, len(prompts)))
         tokens = 0
         ok = err = 0
-        extra = self.engine.spec_request_extra(probe)
+        engine = server.engine
+        extra = engine.spec_request_extra(probe)
         t0 = time.perf_counter()
         rate = self.phase_rate.get(pid)
         replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive) if rate is None \
@@ -333,7 +342,7 @@ class _Run:
             rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
                               prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
                               request_id=req.request_id, result=result,
-                              normalise_spec=self.engine.request_spec, request_rate=rate)
+                              normalise_spec=engine.request_spec, request_rate=rate)
             unauthorized(name, rec)
             self.records.append(asdict(rec))
             if self.outputs is not None and rec.ok:
@@ -348,20 +357,22 @@ class _Run:
         if not await server.alive():
             raise ServerFailed(name, "died during the suite", list(server.last_lines))
         mark = server.lines_seen
-        server_side = self.engine.phase_server_means(before, await server.admin.histograms())
+        server_side = engine.phase_server_means(before, await server.admin.histograms())
         info = await server.admin.server_info()
-        accept = self.engine.server_accept_len(info)
+        accept = server_side.pop("server_accept_len", None)  # the phase's counter delta, where the engine has one
+        if accept is None:
+            accept = engine.server_accept_len(info)
         await self._log_catch_up(server, mark)
         self.phase_tag[name] = None
         self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
                             "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
                             "wall_s": round(wall, 6), "server_accept_len": accept, "flush_ok": flushed,
-                            "last_gen_throughput": self.engine.last_gen_throughput(info), **server_side})
+                            "last_gen_throughput": engine.last_gen_throughput(info), **server_side})
         self.emit(ev.PhaseDone(name, pid, wall, accept))
         if probe == "meta_info":
             self.phase_tag[name] = f"probe:{pid}"
             await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid,
-                             self.engine.request_spec)
+                             engine.request_spec)
             self.phase_tag[name] = None
 
     async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
@@ -380,7 +391,7 @@ class _Run:
         self.emit(ev.ServerLog(variant, tuple(lines)))
         tag = self.phase_tag.get(variant)
         for i, text in enumerate(lines):
-            w = self.engine.parse_log_line(text, first + i)
+            w = server.engine.parse_log_line(text, first + i) if server else None
             if w is None:
                 continue
             row = {"variant": variant, "phase": tag or ""}

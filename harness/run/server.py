@@ -40,7 +40,7 @@ class Server:
         self.name = variant.name
         self.run_id = run_id
         self.run_dir = Path(run_dir)
-        self.engine = engine_of(plan)
+        self.engine = engine_of(plan, variant)
         self.engine_version = engine_version
         self.on_lines = on_lines
         self.api_key = api_key  # from the environment (inputs.endpoints): passed as --api-key, scrubbed from logs

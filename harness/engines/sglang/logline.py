@@ -22,33 +22,10 @@ Files, streams and line numbering are in ``harness.engines.sglang.logparse``, th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from operator import itemgetter
 from typing import Literal
 
-
-@dataclass(frozen=True, slots=True)
-class LogWindow:
-    """One scheduler stats line. ``None`` where the line's format has no such field."""
-
-    line: int  # 1-based line number in the source (grep -n numbering)
-    time: str  # timestamp as printed, milliseconds kept when present
-    kind: str  # "decode" | "prefill"
-    running_req: int | None = None
-    queue_req: int | None = None
-    token_usage: float | None = None  # "token usage", or "full token usage" on hybrid models
-    accept_len: float | None = None
-    accept_rate: float | None = None
-    cuda_graph: bool | None = None  # any "<device> graph: True/False"
-    gen_throughput: float | None = None
-    input_throughput: float | None = None
-    num_tokens: int | None = None  # "#token" / "#full token"
-    new_seq: int | None = None
-    new_token: int | None = None
-    cached_token: int | None = None
-    ranks: str = ""  # e.g. "TP0", "DP1 TP0 EP0"; "" when the prefix has none
-    iteration: int | None = None  # N of "Decode batch [N]"
-    extra: tuple[tuple[str, str], ...] = ()  # unrecognised (key, value) pairs, in line order
+from harness.common.logwindow import LogWindow  # noqa: F401  (the engines share one window type)
 
 
 class _WindowBuilder:

@@ -86,6 +86,8 @@ def build_argvs(plan: Any, version: str | None) -> tuple[dict[str, list[str]], l
     out: dict[str, list[str]] = {}
     problems = []
     for v in plan.variants:
+        if getattr(v, "engine", None) not in (None, "sglang"):
+            continue  # another engine's arm: its own engine builds it
         try:
             out[v.name] = build_launch_argv(plan, v, port, version)[skip:]
         except Exception as exc:  # a plan the launcher cannot express: say so instead of crashing the check

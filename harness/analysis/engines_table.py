@@ -1,0 +1,73 @@
+"""One table across engines: each variant is compared with the baseline of its own engine, and where a plan
+has a baseline on more than one engine, one cross-engine row per concurrency compares the baselines.
+
+Accept length means the same on every engine (tokens committed per verify step, bonus token included,
+prefill excluded); each engine converts its own counters (docs/vllm.md, "One accept length").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engine
+CROSS_STATUS = "cross-engine"
+
+
+def tag(df: pd.DataFrame, variants: dict[str, dict[str, Any]]) -> None:
+    """The `engine` column, from variants.jsonl."""
+    df["engine"] = [str(variants.get(v, {}).get("engine") or DEFAULT_ENGINE) for v in df["variant"]]
+
+
+def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
+    """The baseline rows a row is compared with: same concurrency, same engine."""
+    same = base["concurrency"] == row["concurrency"]
+    if "engine" in base and "engine" in row:
+        same &= base["engine"] == row["engine"]
+    return base[same]
+
+
+def window_weights(dec: pd.DataFrame) -> pd.Series:
+    """Weights of decode windows for the log accept length: running requests where the line has them
+    (SGLang), one per window where it has none (vLLM's SpecDecoding lines cover equal time intervals)."""
+    return pd.to_numeric(dec["running_req"], errors="coerce").fillna(1)
+
+
+def compared_with(df: pd.DataFrame) -> None:
+    """`compared_with`: the baseline variant each row's speedup and break-even are relative to."""
+    base = df[df["baseline"].astype(bool)]
+    out = []
+    for _, row in df.iterrows():
+        b = own_baseline(base, row)
+        out.append("" if b.empty or bool(row["baseline"]) else str(b.iloc[0]["variant"]))
+    df["compared_with"] = out
+
+
+def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """Append, per concurrency, one row per further engine's baseline against the first engine's baseline
+    (the plan's order): variant "<other> vs <first>", speedup = tok/s(other) / tok/s(first)."""
+    if "engine" not in df or df.empty:
+        return df
+    base = df[df["baseline"].astype(bool)]
+    rows = []
+    for conc in sorted(set(base["concurrency"])):
+        b = base[base["concurrency"] == conc]
+        engines = list(dict.fromkeys(b["engine"]))
+        if len(engines) < 2:
+            continue
+        ref = b[b["engine"] == engines[0]].iloc[0]
+        for other in engines[1:]:
+            o = b[b["engine"] == other].iloc[0]
+            speed = None
+            if ref["tok_s"] and o["tok_s"] and not pd.isna(ref["tok_s"]) and not pd.isna(o["tok_s"]):
+                speed = float(o["tok_s"]) / float(ref["tok_s"])
+            row = {c: o.get(c) for c in df.columns}
+            row.update({"variant": f"{o['variant']} vs {ref['variant']}", "engine": f"{other} vs {engines[0]}",
+                        "baseline": False, "status": CROSS_STATUS, "speedup": speed,
+                        "compared_with": str(ref["variant"]), "slower_than_baseline":
+                        None if speed is None else bool(speed < 1.0), "break_even_accept_len": None})
+            rows.append(row)
+    if not rows:
+        return df
+    return pd.concat([df, pd.DataFrame(rows, columns=df.columns)], ignore_index=True)

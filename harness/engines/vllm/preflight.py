@@ -1,0 +1,130 @@
+"""vLLM's part of the preflight: each vLLM variant's `vllm serve` argv, built for the version the runner
+will use, and vLLM's rules for it (method vs algorithm, chain drafting, aux layer ids against the target's
+depth). The checkpoint checks every engine shares (algorithm vs checkpoint, draft/target shapes from the
+safetensors headers, draft context vs the suite) run in harness.checks. Starts no server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
+from harness.common.versions import version_lt
+from harness.engines.vllm.launch import (
+    CAPTURE_SIZE_SINCE,
+    METHODS,
+    PER_REQUEST_SINCE,
+    build_launch_argv,
+    launcher_argv,
+)
+
+STAND_IN_VERSION = "0.33.0"  # the vLLM release whose formats the stand-in (harness.sim.vllm) speaks
+PLACEHOLDER_PORT = 8000
+
+
+async def ask_parser(plan: Any, target: Any, env: Any, arch: str | None,
+                     pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list[Finding]]:
+    """vLLM's argv of every vLLM variant (launcher stripped). No parser is asked: vLLM's argparse needs
+    vLLM's whole import (torch, CUDA) on the target; the version decides the flags instead."""
+    t = plan.target
+    findings: list[Finding] = []
+    version = STAND_IN_VERSION if t.simulated else (t.vllm_version if t.vllm_version != "auto" else None)
+    if version is None and getattr(env, "python_ok", False):
+        res = await target.run([str(t.python), "-c", "import vllm; print(vllm.__version__)"], timeout=120)
+        version = res.stdout.strip().splitlines()[-1] if res.rc == 0 and res.stdout.strip() else None
+        if version is None:
+            findings.append(error(PLAN_WIDE, "vllm-missing", f"vLLM is not importable by '{t.python}'",
+                                  (res.stderr or res.stdout).strip()[-300:], "install vLLM for target.python, "
+                                  "or set target.vllm_launcher and target.vllm_version"))
+    if version is None:
+        findings.append(warning(PLAN_WIDE, "vllm-version-unknown", "vLLM version unknown",
+                                "the argv is built for the newest formats draftbench knows",
+                                "set target.vllm_version"))
+    skip = len(launcher_argv(t))
+    port = plan.server.port if isinstance(plan.server.port, int) else PLACEHOLDER_PORT
+    argvs: dict[str, list[str]] = {}
+    for v in plan.variants:
+        if getattr(v, "engine", None) != "vllm":
+            continue
+        try:
+            argvs[v.name] = build_launch_argv(plan, v, port, version)[skip:]
+        except Exception as exc:
+            findings.append(error(v.name, "argv", "cannot build the vllm serve command", str(exc),
+                                  "check the variant's algorithm and settings"))
+    return argvs, {}, version, findings
+
+
+def spec_config(argv: list[str]) -> dict[str, Any] | None:
+    if "--speculative-config" not in argv:
+        return None
+    try:
+        cfg = json.loads(argv[argv.index("--speculative-config") + 1])
+    except (IndexError, ValueError):
+        return None
+    return cfg if isinstance(cfg, dict) else None
+
+
+def launch_findings(plan: Any, variant: Any, argv: list[str], base_argv: list[str] | None, parsed: Any,
+                    version: str | None, arch: str | None, max_batch: int) -> list[Finding]:
+    out: list[Finding] = []
+    name = variant.name
+    if getattr(plan.model, "extra_args", None):
+        out.append(info(name, "vllm-model-extra-args", "model.extra_args are not passed to vllm serve",
+                        "they are SGLang launch_server flags", "put vLLM flags in the variant's extra_args"))
+    if getattr(plan.server, "cuda_graph_max_bs", None) is not None and version_lt(version, CAPTURE_SIZE_SINCE):
+        out.append(warning(name, "vllm-capture-size", "server.cuda_graph_max_bs is not passed",
+                           f"--max-cudagraph-capture-size is verified from vLLM {CAPTURE_SIZE_SINCE} on", ""))
+    if not variant.spec_algorithm:
+        return out
+    if str(variant.spec_algorithm).upper() not in METHODS:
+        out.append(error(name, "vllm-method", f"vLLM has no method for {variant.spec_algorithm}",
+                         f"known: {', '.join(METHODS)}", "pick another algorithm for this arm"))
+    if variant.eagle_topk is not None and int(variant.eagle_topk) > 1:
+        out.append(error(name, "vllm-chain-only", f"eagle_topk {variant.eagle_topk} on vLLM",
+                         "vLLM's EAGLE proposer drafts one chain of num_speculative_tokens (= num_steps)",
+                         "set eagle_topk: 1 and num_draft_tokens: num_steps + 1"))
+    if variant.num_steps is None:
+        out.append(warning(name, "vllm-k-missing", "num_speculative_tokens not set",
+                           "vLLM then takes it from the draft's config or refuses to start",
+                           "set num_steps (K), eagle_topk: 1, num_draft_tokens: K + 1"))
+    if version_lt(version, PER_REQUEST_SINCE):
+        out.append(info(name, "vllm-no-per-request", "no per-request spec stats",
+                        f"--per-request-spec-decode-metrics exists from vLLM {PER_REQUEST_SINCE}; accept "
+                        "length comes from /metrics counter deltas and the log", ""))
+    return out
+
+
+def drafter_findings(variant: str, argv: list[str], aux_ids: list[Any] | None, target_layers: int | None,
+                     version: str | None) -> list[Finding]:
+    """EAGLE-3 aux layers as vLLM reads them (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py):
+    id k captures the hidden state entering decoder layer k (the output of layer k - 1); no ids in the
+    head's config.json -> the model's default (2, L // 2, L - 3) with one INFO line (vllm-project/vllm#50170)."""
+    cfg = spec_config(argv) or {}
+    if cfg.get("method") != "eagle3":
+        return []
+    L = target_layers
+    out: list[Finding] = []
+    if not aux_ids:
+        default = f"(2, {L // 2}, {L - 3})" if L else "(2, L // 2, L - 3)"
+        out.append(warning(variant, "vllm-aux-default", "the head's config has no eagle_aux_hidden_state_layer_ids",
+                           f"vLLM falls back to the target's default layers {default} and says so only in "
+                           "an INFO line; a head trained on other layers then accepts almost nothing "
+                           "(vllm-project/vllm#50170: accept length 1.036, 0.70-0.79x the baseline)",
+                           "write the layers the head was trained on into its config.json"))
+        return out
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in aux_ids):
+        out.append(error(variant, "aux-layer-ids", f"eagle_aux_hidden_state_layer_ids {aux_ids} are not all "
+                         "integers", "vLLM indexes decoder layers with them", "fix the head's config.json"))
+        return out
+    if L:
+        bad = [i for i in aux_ids if not 1 <= i <= L - 1]
+        if bad:
+            out.append(error(variant, "aux-layer-range", f"aux layer ids {bad} outside 1..{L - 1} for vLLM",
+                             f"the target has {L} layers; vLLM captures the input of layer k, so k must "
+                             f"be a layer index above 0 (0 is the embedding) and below {L}",
+                             "use the ids the head was trained with"))
+    out.append(info(variant, "vllm-aux-convention", f"vLLM taps the input of layers {list(aux_ids)}",
+                    "SGLang taps the output of layer k for the same id (input of k + 1): one head reads "
+                    "layers one apart on the two engines unless its trainer wrote ids for the engine used",
+                    "compare accept length per engine in the cross-engine table"))
+    return out
