@@ -128,7 +128,7 @@ class _Run:
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
             for variant in ordered:
                 await self._run_variant(variant, self.versions[engine_of(plan, variant).name])
-            await self._until_ci(ordered, version)
+            await self._until_ci(ordered)
             complete = self.failures == 0
         finally:
             for s in self.servers:
@@ -157,7 +157,7 @@ class _Run:
         })
 
     # ------------------------------------------------------------------------------------------------
-    async def _until_ci(self, ordered: list, version: str | None) -> None:
+    async def _until_ci(self, ordered: list) -> None:
         """run.until_ci_pct: one more repeat at a time of the baseline (the pairs need it) and of every
         variant whose speedup interval is still wider, up to run.max_repeats."""
         from harness.analysis.summary import summarise_dir
@@ -171,7 +171,7 @@ class _Run:
             again = [v for v in ordered if v.is_baseline or v.name in wide]
             self.total_requests += requests_per_pass(self.plan) * len(again)
             for variant in again:
-                await self._run_variant(variant, version, [repeat])
+                await self._run_variant(variant, self.versions[engine_of(self.plan, variant).name], [repeat])
 
     async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None) -> None:
         name = variant.name
@@ -187,7 +187,7 @@ class _Run:
             "temperature": float(self.plan.run.temperature),
         }
         # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
-        forced = getattr(engine_of(self.plan), "forced_acceptance", None)  # an engine without the switch: None
+        forced = getattr(engine, "forced_acceptance", None)  # an engine without the switch: None
         meta["forced_acceptance"] = forced({**(self.plan.target.env or {}), **(variant.env or {})}) if forced else None
         todo = self._phases(variant, repeats)
         if not todo:
