@@ -13,7 +13,15 @@ from harness.common.errors import HarnessError
 from harness.inputs.config import load_plan
 from harness.run.progress import consume
 from harness.run.runner import run_plan
-from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, prompts, read_csv, reap_servers, sim_env, write_plan
+from tests.faults_helpers import (
+    SIM_LAUNCHER,
+    only_run_dir,
+    prompts,
+    read_csv,
+    reap_servers,
+    sim_env,
+    write_plan,
+)
 from tests.workload_helpers import _status, spec_flags, start_stand_in, stop_stand_in, write_models
 
 KEY = "sk-endpoint-test-0123456789abcdef"

@@ -38,12 +38,13 @@ async def converse(first: Any, prompt: Any, suite: Any, send: Callable[[Any], Aw
     """Send `first` (turn 1, built by replay.to_request) and then each follow-up; yields (request, result)
     per turn, `result.turn` and `result.conversation_id` set. A failed turn ends the conversation: the
     later turns have no answer to follow."""
-    req = first
+    req, answer = first, ""
     followups = list(getattr(prompt, "followups", []) or [])
     for turn in range(1, 2 + len(followups)):
         if turn > 1:
-            req = next_turn(req, result.text, followups[turn - 2], turn_request_id(suite, prompt, turn))
+            req = next_turn(req, answer, followups[turn - 2], turn_request_id(suite, prompt, turn))
         result = await send(req)
+        answer = result.text
         result.turn = turn
         result.conversation_id = conversation_id(suite, prompt)
         yield req, result

@@ -107,15 +107,6 @@ def declared_vs_served(variant: Any, meta: dict[str, Any]) -> tuple[list[str], l
     return errors, warnings
 
 
-def unequal_caps(metas: list[dict[str, Any]]) -> str | None:
-    """A warning when the arms' servers cap running requests differently (an unfair comparison)."""
-    caps = {m["variant"]: m.get("server_max_running_requests") for m in metas
-            if m.get("server_max_running_requests") is not None}
-    if len(set(caps.values())) > 1:
-        return "servers cap running requests differently: " + ", ".join(f"{k} {v}" for k, v in caps.items())
-    return None
-
-
 def check_existing(variant: Any, meta: dict[str, Any]) -> list[Any]:
     """Preflight of an existing server's resolved settings: a mismatch with the plan fails the variant
     (ServerFailed); the rest are warning alarms. Labels the variant as not started by draftbench."""

@@ -91,13 +91,14 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             check = asyncio.ensure_future(ask_watchdog())
         return await asyncio.shield(check)
 
+    retries = int(getattr(plan.run, "retries", 0))
+
     async def worker() -> None:
         while not stop.is_set():
             try:
                 prompt = pending.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            retries = int(getattr(plan.run, "retries", 0))
             # one conversation holds its slot for all its turns (live multi-turn: harness.run.conversation)
             async for req, result in converse(to_request(prompt, suite, plan, extra), prompt, suite,
                                               lambda r: send(client, r, retries, stop, server_up), stop.is_set):
