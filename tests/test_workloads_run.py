@@ -75,3 +75,23 @@ async def test_multi_turn_and_request_rate_phases(tmp_path: Path):
     first = [r for r in turns if r["variant"] == "eagle3" and r["turn"] == "1"]
     assert first and all(float(r["accept_len_requests"]) > 1 for r in first)  # from the 0.5.15 probe
     assert json.loads((run_dir / "provenance.json").read_text())["servers_not_started"] == []
+
+
+@pytest.mark.slow
+async def test_acceptance_of_every_turn_on_a_streaming_server(tmp_path: Path):
+    """SGLang >= 0.5.19 streams per-request spec stats: later turns get their own accept length."""
+    plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                           env={**sim_env(0.2), "DRAFTBENCH_SIM_SGLANG_VERSION": "0.5.19"},
+                           variants=[{"name": "baseline"}, GOOD], suite_prompts=CONVERSATIONS,
+                           run={"concurrency": [2], "max_tokens": 16, "repeats": 1})
+    plan = load_plan(plan_path)
+    plan.target.sglang_version = "0.5.19"
+    assert await consume(run_plan(plan, results_dir=tmp_path / "results"), out=io.StringIO()) == 0
+    run_dir = only_run_dir(tmp_path / "results")
+    assert run_dir is not None
+    turns = {(r["category"], r["turn"]): r for r in read_csv(run_dir / "summary_by_turn.csv")
+             if r["variant"] == "eagle3"}
+    assert set(turns) == {("writing", "1"), ("writing", "2"), ("math", "1"), ("coding", "1"), ("coding", "2"),
+                          ("coding", "3")}
+    assert all(float(r["accept_len_requests"]) > 1 for r in turns.values())
+    assert float(turns[("coding", "3")]["prompt_tokens_mean"]) > float(turns[("coding", "1")]["prompt_tokens_mean"])
