@@ -68,3 +68,74 @@ def test_request_spec_and_modes(name):
         extra = engine.spec_request_extra(mode)
         assert extra is None or isinstance(extra, dict)
     assert engine.phase_server_means(None, None).keys() >= set(engine.phase_columns)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_stand_in_end_to_end_through_the_seam(name, tmp_path):
+    """Each engine's stand-in, started by that engine's own launch argv: ready, provenance, a phase's delta."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import aiohttp
+
+    from harness.demo import write_demo_models
+
+    write_demo_models(tmp_path)
+    engine = get_engine(name)
+    plan = Plan.model_validate({
+        "name": "contract", "engine": name,
+        "target": {"simulated": True, "python": sys.executable, "launcher": ["{python}", "-m", "harness.sim"],
+                   "vllm_launcher": ["{python}", "-m", "harness.sim.vllm", "serve"]},
+        "model": {"path": "demo-models/target", "served_model_name": "demo-target"},
+        "variants": [{"name": "base"}, {"name": "spec", "drafter": {"name": "d", "path": "demo-models/good-eagle3"},
+                                       "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}],
+        "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
+    port = _free_port()
+    argv = engine.launch_argv(plan, plan.variant("spec"), port, engine.stand_in_version)
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "DRAFTBENCH_SIM_STARTUP_S": "0.1"})
+
+    async def drive() -> None:
+        admin = engine.admin(f"http://127.0.0.1:{port}")
+        try:
+            deadline = time.monotonic() + 60
+            while not await admin.healthy(timeout=2):
+                assert proc.poll() is None, (tmp_path / "server.log").read_text()[-2000:]
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            assert engine.ready_line in (tmp_path / "server.log").read_text()
+            assert await admin.model_id() == "demo-target"
+            prov = engine.server_provenance(await admin.server_info())
+            assert any(str(v) == engine.stand_in_version for v in prov.values())
+            before = await admin.histograms()
+            body = {"model": "demo-target", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 32,
+                    "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+            async with aiohttp.ClientSession() as s, s.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                                                           json=body) as r:
+                assert r.status == 200 and (await r.read()).rstrip().endswith(b"data: [DONE]")
+            row = engine.phase_server_means(before, await admin.histograms())
+            assert row["server_requests"] == 1
+            accept = row.pop("server_accept_len", None) or engine.server_accept_len(await admin.server_info())
+            assert accept is not None and accept > 1.0
+        finally:
+            await admin.close()
+
+    try:
+        asyncio.run(drive())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()

@@ -134,7 +134,8 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
         v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg
     )
     layers = ck.text_config(ctx.target_cfg).get("num_hidden_layers")
-    out += ctx.engine.drafter_findings(v.name, argv, ck.aux_layer_ids(f.config), layers, ctx.version)
+    out += ctx.engine.drafter_findings(v.name, argv, ck.aux_layer_ids(f.config), layers, ctx.version,
+                                       draft_config=f.config)
     return out
 
 

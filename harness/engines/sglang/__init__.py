@@ -94,7 +94,8 @@ class SGLangEngine:
         return preflight.launch_findings(plan, variant, argv, base_argv, parsed, version, arch, max_batch)
 
     def drafter_findings(self, variant: str, argv: list[str], aux_ids: list[Any] | None,
-                         target_layers: int | None, version: str | None) -> list:
+                         target_layers: int | None, version: str | None,
+                         draft_config: dict[str, Any] | None = None) -> list:
         return preflight.drafter_findings(variant, argv, aux_ids, target_layers, version)
 
 

@@ -94,37 +94,60 @@ def launch_findings(plan: Any, variant: Any, argv: list[str], base_argv: list[st
     return out
 
 
+def vllm_default_layers(L: int) -> list[int]:
+    """vLLM's fallback capture layers for a Llama-family target (get_eagle3_default_aux_hidden_state_layers)."""
+    return [2, L // 2, L - 3]
+
+
 def drafter_findings(variant: str, argv: list[str], aux_ids: list[Any] | None, target_layers: int | None,
-                     version: str | None) -> list[Finding]:
-    """EAGLE-3 aux layers as vLLM reads them (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py):
-    id k captures the hidden state entering decoder layer k (the output of layer k - 1); no ids in the
-    head's config.json -> the model's default (2, L // 2, L - 3) with one INFO line (vllm-project/vllm#50170)."""
+                     version: str | None, draft_config: dict[str, Any] | None = None) -> list[Finding]:
+    """EAGLE-3 aux layers as vLLM reads them (0.22.1 .. 0.33.0, v1/worker/gpu/spec_decode/eagle/eagle3_utils.py):
+    only the head config's top-level `eagle_aux_hidden_state_layer_ids`, id k capturing the hidden state that
+    enters decoder layer k (the output of layer k - 1). Without it vLLM captures the target's default layers
+    (2, L // 2, L - 3) and says so in one INFO line (vllm-project/vllm#50170). The SpecForge / SGLang layout
+    keeps the ids under `eagle_config` (`aux_ids` here), in SGLang's convention (id k = output of layer k):
+    vLLM uses that key only to size fc, never to choose the layers."""
     cfg = spec_config(argv) or {}
     if cfg.get("method") != "eagle3":
         return []
     L = target_layers
+    top = (draft_config or {}).get("eagle_aux_hidden_state_layer_ids")
+    nested = list(aux_ids) if aux_ids else None
     out: list[Finding] = []
-    if not aux_ids:
-        default = f"(2, {L // 2}, {L - 3})" if L else "(2, L // 2, L - 3)"
-        out.append(warning(variant, "vllm-aux-default", "the head's config has no eagle_aux_hidden_state_layer_ids",
-                           f"vLLM falls back to the target's default layers {default} and says so only in "
-                           "an INFO line; a head trained on other layers then accepts almost nothing "
-                           "(vllm-project/vllm#50170: accept length 1.036, 0.70-0.79x the baseline)",
-                           "write the layers the head was trained on into its config.json"))
+    ints = lambda ids: all(isinstance(i, int) and not isinstance(i, bool) for i in ids)  # noqa: E731
+    if top is None:
+        default = vllm_default_layers(L) if L else None
+        where = f"{default}" if default else "(2, L // 2, L - 3)"
+        trained = [k + 1 for k in nested] if nested and ints(nested) else None
+        if trained is not None and default is not None and trained != default:
+            out.append(error(variant, "vllm-aux-ignored", "vLLM will not use the head's aux layers",
+                             f"the ids {nested} sit under eagle_config (SpecForge's layout, output of layer k); "
+                             f"vLLM reads only a top-level eagle_aux_hidden_state_layer_ids and falls back to "
+                             f"layers {where}, not the {trained} the head was trained on: accept length near 1 "
+                             "and slower than the baseline (vllm-project/vllm#50170: 1.036, 0.70-0.79x)",
+                             f'add "eagle_aux_hidden_state_layer_ids": {trained} at the top of the head\'s '
+                             "config.json (vLLM's convention: input of layer k)"))
+        elif trained is None:
+            out.append(warning(variant, "vllm-aux-default", "the head's config names no aux layers",
+                               f"vLLM falls back to the target's default layers {where} and says so only in an "
+                               "INFO line; a head trained on other layers then accepts almost nothing "
+                               "(vllm-project/vllm#50170: accept length 1.036, 0.70-0.79x the baseline)",
+                               "write the layers the head was trained on into its config.json"))
         return out
-    if not all(isinstance(i, int) and not isinstance(i, bool) for i in aux_ids):
-        out.append(error(variant, "aux-layer-ids", f"eagle_aux_hidden_state_layer_ids {aux_ids} are not all "
-                         "integers", "vLLM indexes decoder layers with them", "fix the head's config.json"))
-        return out
+    top = list(top) if isinstance(top, list | tuple) else [top]
+    if not ints(top):
+        return [error(variant, "vllm-aux-ids", f"eagle_aux_hidden_state_layer_ids {top} are not all integers",
+                      "vLLM indexes decoder layers with them", "fix the head's config.json")]
     if L:
-        bad = [i for i in aux_ids if not 1 <= i <= L - 1]
+        bad = [i for i in top if not 1 <= i <= L - 1]
         if bad:
-            out.append(error(variant, "aux-layer-range", f"aux layer ids {bad} outside 1..{L - 1} for vLLM",
-                             f"the target has {L} layers; vLLM captures the input of layer k, so k must "
-                             f"be a layer index above 0 (0 is the embedding) and below {L}",
-                             "use the ids the head was trained with"))
-    out.append(info(variant, "vllm-aux-convention", f"vLLM taps the input of layers {list(aux_ids)}",
-                    "SGLang taps the output of layer k for the same id (input of k + 1): one head reads "
-                    "layers one apart on the two engines unless its trainer wrote ids for the engine used",
-                    "compare accept length per engine in the cross-engine table"))
+            out.append(error(variant, "vllm-aux-range", f"aux layer ids {bad} outside 1..{L - 1} for vLLM",
+                             f"the target has {L} layers and vLLM captures the input of layer k (0 is the "
+                             "embedding, L is past the last layer): those states are never captured",
+                             "use the ids the head was trained with, in vLLM's convention"))
+    if nested and ints(nested) and [k + 1 for k in nested] != top:
+        out.append(warning(variant, "vllm-aux-disagree", "the head's two aux layer lists disagree",
+                           f"top-level {top} (vLLM: input of layer k) vs eagle_config {nested} (SGLang: output "
+                           f"of layer k, i.e. input of {[k + 1 for k in nested]}): vLLM and SGLang tap "
+                           "different layers with this head", "keep one list, converted for each engine"))
     return out

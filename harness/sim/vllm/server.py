@@ -38,6 +38,21 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
+def aux_layers(ns: Any, draft: Path) -> tuple[list[int], bool]:
+    """The layers vLLM 0.33 captures: the head config's top-level ids, else the target's (2, L // 2, L - 3)."""
+    top = _read_json(draft / "config.json").get("eagle_aux_hidden_state_layer_ids")
+    if top:
+        return list(top), True
+    L = int(_read_json(Path(ns.model_tag) / "config.json").get("num_hidden_layers") or 32)
+    return [2, L // 2, L - 3], False
+
+
+def trained_layers(draft: Path) -> list[int] | None:
+    """The capture layers (vLLM's convention) a SpecForge-layout head was trained on: eagle_config ids + 1."""
+    nested = (_read_json(draft / "config.json").get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    return [int(k) + 1 for k in nested] if nested else None
+
+
 @dataclass
 class Sim:
     ns: Any
@@ -50,6 +65,7 @@ class Sim:
     hist: dict[str, list[float]] = field(default_factory=lambda: {h: [0.0, 0.0] for h in _HIST})
     window: dict[str, Any] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    aux_layers: list[int] = field(default_factory=list)
 
     @classmethod
     def build(cls, ns: Any) -> Sim:
@@ -64,6 +80,10 @@ class Sim:
             archs = " ".join(_read_json(draft / "config.json").get("architectures") or []).lower()
             if cfg.get("method") == "eagle" and "eagle3" in archs:
                 per_position = []  # an EAGLE-3 head served as EAGLE-1: nothing it drafts is accepted
+            sim.aux_layers, from_config = aux_layers(ns, draft)
+            trained = trained_layers(draft)
+            if cfg.get("method") == "eagle3" and trained is not None and trained != sim.aux_layers:
+                per_position = [0.036, 0.1, 0.1]  # fed other layers than it was trained on (vllm#50170)
             sim.profile = m.effective_profile(per_position)
         sim.reset_window()
         return sim
@@ -295,10 +315,9 @@ async def _serve(sim: Sim) -> None:
         cfg = sim.ns.speculative_config
         say(logs.prefix(where="eagle3_utils.py:41") + "Loading drafter model...")
         if cfg.get("method") == "eagle3":
-            ids = _read_json(Path(str(cfg.get("model") or "")) / "config.json").get("eagle_aux_hidden_state_layer_ids")
-            where = "config" if ids else "model"
-            say(logs.prefix(where="eagle3_utils.py:30") + f"Using Eagle3 auxiliary layers from {where}: "
-                f"{tuple(ids) if ids else (2, 16, 29)}")
+            layers, from_config = aux_layers(sim.ns, Path(str(cfg.get("model") or "")))
+            say(logs.prefix(where="eagle3_utils.py:30") + "Using Eagle3 auxiliary layers from "
+                f"{'config' if from_config else 'model'}: {tuple(layers)}")
     await asyncio.sleep(float(os.environ.get("DRAFTBENCH_SIM_STARTUP_S", "0.5")))
     runner = web.AppRunner(build_app(sim), access_log=None)
     await runner.setup()
