@@ -128,6 +128,13 @@ def test_results_table_and_categories(snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=_open(app, RUN_A))
 
 
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+def test_results_fit_small_and_large_terminals(snap_compare, size):
+    """80x24: the runs list collapsed once a run is open, variant..verdict first; 160x45: everything."""
+    app = snap_app("results")
+    assert snap_compare(app, terminal_size=size, run_before=_open(app, RUN_A))
+
+
 def test_results_bar_chart(snap_compare):
     app = snap_app("results")
     opened = _open(app, RUN_A)

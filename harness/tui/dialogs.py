@@ -50,13 +50,14 @@ class ExportDialog(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, default: str) -> None:
+    def __init__(self, default: str, what: str = "summary") -> None:
         super().__init__()
         self.default = default
+        self.what = what
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box", classes="dialog"):
-            yield Label("Export the summary table as CSV to:")
+            yield Label(f"Export the {self.what} table as CSV to:")
             yield Input(self.default, id="export-path")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Export", id="export-ok", variant="primary")

@@ -203,9 +203,11 @@ class CompareRequested(Message):
 
 
 class ExportRequested(Message):
-    def __init__(self, path: str) -> None:
+    """Write a table as CSV: "summary" (summary.csv as is), "categories" or "compare"."""
+
+    def __init__(self, path: str, what: str = "summary") -> None:
         super().__init__()
-        self.path = path
+        self.path, self.what = path, what
 
 
 # ---- retrain ---------------------------------------------------------------------------------------------

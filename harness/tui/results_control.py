@@ -66,8 +66,13 @@ class ResultsControl(App[int]):
 
     @on(msg.ExportRequested)
     def _export_requested(self, m: msg.ExportRequested) -> None:
-        if self.result is not None:
-            self._export(self.result.summary, m.path)
+        tables = {
+            "summary": self.result.summary if self.result is not None else None,
+            "categories": self.result.categories if self.result is not None else None,
+            "compare": self.comparison.table if self.comparison is not None else None,
+        }
+        if tables.get(m.what) is not None:
+            self._export(tables[m.what], m.path)
 
     @work(thread=True, group="results", exit_on_error=False)
     def _export(self, df: Any, path: str) -> None:

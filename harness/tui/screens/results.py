@@ -12,13 +12,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
+from harness.analysis.report import TABLE_COLUMNS
 from harness.analysis.runs import (
     Comparison,
     LoadedRun,
     RunInfo,
     comparison_rows,
     fmt_cell,
-    result_headers,
     result_rows,
 )
 from harness.tui.dialogs import ExportDialog
@@ -38,6 +38,17 @@ CATEGORY_COLUMNS = [
     ("accept_len_requests", "accept len", "{:.2f}"),
 ]
 SHORT_STATUS = {"complete": "ok", "incomplete": "partial"}
+# What a narrow terminal shows first (left to right); the rest follow in the CLI table's order, then the note.
+# The variant column stays put while the table scrolls sideways.
+PRIORITY = ("variant", "concurrency", "accept_len", "tok_s", "speedup", "speedup_ci", "verdict")
+NARROW_W = 120  # below this width the runs list collapses (l shows it)
+
+
+def column_order() -> list[int]:
+    """Indices into TABLE_COLUMNS (and result_rows' cells) in display order."""
+    keys = [k for k, _, _ in TABLE_COLUMNS]
+    first = [keys.index(k) for k in PRIORITY if k in keys]
+    return first + [i for i in range(len(keys)) if i not in first]
 LEGEND = (
     "* fastest at that concurrency   ! slower than the baseline   break-even AL: accept length "
     "needed at this variant's step cost to match the baseline"
@@ -51,12 +62,16 @@ class ResultsScreen(SectionScreen):
         Binding("m", "mark", "Mark for compare"),
         Binding("c", "compare", "Compare with marked"),
         Binding("e", "export", "Export CSV"),
+        Binding("E", "export_tab", "Export tab's CSV"),
+        Binding("l", "toggle_runs", "Runs list"),
         Binding("u", "app.refresh_runs", "Refresh runs"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.marked: str | None = None
+        self.runs_open: bool | None = None  # None: shown until a run is open when narrow; l decides
+        self.order = column_order()
 
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
@@ -89,15 +104,39 @@ class ResultsScreen(SectionScreen):
         runs.add_column("run", key="run")
         runs.add_column("status", key="status")
         table = self.query_one("#results-table", DataTable)
-        for i, h in enumerate(result_headers()):
-            table.add_column(h, key=f"c{i}")
+        table.fixed_columns = 1  # the variant stays put while scrolling sideways
+        for i in self.order:
+            key, label, _ = TABLE_COLUMNS[i]
+            table.add_column(label, key=key)
+        table.add_column("note", key="note")
         cats = self.query_one("#categories-table", DataTable)
+        cats.fixed_columns = 1
         for key, label, _ in CATEGORY_COLUMNS:
             cats.add_column(label, key=key)
         self.watch(self.app, "runs", self._show_runs)
         self.watch(self.app, "result", self._show_result)
         self.watch(self.app, "comparison", self._show_comparison)
         runs.focus()
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Narrow terminals give the table the width: the runs list shows until a run is open, or on l."""
+        narrow = self.size.width < NARROW_W
+        shown = not narrow or (self.runs_open if self.runs_open is not None else self.app.result is None)
+        pane = self.query_one("#runs-pane")
+        if pane.display != shown:
+            pane.display = shown
+            if not shown and self.query_one("#runs-table").has_focus:
+                self.query_one("#results-table").focus()
+
+    def action_toggle_runs(self) -> None:
+        self.runs_open = not self.query_one("#runs-pane").display
+        self._fit()
+        if self.runs_open:
+            self.query_one("#runs-table").focus()
 
     # ---- attributes down ----------------------------------------------------------------------------------
     def _show_runs(self, runs: tuple[RunInfo, ...]) -> None:
@@ -128,7 +167,7 @@ class ResultsScreen(SectionScreen):
         with self.app.batch_update():
             table.clear()
             for row in rows:
-                cells: list[object] = list(row.cells) + [row.note]
+                cells: list[object] = [row.cells[i] for i in self.order] + [row.note]
                 prefix = ("*" if row.winner else "") + ("!" if row.slower else "")
                 style_cls = (
                     "results--failed"
@@ -143,6 +182,8 @@ class ResultsScreen(SectionScreen):
                 cells[0] = Text(prefix + str(cells[0]), style=style)
                 table.add_row(*cells, key=row.key)
             self._show_categories(result.categories)
+        self.runs_open = None if self.runs_open is None else False  # an opened run takes the width
+        self._fit()
         chart_items = [
             (
                 f"{r.key}",
@@ -211,6 +252,23 @@ class ResultsScreen(SectionScreen):
                 self.post_message(ExportRequested(path))
 
         self.app.push_screen(ExportDialog(default), done)
+
+    def action_export_tab(self) -> None:
+        """The table on the active tab: categories or the comparison (the chart has no table)."""
+        tab = self.query_one("#results-tabs", TabbedContent).active
+        what = {"tab-categories": "categories", "tab-compare": "compare"}.get(tab)
+        result, comparison = self.app.result, self.app.comparison
+        if what is None or (what == "categories" and result is None) or (what == "compare" and comparison is None):
+            self.notify("open the Categories or Compare tab with a table first", severity="warning")
+            return
+        name = result.info.run_id if what == "categories" else f"{comparison.a.run_id}-vs-{comparison.b.run_id}"
+        default = str(Path.cwd() / f"{name}-{what}.csv")
+
+        def done(path: str | None) -> None:
+            if path:
+                self.post_message(ExportRequested(path, what))
+
+        self.app.push_screen(ExportDialog(default, what), done)
 
 
 def _tok_s(df: pd.DataFrame, key: str) -> float | None:
