@@ -91,7 +91,7 @@ def write_plan(
         },
         "variants": variants,
         "suites": [{"name": "s", "prompts": suite_prompts}],
-        "run": {"warmup_requests": 0, **run},
+        "run": {"warmup_requests": 0, "repeats": 1, **run},  # run.repeats would default to 3 above c1
     }
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
     return path

@@ -58,6 +58,7 @@ suites:
       - {{id: c, category: math, text: "What is 17 * 23? Show the steps."}}
 run:
   concurrency: [2]
+  repeats: 1
   max_tokens: 64
   warmup_requests: 1
 """

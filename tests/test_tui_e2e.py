@@ -36,13 +36,23 @@ TIMING = {
     "ttft_mean_ms",
     "server_ttft_mean_ms",
     "server_queue_mean_ms",
+    "step_ms_ratio",  # from the measured step times, like step_ms
+    "verify_step_ms",
+    "decode_step_ms",
+    "ttft_cost_ms",
+    "mean_in_flight",
+    "steady_s",
+    "steady_tok_s",
+    "speedup_ci_low",
+    "speedup_ci_high",
 }
-FROM_TIMING = {"slower_than_baseline"}  # a comparison of two timing columns
+# comparisons of timing columns (the verdict and its reason quote the interval)
+FROM_TIMING = {"slower_than_baseline", "verdict", "verdict_reason", "too_short"}
 # Two runs of the stand-in on a busy 2-core CI box differ by noise; a broken pipeline (units, swapped or
 # missing columns) is off by far more than this.
 REL_TOL = 0.5
 ABS_TOL = {"ttft_p50_ms": 25.0, "ttft_p90_ms": 25.0, "ttft_mean_ms": 25.0, "server_ttft_mean_ms": 25.0,
-           "server_queue_mean_ms": 25.0, "itl_p50_ms": 5.0, "e2e_p50_ms": 50.0, "step_ms": 5.0}
+           "server_queue_mean_ms": 25.0, "ttft_cost_ms": 25.0, "itl_p50_ms": 5.0, "e2e_p50_ms": 50.0, "step_ms": 5.0}
 POLL_S = 0.2  # while a run measures, the test polls the UI gently: the CPU is shared with the stand-in
 
 
