@@ -46,6 +46,7 @@ async def start_training(pilot, workdir, rows: int) -> None:
 
 async def test_train_follow_and_evaluate_a_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setenv("DRAFTBENCH_FAKE_STEP_S", "0.02")  # the trainer inherits it through the local target
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # the user's drafters directory
     plan, workdir = write_plan(tmp_path)
     app = make_app(tmp_path, plan)
     rec = Recorder()
@@ -77,7 +78,11 @@ async def test_train_follow_and_evaluate_a_checkpoint(tmp_path, monkeypatch):
         await wait_for(
             pilot, lambda: any(d.name == "tui-ckpt" for d in app.drafters), "the new drafter listed"
         )
-    assert (tmp_path / "drafters" / "tui-ckpt.yaml").exists()
+    # registered under the user's directory, not the checkout's drafters/ (nor the plan's)
+    assert (tmp_path / "config" / "draftbench" / "drafters" / "tui-ckpt.yaml").exists()
+    assert not (tmp_path / "drafters" / "tui-ckpt.yaml").exists()
+    # the baseline and the candidate only: two server loads
+    assert set(rec.of(msg.RunLaunched)[-1].variants) == {"baseline", "tui-ckpt"}
     notes = [m.text for m in rec.of(msg.RetrainNote)]
     assert notes[0].startswith("registered drafter tui-ckpt") and notes[1] == "preflight passed: benchmarking"
     order = [

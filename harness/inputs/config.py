@@ -8,6 +8,7 @@ every command built from them is quoted where it is built.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -383,6 +384,12 @@ class Plan(StrictModel):
 # ---------------------------------------------------------------- resolution of drafter / suite references
 
 
+def user_dir(kind: str) -> Path:
+    """The user's own `kind` directory ($XDG_CONFIG_HOME/draftbench/<kind>, default ~/.config/...): drafters
+    the TUI registers for an evaluated checkpoint go there, never into the checkout."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "draftbench" / kind
+
+
 @dataclass
 class Resolver:
     """Finds drafters/ and suites/ files by name or path, in the documented order, loading each once."""
@@ -394,6 +401,7 @@ class Resolver:
         """Directories searched for `kind` ("drafters" or "suites"), first match wins."""
         dirs = [self.plan_dir, self.plan_dir.parent / kind] if self.plan_dir is not None else []
         dirs += [Path.cwd() / kind, data_dir(kind)]
+        dirs.insert(len(dirs) - 1, user_dir(kind))  # before the built-in ones
         return list(dict.fromkeys(d.resolve() for d in dirs))
 
     def find(self, ref: str, kind: str) -> Path:

@@ -92,7 +92,12 @@ class ResultsControl(App[int]):
     def _list_drafters(self, plan: Any) -> None:
         from harness.analysis.runs import drafter_dirs, list_drafters, list_runs
 
+        from harness.inputs.config import user_dir
+
         dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(plan)
+        mine = user_dir("drafters")  # where evaluated checkpoints are registered
+        if mine.is_dir() and mine.resolve() not in [d.resolve() for d in dirs]:
+            dirs = [*dirs, mine]
         found = list_drafters(dirs, list_runs(self.results_dir))
         self.post_message(msg.DraftersListed(tuple(found)))
 

@@ -198,12 +198,14 @@ class RetrainControl(App[int]):
 
     # ---- evaluation: a run -------------------------------------------------------------------------------
     def evaluate(self, checkpoint: Any, name: str) -> None:
-        from harness.analysis.runs import drafter_dirs
         from harness.tui.runproc import RunProcess
 
-        dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(self.plan)
-        drafters = str(dirs[0]) if dirs else "drafters"
-        kwargs = {"name": name, "drafters_dir": drafters, "results_dir": str(self.results_dir)}
+        from harness.inputs.config import user_dir
+
+        # registered where the user keeps their own drafters, never inside the checkout; benchmarked
+        # against the baseline only: two server loads, not the whole plan again
+        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")), "results_dir": str(self.results_dir),
+                  "keep_existing": False}
         self.start_run(
             RunProcess(
                 EVALUATE,
