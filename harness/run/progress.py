@@ -24,7 +24,7 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
     result = EXIT_FAILURES
     async for e in events:
         if isinstance(e, ev.RunStarted):
-            sim = " (SIMULATED: SGLang stand-in)" if e.simulated else ""
+            sim = " (SIMULATED: draftbench's stand-in)" if e.simulated else ""
             say(f"run {e.run_id}{sim}: {len(e.variants)} variants, {e.total_requests} requests -> {e.run_dir}")
         elif isinstance(e, ev.NodeState):
             detail = f" ({e.detail})" if e.detail else ""

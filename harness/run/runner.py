@@ -303,7 +303,7 @@ class _Run:
                               max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
                               api_key=api_key(self.plan, variant) or "EMPTY")
         engine = server.engine
-        version = meta.get("sglang_version") or meta.get("engine_version")
+        version = meta.get("server_version") or meta.get("engine_version")  # what the server says it is
         probe = engine.spec_mode(run, as_served(variant, meta), version)
         meta["per_request_spec"] = probe
         try:

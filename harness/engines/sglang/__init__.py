@@ -57,8 +57,11 @@ class SGLangEngine:
     def server_provenance(self, info: dict[str, Any] | None) -> dict[str, Any]:
         if not info:
             return {}
-        return {("sglang_version" if k == "version" else f"server_{k}"): info.get(k)
-                for k in _PROVENANCE_KEYS if k in info}
+        out = {("sglang_version" if k == "version" else f"server_{k}"): info.get(k)
+               for k in _PROVENANCE_KEYS if k in info}
+        if "version" in info:
+            out["server_version"] = info["version"]  # the engine-neutral name the runner reads
+        return out
 
     def last_gen_throughput(self, info: dict[str, Any] | None) -> float | None:
         states = (info or {}).get("internal_states") or []

@@ -53,7 +53,7 @@ class VLLMEngine:
     def server_provenance(self, info: dict[str, Any] | None) -> dict[str, Any]:
         if not info:
             return {}
-        out: dict[str, Any] = {"vllm_version": info.get("version")}
+        out: dict[str, Any] = {"vllm_version": info.get("version"), "server_version": info.get("version")}
         dev = info.get("server_info") or {}
         if isinstance(dev, dict) and dev.get("vllm_config"):
             out["server_vllm_config"] = str(dev["vllm_config"])[:2000]
