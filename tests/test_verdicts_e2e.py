@@ -1,6 +1,7 @@
 """The real runner against the stand-in with seeded timing noise: every row gets an interval that holds its
-speedup and the method that made it, a 2x drafter is `faster`, a second baseline server (true speedup 1.00)
-is not `faster` or `slower`, and run.until_ci_pct adds a repeat of the baseline and of each wide variant."""
+speedup and the method that made it, the good drafter (~1.7x) is `faster` at concurrency 1, a second
+baseline server (true speedup 1.00) has an interval near 1.00, and run.until_ci_pct adds a repeat of the
+baseline and of each wide variant. (Coverage of the true speedup over many seeds: tests/test_stats.py.)"""
 
 from __future__ import annotations
 
@@ -46,9 +47,12 @@ async def test_noisy_run_gets_intervals_and_verdicts(tmp_path: Path):
         assert row.speedup_ci_low <= row.speedup <= row.speedup_ci_high
         assert row.repeats == 3 and not row.too_short
         assert 0 < row.mean_in_flight <= conc and row.steady_tok_s > 0
-    assert set(s.loc["good", "verdict"]) == {"faster"}
-    assert (s.loc["good", "speedup_ci_low"] > 1.2).all()
-    assert set(s.loc["twin", "verdict"]) <= {"within-noise", "faster", "slower"}
+    # 8 prompts of 24 tokens on a shared 2-core box: concurrency 1 (24 paired prompts' worth) decides the
+    # 1.7x drafter; three 0.2 s phases at concurrency 2 may honestly not (the interval there is over repeats)
+    good = s.loc["good"]
+    assert good.loc[1, "verdict"] == "faster" and good.loc[1, "speedup_ci_low"] > 1.2
+    assert good.loc[2, "verdict"] in {"faster", "within-noise"} and good.loc[2, "speedup_ci_high"] > 1.2
+    # the twin is the baseline again (true speedup 1.00): near it, whatever the load did between the two
     assert (s.loc["twin", "speedup_ci_low"] < 1.15).all() and (s.loc["twin", "speedup_ci_high"] > 0.87).all()
     table = render_table(pd.read_csv(run_dir / "summary.csv"))
-    assert "95% CI" in table and "*good" in table
+    assert "95% CI" in table and "*good" in table  # the star: the faster verdict at concurrency 1
