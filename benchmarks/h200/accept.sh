@@ -17,7 +17,8 @@ stamp() { echo "[accept.sh $STAGE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/
 if [ "$STAGE" != bench ]; then
   stamp "train the tiny target"
   env PYTHONPATH=/tmp/site python3 benchmarks/h200/tiny_target.py "$W" --tokenizer .devbundle/models/target \
-      --steps "${TARGET_STEPS:-1500}" --max-seconds "${TARGET_S:-60}" --regen-rows "${REGEN_ROWS:-1024}" 2>&1 | tee "$OUT/target.log"
+      --steps "${TARGET_STEPS:-1500}" --max-seconds "${TARGET_S:-60}" --regen-rows "${REGEN_ROWS:-1024}" \
+      --suite-prompts "${SUITE_PROMPTS:-24}" 2>&1 | tee "$OUT/target.log"
   [ -f "$W/tiny-stdlib/model.safetensors" ] || exit 4
   $DB benchmarks/h200/make_plan.py --tiny "$W" || exit 3
   stamp "regenerate the training data through the target (draftbench regen)"
@@ -26,7 +27,7 @@ if [ "$STAGE" != bench ]; then
   stamp "train the EAGLE-3 head (draftbench train)"
   $DB -m harness.cli train "$W/plan.yaml" --data "$W/regen.jsonl" --output-dir "$W/ckpt" \
       --specforge-dir "$PWD/benchmarks/h200/specforge_tiny" --epochs 1000 --max-steps "${DRAFT_STEPS:-800}" \
-      --batch-size 32 --lr 1e-3 --ttt-length 3 --max-length 1024 --log-interval 100 --env PYTHONPATH=/tmp/site \
+      --batch-size 32 --lr 1e-3 --ttt-length "${TTT_LENGTH:-3}" --max-length 1024 --log-interval 100 --env PYTHONPATH=/tmp/site \
       --follow --results-dir "$W/results" 2>&1 | tail -40 | tee "$OUT/train.log"
   CKPT=$(ls -d "$W"/ckpt/epoch_* 2>/dev/null | sort -V | tail -1)
   [ -n "$CKPT" ] || exit 5

@@ -3,6 +3,9 @@
 Run on the GPU machine from the repository root:
   python3 benchmarks/h200/make_plan.py WORKDIR          # random weights, SGLang makes them (--load-format dummy)
   python3 benchmarks/h200/make_plan.py --tiny WORKDIR   # the trained tiny target and its trained drafter
+  python3 benchmarks/h200/make_plan.py --decide WORKDIR [--sim]
+      # decide.sh: baseline and EAGLE3 on the trained tiny target, repeats for the speedup's interval;
+      # --sim: the same plan on draftbench's SGLang stand-in (the demo's checkpoints), for a dry run here
 Paths are made absolute there.
 """
 
@@ -99,8 +102,61 @@ def main(workdir: str) -> None:
     print(f"{len(prompts)} prompts; plan at {work / 'plan.yaml'}")
 
 
+def decide(workdir: str, sim: bool = False) -> None:
+    """decide.sh's two plans, on the trained tiny target, baseline and EAGLE3 only, concurrency 1 and 8:
+    WORKDIR/decide.yaml (verdict stage): the whole suite, run.repeats 3 for the speedup's interval, and a
+      steady-state floor that this suite's phases reach inside one device call; no per-request probe pass
+      (it would replay every EAGLE3 phase once more, untimed; the accept length still has two sources).
+    WORKDIR/tune.yaml (tune stage): the suite's first TUNE_PROMPTS prompts, TUNE_TOKENS tokens, one repeat,
+      with the probe pass, whose per-request histograms are what `draftbench tune` predicts from.
+    Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32), TUNE_TOKENS (256).
+    --sim: the same settings on the stand-in (harness.sim) with the demo's checkpoints and a short suite of
+    its own, so that every draftbench command of decide.sh can be tried here first."""
+    work = Path(workdir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    drafter = {"name": "tiny-stdlib-eagle3", "path": str(work / "draft"), "algorithm": "EAGLE3",
+               "trained_for": "tiny-stdlib"}
+    suite_path = work / "suite.yaml"
+    if sim:
+        from harness.demo import write_demo_models
+
+        write_demo_models(work / "sim-target")  # demo-models/ there: the relative paths below
+        drafter = {"name": "demo-good-eagle3", "path": "demo-models/good-eagle3", "algorithm": "EAGLE3"}
+        suite_path = work / "sim-suite.yaml"
+        suite_path.write_text(yaml.safe_dump({"name": "sim-decide", "description": "dry run of decide.sh",
+                                              "prompts": [{"id": f"s{i:05d}", "category": "code",
+                                                           "text": f"def f{i}(x):\n    return x + {i}\n"}
+                                                          for i in range(32)]}, sort_keys=False))
+    suite = yaml.safe_load(suite_path.read_text())
+    tune_suite = dict(suite, name=suite["name"] + "-tune",
+                      prompts=suite["prompts"][: int(os.environ.get("TUNE_PROMPTS", "32"))])
+    (work / "tune-suite.yaml").write_text(yaml.safe_dump(tune_suite, sort_keys=False))
+    floor = float(os.environ.get("MIN_STEADY_S", "3"))
+    runs = {"decide": ({"max_tokens": int(os.environ.get("MAX_TOKENS", "384")), "order": "shuffled",
+                        "repeats": int(os.environ.get("REPEATS", "3")), "min_steady_s": floor,
+                        "per_request_spec": "off"}, suite_path),
+            "tune": ({"max_tokens": int(os.environ.get("TUNE_TOKENS", "256")), "order": "shuffled",
+                      "repeats": 1, "min_steady_s": floor}, work / "tune-suite.yaml")}
+    for name, (run, path) in runs.items():
+        plan = plan_of(f"h200-tiny-{name}", "real SGLang 0.5.15.post1 on one H200: the trained tiny target, "
+                       "baseline against its trained EAGLE-3 head", work, work / "tiny-stdlib", COMMON_FLAGS,
+                       drafter, SPEC, path, run)
+        plan["variants"] = plan["variants"][:2]
+        if sim:
+            plan["name"] += "-sim"
+            plan["target"] = {"host": "local", "launcher": ["{python}", "-m", "harness.sim"],
+                              "workdir": str(work / "sim-target"), "simulated": True}
+            plan["model"] = {"path": "demo-models/target", "tp_size": 1, "served_model_name": "demo-target"}
+            plan["server"]["startup_timeout_s"] = 120
+        (work / f"{name}.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+        print(f"plan at {work / f'{name}.yaml'}: {len(plan['variants'])} variants, "
+              f"{len(yaml.safe_load(path.read_text())['prompts'])} prompts, run {plan['run']}")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--tiny"]:
         tiny(sys.argv[2])
+    elif sys.argv[1:2] == ["--decide"]:
+        decide(sys.argv[2], sim="--sim" in sys.argv[3:])
     else:
         main(sys.argv[1] if len(sys.argv) > 1 else ".dbwork")

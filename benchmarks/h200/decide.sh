@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# On the H200 machine, from the repository root: is the trained head's speedup real, and which draft
+# length pays (docs/real-gpu.md, "Verdicts and tune on the H200"). One device call per stage, chained
+# while the machine stays warm (state in $WORK, default /tmp/tiny, lives only as long as the machine):
+#   prep     accept.sh's prep: the tiny target, its answers regenerated through real SGLang, an EAGLE-3
+#            head trained on them (TTT over TTT_LENGTH=3 draft steps; SGLang chains it to any num_steps)
+#   verdict  draftbench run: baseline vs EAGLE3 at concurrency 1 and 8, run.repeats 3 (the speedup's
+#            interval and verdict), then sglang.bench_serving, two rounds, on the same kept servers
+#   tune     draftbench tune: the EAGLE3 variant's draft length at concurrency 1 and 8 within TUNE_BUDGET
+#   dry      here, without a GPU: the verdict and tune commands on draftbench's SGLang stand-in
+# Each stage packs what it made into $OUT/<stage>.tar.gz. Call it as
+#   set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/h200/decide.sh STAGE 2>&1 | tee $OUT/log
+#   bash benchmarks/h200/decide.sh snapshot   (here) freezes the committed code that the stages run
+# Other people's uncommitted edits travel with the working tree; with .devbundle/snapshot.tar.gz (the
+# commit HEAD's harness/ and benchmarks/, made by the snapshot stage and tried by the dry stage) every
+# stage runs that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
+set -uo pipefail
+STAGE=${1:?prep|verdict|tune|dry|snapshot}
+if [ "$STAGE" = snapshot ]; then
+  git archive --format=tar.gz HEAD harness benchmarks pyproject.toml > .devbundle/snapshot.tar.gz || exit 3
+  git rev-parse HEAD > .devbundle/snapshot.commit
+  echo "snapshot of $(cat .devbundle/snapshot.commit): $(wc -c < .devbundle/snapshot.tar.gz) bytes"; exit 0
+fi
+if [ -f .devbundle/snapshot.tar.gz ] && [ -z "${DECIDE_IN_SNAPSHOT:-}" ]; then
+  R=$PWD; rm -rf /tmp/dbsnap; mkdir -p /tmp/dbsnap && tar -xzf .devbundle/snapshot.tar.gz -C /tmp/dbsnap || exit 3
+  ln -s "$R/.devbundle" /tmp/dbsnap/.devbundle; ln -s "$R/.whl" /tmp/dbsnap/.whl
+  echo "decide.sh: running the code of commit $(cat .devbundle/snapshot.commit 2>/dev/null) (.devbundle/snapshot.tar.gz)"
+  cd /tmp/dbsnap && DECIDE_IN_SNAPSHOT=1 exec bash benchmarks/h200/decide.sh "$@"
+fi
+W=${WORK:-/tmp/tiny}; OUT=${OUT:-./out}; mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+T0=$(date +%s)
+stamp() { echo "[decide.sh $STAGE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$S/timeline.txt"; }
+export MAX_TOKENS=${MAX_TOKENS:-384} MIN_STEADY_S=${MIN_STEADY_S:-3} REPEATS=${REPEATS:-3}
+TUNE_BUDGET=${TUNE_BUDGET:-420s} TUNE_CONC=${TUNE_CONC:-1,8} TUNE_STEPS=${TUNE_STEPS:-1,2,3,4,5}
+
+verdict_run() {  # PLAN RESULTS_DIR TIMEOUT_S: draftbench run, servers kept for bench_serving
+  timeout -s TERM -k 30 "$3" $DB -m harness.cli run "$1" --results-dir "$2" --keep-servers
+}
+tune_run() {  # PLAN RESULTS_DIR TIMEOUT_S
+  timeout -s TERM -k 30 "$3" $DB -m harness.cli tune "$1" --variant eagle3 --concurrency "$TUNE_CONC" \
+      --steps "$TUNE_STEPS" --graphs on --budget "$TUNE_BUDGET" --results-dir "$2"
+}
+latest() { ls -d "$1"/*/ 2>/dev/null | sort | tail -1; }
+stop_kept() {  # RUN_DIR: every server a run kept (its servers.jsonl), by process group, TERM then KILL
+  local pg pgs
+  pgs=$(python3 -c "import json, sys; print(' '.join(str(json.loads(l)['pgid']) for l in open(sys.argv[1] + '/servers.jsonl') if '\"pgid\"' in l))" "$1" 2>/dev/null)
+  for pg in $pgs; do kill -TERM -- -"$pg" 2>/dev/null; done
+  for pg in $pgs; do for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 -- -"$pg" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- -"$pg" 2>/dev/null; done
+  return 0
+}
+
+if [ "$STAGE" = dry ]; then  # the stand-in: short phases, a small floor, so that every code path runs
+  S=${WORK:-/tmp/decide-dry}; rm -rf "$S"; mkdir -p "$S"; W=$S
+  DB="env PYTHONPATH=$PWD python3"
+  MAX_TOKENS=24 TUNE_TOKENS=32 MIN_STEADY_S=0.3 $DB benchmarks/h200/make_plan.py --decide "$W" --sim || exit 3
+  stamp "draftbench run (stand-in)"
+  verdict_run "$W/decide.yaml" "$W/runs" 300; rc=$?
+  RUN=$(latest "$W/runs"); [ -n "$RUN" ] && stop_kept "$RUN"
+  [ "$rc" = 0 ] || exit 7
+  python3 - "$RUN" <<'EOF' || exit 8
+import sys, pandas as pd
+s = pd.read_csv(sys.argv[1] + "/summary.csv")
+need = ["speedup", "speedup_ci_low", "speedup_ci_high", "verdict"]
+missing = [c for c in need if c not in s]
+assert not missing, f"summary.csv lacks {missing}"
+print(s[["variant", "concurrency", "repeats", *need, "verdict_reason"]].to_string())
+EOF
+  stamp "draftbench tune (stand-in)"
+  TUNE_BUDGET=${DRY_TUNE_BUDGET:-150s} tune_run "$W/tune.yaml" "$W/tune" 400  # 1: stopped by its budget
+  T=$(latest "$W/tune"); ls "$T"
+  [ -f "$T/tune.csv" ] && [ -f "$T/speculation_profile.json" ] || exit 9
+  stamp "dry run passed"
+  exit 0
+fi
+
+S=$W/stage-$STAGE; mkdir -p "$W"; rm -rf "$S"; mkdir -p "$S"
+if [ "$STAGE" != prep ] && [ ! -e "$W/draft/model.safetensors" ]; then
+  echo "decide.sh $STAGE: no trained drafter in $W: the machine went cold since the prep stage (its state is"
+  echo "gone); run 'decide.sh prep' again first"
+  exit 6
+fi
+source .devbundle/dev_setup.sh >/dev/null || exit 3
+python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || exit 3
+DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
+pack() { cp "$S/timeline.txt" "$OUT/" 2>/dev/null; tar -czf "$OUT/$STAGE.tar.gz" -C "$W" "$(basename "$S")" "$@"; ls -la "$OUT"; }
+
+case "$STAGE" in
+prep)
+  stamp "accept.sh prep: target, regen, head (${DRAFT_STEPS:-800} steps, TTT ${TTT_LENGTH:-3}), ${SUITE_PROMPTS:-64} suite prompts"
+  OUT=$S SUITE_PROMPTS=${SUITE_PROMPTS:-64} DRAFT_STEPS=${DRAFT_STEPS:-800} TTT_LENGTH=${TTT_LENGTH:-3} \
+      bash benchmarks/h200/accept.sh prep
+  rc=$?
+  stamp "prep exited $rc"
+  pack; exit $rc ;;
+verdict)
+  $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
+  cp "$W/decide.yaml" "$S/"
+  stamp "draftbench run: baseline vs eagle3, c1 and c8, $REPEATS repeats, $MAX_TOKENS tokens, min_steady_s $MIN_STEADY_S"
+  verdict_run "$W/decide.yaml" "$W/runs" "${RUN_S:-420}" 2>&1 | tee "$S/draftbench-run.log"
+  stamp "draftbench run exited ${PIPESTATUS[0]}"
+  RUN=$(latest "$W/runs")
+  [ -n "$RUN" ] || { pack; exit 7; }
+  [ -f "$RUN/summary.csv" ] && $DB -m harness.cli summary "$RUN" > "$S/summary-table.txt" 2>&1
+  stamp "bench_serving, two rounds per server, on the kept servers"
+  OUT=$S REPEATS=2 timeout -s TERM -k 10 "${BENCH_S:-140}" bash benchmarks/h200/bench_serving.sh \
+      "$RUN" "$W/bench.jsonl" "$(wc -l < "$W/bench.jsonl")" "$MAX_TOKENS" "$W/tiny-stdlib"
+  stamp "bench_serving exited $?"
+  stop_kept "$RUN"  # bench_serving.sh stops them too, unless its time ran out: never leave them to tune
+  [ -f "$RUN/requests.csv" ] && gzip -kf "$RUN/requests.csv"
+  for f in summary.csv phases.csv requests.csv.gz; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$S/"; done
+  tar -czf "$S/run.tar.gz" -C "$(dirname "$RUN")" --exclude=requests.csv "$(basename "$RUN")"
+  pack ;;
+tune)
+  $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
+  cp "$W/tune.yaml" "$S/"
+  stamp "draftbench tune eagle3 --concurrency $TUNE_CONC --steps $TUNE_STEPS --budget $TUNE_BUDGET"
+  tune_run "$W/tune.yaml" "$W/tune" "${TUNE_S:-500}" 2>&1 | tee "$S/tune.log"
+  stamp "draftbench tune exited ${PIPESTATUS[0]}"
+  T=$(latest "$W/tune")
+  [ -n "$T" ] && tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" "$(basename "$T")"
+  [ -n "$T" ] && for f in tune.csv speculation_profile.json; do find "$T" -name "$f" -exec cp {} "$S/" \; ; done
+  pack ;;
+*) echo "unknown stage $STAGE"; exit 2 ;;
+esac
