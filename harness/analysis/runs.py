@@ -45,7 +45,7 @@ class ResultRow:
     note: str
 
 
-@dataclass
+@dataclass(eq=False)  # DataFrames have no truth value: compared by identity (the TUI's reactive compares)
 class LoadedRun:
     info: RunInfo
     summary: pd.DataFrame
@@ -53,7 +53,7 @@ class LoadedRun:
     failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
 
 
-@dataclass
+@dataclass(eq=False)
 class Comparison:
     a: RunInfo
     b: RunInfo

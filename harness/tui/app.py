@@ -343,6 +343,9 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         screen = self._mounted("servers")
         if screen is not None and any(v.state == "ready" for v in self.servers.values()):
             screen.tick(self.clock())
+        run = self._mounted("run")
+        if run is not None and self.run_state in ("preparing", "running") and self.progress is not None:
+            run.tick(self.clock())
 
     def _poll_gpu(self) -> None:
         if self.fleet is not None and any(

@@ -55,7 +55,8 @@ class EventFeed:
                 self.post(msg.ServerLogLines(variant, tuple(lines)))
         if self._dirty:
             self._dirty = False
-            self.post(msg.ProgressUpdated(self.progress.snapshot()))
+            if self.source == "run":  # the Run tab's numbers and plots are the run's only, never the fleet's
+                self.post(msg.ProgressUpdated(self.progress.snapshot()))
 
     async def pump(self, interval: float = FLUSH_INTERVAL_S) -> None:
         """Flush every `interval` seconds until cancelled (run as a task next to the producer)."""

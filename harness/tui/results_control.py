@@ -91,7 +91,6 @@ class ResultsControl(App[int]):
     @work(thread=True, group="drafters", exit_on_error=False)
     def _list_drafters(self, plan: Any) -> None:
         from harness.analysis.runs import drafter_dirs, list_drafters, list_runs
-
         from harness.inputs.config import user_dir
 
         dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(plan)

@@ -198,9 +198,8 @@ class RetrainControl(App[int]):
 
     # ---- evaluation: a run -------------------------------------------------------------------------------
     def evaluate(self, checkpoint: Any, name: str) -> None:
-        from harness.tui.runproc import RunProcess
-
         from harness.inputs.config import user_dir
+        from harness.tui.runproc import RunProcess
 
         # registered where the user keeps their own drafters, never inside the checkout; benchmarked
         # against the baseline only: two server loads, not the whole plan again

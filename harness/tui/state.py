@@ -5,7 +5,9 @@ No textual here: the App holds these, screens render them, tests build them dire
 
 from __future__ import annotations
 
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -86,12 +88,43 @@ class ProgressSnapshot:
     gen_tok_s: dict[str, float] = field(default_factory=dict)  # newest window's gen throughput
     accept_series: dict[str, tuple[float, ...]] = field(default_factory=dict)
     tok_s_series: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    started_at: float | None = None  # the clock's time at RunStarted (time.monotonic by default)
+    at: float | None = None  # the clock's time of this snapshot
+    eta_s: float | None = None  # from the measured phases' seconds per request and the server start-ups
+    verdicts: dict[str, str] = field(default_factory=dict)  # finished variant -> live speedup against baseline
+
+    def elapsed_s(self, now: float) -> float | None:
+        return None if self.started_at is None else max(0.0, now - self.started_at)
+
+    def eta_at(self, now: float) -> float | None:
+        """The ETA counted down since the snapshot was taken (the panel redraws it every second)."""
+        if self.eta_s is None or self.at is None:
+            return None
+        return max(0.0, self.eta_s - (now - self.at))
+
+
+def live_verdict(mine: dict[int, float], base: dict[int, float]) -> str:
+    """A finished variant's speedup per concurrency from the phases' live tok/s (the summary's CI decides)."""
+    parts = [f"{mine[c] / base[c]:.2f}x@c{c}" for c in sorted(mine) if base.get(c)]
+    if not parts:
+        return "no baseline to compare with"
+    ratios = [mine[c] / base[c] for c in mine if base.get(c)]
+    word = "faster" if min(ratios) > 1.0 else "slower" if max(ratios) < 1.0 else "mixed"
+    return f"{word} {' '.join(parts)}"
 
 
 class ProgressModel:
     """Folds RequestDone / PhaseStarted / LogWindow events into snapshots; numbers come from the events."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.started_at: float | None = None
+        self.variants: tuple[str, ...] = ()
+        self.seen: list[str] = []  # variants in the order their first phase began (the baseline runs first)
+        self.phase_wall = 0.0  # Σ measured phase durations
+        self.phase_requests = 0  # requests of those phases
+        self.phase_tok_s: dict[str, dict[int, float]] = {}  # variant -> concurrency -> last phase's tok/s
+        self.verdicts: dict[str, str] = {}
         self.done = self.total = self.errors = 0
         self.variant: str | None = None
         self.phase: str | None = None
@@ -109,7 +142,19 @@ class ProgressModel:
         """Take one event; True when the snapshot changed."""
         if isinstance(event, ev.RunStarted):
             self.total = event.total_requests
+            self.started_at, self.variants = self.clock(), tuple(event.variants)
+        elif isinstance(event, ev.PhaseDone):
+            self._phase_done(event)
+        elif isinstance(event, ev.VariantDone):
+            if not event.ok:
+                return False
+            base = self.seen[0] if self.seen else None
+            if base is not None and event.variant != base and event.variant in self.phase_tok_s:
+                self.verdicts[event.variant] = live_verdict(self.phase_tok_s[event.variant],
+                                                            self.phase_tok_s.get(base, {}))
         elif isinstance(event, ev.PhaseStarted):
+            if event.variant not in self.seen:
+                self.seen.append(event.variant)
             self.variant, self.phase, self.concurrency = event.variant, event.phase, event.concurrency
             self.phase_done, self.phase_total = 0, event.requests
             self._tokens, self._first_send, self._last_end = 0, None, None
@@ -133,6 +178,24 @@ class ProgressModel:
             self._first_send = r.t_send if self._first_send is None else min(self._first_send, r.t_send)
             self._last_end = r.t_end if self._last_end is None else max(self._last_end, r.t_end)
 
+    def _phase_done(self, e: ev.PhaseDone) -> None:
+        if e.phase == self.phase and e.variant == self.variant:
+            self.phase_wall += float(e.wall_s)
+            self.phase_requests += self.phase_total
+            span = (self._last_end - self._first_send) if self._first_send is not None and self._last_end else 0.0
+            if span > 0 and self.concurrency is not None:
+                self.phase_tok_s.setdefault(e.variant, {})[int(self.concurrency)] = self._tokens / span
+
+    def _eta(self, now: float) -> float | None:
+        """Requests left x measured seconds per request, plus what each variant still to start cost so far
+        beyond its phases (server start-up, warm-up, probes)."""
+        if self.started_at is None or not self.phase_requests or not self.total:
+            return None
+        per_request = self.phase_wall / self.phase_requests
+        overhead = max(0.0, (now - self.started_at) - self.phase_wall) / max(len(self.seen), 1)
+        left_variants = len([v for v in self.variants if v not in self.seen])
+        return max(0, self.total - self.done) * per_request + left_variants * overhead
+
     def _window(self, variant: str, w: Any) -> bool:
         if getattr(w, "kind", None) != "decode":
             return False
@@ -149,6 +212,7 @@ class ProgressModel:
 
     def snapshot(self) -> ProgressSnapshot:
         span = (self._last_end - self._first_send) if self._first_send is not None and self._last_end else 0.0
+        now = self.clock()
         return ProgressSnapshot(
             done=self.done,
             total=self.total,
@@ -163,4 +227,8 @@ class ProgressModel:
             gen_tok_s=dict(self.gen_tok_s),
             accept_series={k: tuple(v) for k, v in self._accept.items()},
             tok_s_series={k: tuple(v) for k, v in self._tok_s.items()},
+            started_at=self.started_at,
+            at=now,
+            eta_s=self._eta(now),
+            verdicts=dict(self.verdicts),
         )

@@ -79,6 +79,10 @@ class RunScreen(SectionScreen):
         self.query_one("#start-run", Button).disabled = active
         self.query_one("#cancel-run", Button).disabled = state not in ("preparing", "running")
 
+    def tick(self, now: float) -> None:
+        """Elapsed and ETA move every second while a run goes, between the run's own updates."""
+        self.query_one(ProgressPanel).show_progress(self.app.progress, now)
+
     def _show_alarms(self, lines: tuple[str, ...]) -> None:
         shown = self.query_one("#run-alarms", Static)
         shown.display = bool(lines)
@@ -88,7 +92,7 @@ class RunScreen(SectionScreen):
         self.query_one(ProgressPanel).show_status(text)
 
     def _show_progress(self, p: ProgressSnapshot | None) -> None:
-        self.query_one(ProgressPanel).show_progress(p)
+        self.query_one(ProgressPanel).show_progress(p, self.app.clock())
         if p is not None:
             self.query_one("#accept-plot", SeriesPanel).update_series(p.accept_series)
             self.query_one("#toks-plot", SeriesPanel).update_series(p.tok_s_series)

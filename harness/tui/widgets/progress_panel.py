@@ -9,8 +9,17 @@ from textual.widgets import ProgressBar, Static
 from harness.tui.state import ProgressSnapshot
 
 
-def progress_lines(p: ProgressSnapshot) -> str:
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+def progress_lines(p: ProgressSnapshot, now: float | None = None) -> str:
     lines = [f"requests {p.done} of {p.total}" + (f"   errors {p.errors}" if p.errors else "")]
+    if now is not None and p.started_at is not None:
+        lines[0] += f"   elapsed {_clock(p.elapsed_s(now))}   ETA {_clock(p.eta_at(now))}"
     if p.phase:
         lines.append(f"now: {p.variant}  {p.phase}  ({p.phase_done}/{p.phase_total} in this phase)")
     lines.append("live tok/s (this phase): " + (f"{p.live_tok_s:.1f}" if p.live_tok_s is not None else "-"))
@@ -18,6 +27,8 @@ def progress_lines(p: ProgressSnapshot) -> str:
         lines.append(
             "accept len (newest window): " + "   ".join(f"{k} {v:.2f}" for k, v in p.accept_len.items())
         )
+    for variant, verdict in p.verdicts.items():
+        lines.append(f"done: {variant} {verdict} (live tok/s; Results has the CI and verdict)")
     return "\n".join(lines)
 
 
@@ -34,11 +45,11 @@ class ProgressPanel(Vertical):
     def show_status(self, text: str) -> None:
         self.query_one("#run-status", Static).update(text)
 
-    def show_progress(self, p: ProgressSnapshot | None) -> None:
+    def show_progress(self, p: ProgressSnapshot | None, now: float | None = None) -> None:
         bar = self.query_one("#run-bar", ProgressBar)
         if p is None:
             bar.update(total=1, progress=0)
             self.query_one("#run-numbers", Static).update("")
             return
         bar.update(total=max(p.total, 1), progress=p.done)
-        self.query_one("#run-numbers", Static).update(progress_lines(p))
+        self.query_one("#run-numbers", Static).update(progress_lines(p, now))
