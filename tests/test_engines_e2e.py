@@ -64,6 +64,7 @@ EXPECTED = 1 + GOOD_PROFILE[0] + GOOD_PROFILE[0] * GOOD_PROFILE[1] + GOOD_PROFIL
 
 
 def _run(tmp_path: Path, host: str, env: dict[str, str]) -> Path:
+    """`draftbench run` on the plan; also checks the printed table names each row's engine and baseline."""
     workdir = tmp_path / "target work"
     write_demo_models(workdir)
     plan = tmp_path / "plan.yaml"
@@ -72,6 +73,9 @@ def _run(tmp_path: Path, host: str, env: dict[str, str]) -> Path:
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(plan), "--results-dir", str(results)],
                           capture_output=True, text=True, env={**env, "PYTHONUNBUFFERED": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "SGLang and vLLM stand-ins" in proc.stdout
+    header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("variant"))
+    assert header.split()[:3] == ["variant", "engine", "vs"]
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
@@ -92,6 +96,10 @@ def _check(run_dir: Path) -> None:
     cross = s.loc["vllm-base vs sgl-base"]
     assert cross["engine"] == "vllm vs sglang" and cross["compared_with"] == "sgl-base"
     assert cross["speedup"] == pytest.approx(s.loc["vllm-base", "tok_s"] / s.loc["sgl-base", "tok_s"])
+    assert cross["status"] == "cross-engine"
+    # break-even next to accept length and speedup on both engines (vLLM's from end-to-end tok/s)
+    for v in ("sgl-eagle3", "vllm-eagle3"):
+        assert s.loc[v, "break_even_accept_len"] > 1.0
     meta = {json.loads(x)["variant"]: json.loads(x) for x in (run_dir / "variants.jsonl").read_text().splitlines()}
     assert meta["vllm-eagle3"]["engine"] == "vllm" and meta["vllm-eagle3"]["engine_version"] == "0.33.0"
     assert '"method":"eagle3"' in " ".join(meta["vllm-eagle3"]["launch_command"])

@@ -64,10 +64,32 @@ def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
                 speed = float(o["tok_s"]) / float(ref["tok_s"])
             row = {c: o.get(c) for c in df.columns}
             row.update({"variant": f"{o['variant']} vs {ref['variant']}", "engine": f"{other} vs {engines[0]}",
-                        "baseline": False, "status": CROSS_STATUS, "speedup": speed,
-                        "compared_with": str(ref["variant"]), "slower_than_baseline":
-                        None if speed is None else bool(speed < 1.0), "break_even_accept_len": None})
+                        "baseline": False, "status": CROSS_STATUS, "speedup": speed, "verdict": CROSS_STATUS,
+                        "compared_with": str(ref["variant"]), "slower_than_baseline": None,
+                        "break_even_accept_len": None})
             rows.append(row)
     if not rows:
         return df
     return pd.concat([df, pd.DataFrame(rows, columns=df.columns)], ignore_index=True)
+
+
+def engines_of(df: pd.DataFrame) -> list[str]:
+    """The engines of a summary's variant rows, in order (the cross-engine rows left out)."""
+    if "engine" not in df or df.empty:
+        return [DEFAULT_ENGINE]
+    rows = df[df["status"].astype(str) != CROSS_STATUS] if "status" in df else df
+    names = [str(e) for e in dict.fromkeys(rows["engine"]) if isinstance(e, str) and e]
+    return names or [DEFAULT_ENGINE]
+
+
+def break_even_fallback(df: pd.DataFrame) -> None:
+    """Break-even accept length where the step costs give none (an engine whose log has no per-step timing,
+    vLLM's): accept_len * tok/s(baseline) / tok/s(variant) = accept_len / speedup, from end-to-end tok/s."""
+    if "break_even_accept_len" not in df:
+        return
+    for i, row in df.iterrows():
+        have = row.get("break_even_accept_len")
+        al, sp = row.get("accept_len"), row.get("speedup")
+        if (have is None or pd.isna(have)) and not bool(row["baseline"]) and row.get("algorithm") \
+                and al is not None and not pd.isna(al) and sp and not pd.isna(sp):
+            df.at[i, "break_even_accept_len"] = float(al) / float(sp)

@@ -7,6 +7,9 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.engines_table import engines_of
+from harness.engines import get_engine
+
 TABLE_COLUMNS = [
     ("variant", "variant", "{}"),
     ("concurrency", "conc", "{:.0f}"),
@@ -112,10 +115,13 @@ def render_table(df: pd.DataFrame) -> str:
         return "(no results)"
     if "node" in df.columns and df["node"].nunique() > 1:  # a run over several nodes: name the node
         df = df.assign(variant=df["variant"].astype(str) + "@" + df["node"].astype(str))
-    headers = [h for _, h, _ in TABLE_COLUMNS] + ["note"]
+    columns = list(TABLE_COLUMNS)
+    if len(engines_of(df)) > 1:  # a table across engines says each row's engine and baseline
+        columns[1:1] = [("engine", "engine", "{}"), ("compared_with", "vs", "{}")]
+    headers = [h for _, h, _ in columns] + ["note"]
     body: list[list[str]] = []
     for _, row in df.iterrows():
-        cells = [table_cell(row, col, spec) for col, _, spec in TABLE_COLUMNS]
+        cells = [table_cell(row, col, spec) for col, _, spec in columns]
         note = []
         if str(row.get("status")) == "failed":
             note.append("FAILED")
@@ -135,7 +141,9 @@ def render_table(df: pd.DataFrame) -> str:
         body.append(cells + ["; ".join(note)])
     out = grid(headers, body).split("\n")
     if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
-        out.insert(0, "SIMULATED: numbers from draftbench's SGLang stand-in, not a GPU")
+        names = [get_engine(e).display_name for e in engines_of(df)]
+        out.insert(0, f"SIMULATED: numbers from draftbench's {' and '.join(names)} stand-in"
+                      f"{'s' if len(names) > 1 else ''}, not a GPU")
     out.append("")
     out.append("* fastest at that concurrency, 95% CI above 1.00x   ! slower: 95% CI below 1.00x   "
                "break-even AL: accept length needed at this variant's measured step cost to match the baseline")

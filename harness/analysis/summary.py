@@ -174,6 +174,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     _relative_to_baseline(df, requests)
     _step_costs(df, requests, phases, windows, variants, outputs_df)
     add_verdicts(df, requests, phases, min_steady_s=min_steady_s)
+    engines_table.break_even_fallback(df)
     engines_table.compared_with(df)
     df = engines_table.with_cross_engine_rows(df)
     return df[[c for c in SUMMARY_COLUMNS if c in df.columns]]

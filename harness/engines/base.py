@@ -31,6 +31,7 @@ class EngineAdmin(Protocol):
 @runtime_checkable
 class Engine(Protocol):
     name: str                 # "sglang"
+    display_name: str         # "SGLang", as tables and reports print it
     stand_in_version: str     # the version the project's stand-in of this engine reproduces
     ready_line: str           # the log line that says the server is ready (readiness is still asked over HTTP)
     phase_columns: Sequence[str]  # server-side per-phase columns (phase_server_means keys)

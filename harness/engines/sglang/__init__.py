@@ -21,6 +21,7 @@ _PROVENANCE_KEYS = ("version", "speculative_algorithm", "speculative_num_steps",
 
 class SGLangEngine:
     name = "sglang"
+    display_name = "SGLang"
     stand_in_version = STAND_IN_VERSION
     ready_line = READY_LINE
     phase_columns = tuple(prom.COLUMNS)

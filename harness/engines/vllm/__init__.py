@@ -18,6 +18,7 @@ READY_LINE = "Application startup complete."
 
 class VLLMEngine:
     name = "vllm"
+    display_name = "vLLM"
     stand_in_version = STAND_IN_VERSION
     ready_line = READY_LINE
     phase_columns = tuple(metrics.COLUMNS)
