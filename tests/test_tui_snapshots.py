@@ -180,3 +180,24 @@ def test_help_screen(snap_compare):
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_tune_finished_grid_heatmap_and_answer(snap_compare):
+    """160x45: the form, the tunes list, the grid with measured and predicted rows, the answer, heatmaps."""
+    from tests.snapshots.tune_fakes import TUNE_DIR, finished_tune
+
+    app = snap_app("tune")
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: app.plan is not None, "plan")
+        await wait_for(pilot, lambda: all(w.group != "tune-list" for w in app.workers), "tunes listed")
+        await pilot.pause()
+        app.tunes = (TUNE_DIR,)
+        app.tune_state = "done"
+        app.tune_status = "finished (confirmed): 7 server starts for a grid of 5; w adds the winner to the plan"
+        app.tune_stage = ("report", 1834.0, 7200.0)
+        app.tune_dir = TUNE_DIR
+        app.tune_view = finished_tune()
+        await settle(pilot)
+
+    assert snap_compare(app, terminal_size=(160, 45), run_before=run_before)

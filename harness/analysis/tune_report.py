@@ -217,15 +217,19 @@ def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Any) -> str |
     text = plan_path.read_text(encoding="utf-8")
     if f"name: {name}\n" in text:
         return name
-    block = (f"# added by draftbench tune: predicted {float(b['speedup_pred']):.2f}x\n"
-             f"  - name: {name}\n    drafter: {tuned.drafter.name}\n    algorithm: {tuned.spec_algorithm}\n"
-             f"    num_steps: {b['num_steps']}\n    eagle_topk: {b['eagle_topk']}\n"
-             f"    num_draft_tokens: {b['num_draft_tokens']}\n    cuda_graph: {str(bool(b['cuda_graph'])).lower()}\n")
     if "\nvariants:\n" not in text:
         return None
     head, tail = text.split("\nvariants:\n", 1)
     # the variants block ends at the next top-level key
     lines = tail.split("\n")
+    # the new item is indented like the file's own items ("  - name:" or PyYAML's "- name:")
+    dash = next((ln[: len(ln) - len(ln.lstrip())] for ln in lines if ln.lstrip().startswith("- ")), "  ")
+    pad = dash + "  "
+    block = (f"# added by draftbench tune: predicted {float(b['speedup_pred']):.2f}x\n"
+             f"{dash}- name: {name}\n{pad}drafter: {tuned.drafter.name}\n"
+             f"{pad}algorithm: {tuned.spec_algorithm}\n{pad}num_steps: {b['num_steps']}\n"
+             f"{pad}eagle_topk: {b['eagle_topk']}\n{pad}num_draft_tokens: {b['num_draft_tokens']}\n"
+             f"{pad}cuda_graph: {str(bool(b['cuda_graph'])).lower()}\n")
     end = next((i for i, ln in enumerate(lines) if ln and not ln.startswith((" ", "-", "#"))), len(lines))
     new = "\n".join(lines[:end]).rstrip("\n") + "\n" + block + ("\n".join(lines[end:]) if end < len(lines) else "")
     plan_path.write_text(head + "\nvariants:\n" + new, encoding="utf-8")

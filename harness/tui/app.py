@@ -36,7 +36,9 @@ from harness.tui.screens.retrain import RetrainScreen
 from harness.tui.screens.run import RunScreen
 from harness.tui.screens.section import SectionScreen
 from harness.tui.screens.servers import ServersScreen
+from harness.tui.screens.tune import TuneScreen
 from harness.tui.state import Alarm, ServerView
+from harness.tui.tune_control import TuneControl
 from harness.tui.widgets.log_pane import LOG_LINES
 
 SECTIONS: list[tuple[str, str, type[SectionScreen]]] = [
@@ -44,12 +46,13 @@ SECTIONS: list[tuple[str, str, type[SectionScreen]]] = [
     ("run", "Run", RunScreen),
     ("results", "Results", ResultsScreen),
     ("retrain", "Retrain", RetrainScreen),
+    ("tune", "Tune", TuneScreen),
 ]
 GPU_POLL_S = 5.0
 LIVE_ALARMS = ("drafter-inert", "cuda-graph-off", "slower-than-baseline")
 
 
-class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
+class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl):
     CSS_PATH = "draftbench.tcss"
     TITLE = "draftbench"
     BINDINGS = [
@@ -57,6 +60,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         Binding("2", "section('run')", "Run", show=False),
         Binding("3", "section('results')", "Results", show=False),
         Binding("4", "section('retrain')", "Retrain", show=False),
+        Binding("5", "section('tune')", "Tune", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
@@ -200,10 +204,12 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
         """Leave at once when nothing runs; else say what quitting stops and ask (stop, keep servers, cancel)."""
         running = self.run_thread is not None and self.run_state in ACTIVE_RUN
         live = self._live_servers() if self.fleet is not None else []
-        if not running and not live:
+        if not running and not live and not self.tune_active():
             await self._quit("stop")
             return
         what = [f"the run {self.run_dir or ''} (cancelled; finished requests kept, resumable)"] if running else []
+        if self.tune_active():
+            what.append(f"the tune {self.tune_dir or ''} (cancelled; measurements kept, resumable)")
         what += [f"server {n}" + (f" on port {self.servers[n].port}" if n in self.servers and self.servers[n].port
                                   else "") for n in live]
         answers = [("stop", "Stop and quit")] + ([("keep", "Keep servers, quit")] if live and not running else [])
@@ -214,6 +220,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
             self.notify("cancelling the run and stopping its servers...")
             self.run_thread.cancel()
             await self.workers.wait_for_complete([w for w in self.workers if w.group == "run"])
+        await self.stop_tune()
         if self.fleet is not None:
             live = self._live_servers()
             fleet, self.fleet = self.fleet, None
@@ -227,6 +234,8 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
     async def on_unmount(self) -> None:
         """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI started."""
         gc.unfreeze()  # what was frozen for the app's lifetime can be collected again
+        if self.tune_proc is not None:  # its process stops the tune's servers on SIGTERM
+            self.tune_proc.cancel()
         if self.fleet is not None:
             fleet, self.fleet = self.fleet, None
             with contextlib.suppress(Exception):
@@ -292,8 +301,8 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl):
     def _server_action(self, m: msg.ServerActionRequested) -> None:
         if self.fleet is None:
             self.notify("the plan is not loaded yet", severity="warning")
-        elif self.run_state in ACTIVE_RUN:
-            self.notify("a run owns the servers now: cancel it first (ctrl+g in Run)", severity="warning")
+        elif self.run_state in ACTIVE_RUN or self.tune_active():
+            self.notify("a run or a tune owns the servers now: cancel it first (ctrl+g)", severity="warning")
         else:
             self._fleet_action(m.action, m.variants)
 

@@ -251,3 +251,99 @@ class RetrainNote(Message):
         super().__init__()
         self.text = text
         self.ok = ok
+
+
+# ---- tune (harness.run.tune in the run's child process) ------------------------------------------------
+
+
+class TuneLaunched(Message):
+    """The tune's first sub-run started: its directory is known (new or resumed)."""
+
+    def __init__(self, tune_dir: str) -> None:
+        super().__init__()
+        self.tune_dir = tune_dir
+
+
+class TuneStaged(Message):
+    def __init__(self, stage: str, text: str, spent_s: float, budget_s: float) -> None:
+        super().__init__()
+        self.stage, self.text, self.spent_s, self.budget_s = stage, text, spent_s, budget_s
+
+
+class TuneCandidateChanged(Message):
+    def __init__(self, config: str, status: str, expected_speedup: float | None, est_cost_s: float | None,
+                 detail: str) -> None:
+        super().__init__()
+        self.config, self.status, self.detail = config, status, detail
+        self.expected_speedup, self.est_cost_s = expected_speedup, est_cost_s
+
+
+class TuneProgressed(Message):
+    """The current sub-run's requests (coalesced like ProgressUpdated)."""
+
+    def __init__(self, snapshot: ProgressSnapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class TuneFinished(Message):
+    def __init__(self, tune_dir: str, complete: bool, stop_reason: str, starts: int, grid_size: int) -> None:
+        super().__init__()
+        self.tune_dir, self.complete, self.stop_reason = tune_dir, complete, stop_reason
+        self.starts, self.grid_size = starts, grid_size
+
+
+class TuneEnded(Message):
+    """The tune's process ended: status "done" | "cancelled" | "crashed" (after TuneFinished when done)."""
+
+    def __init__(self, status: str, detail: str, tune_dir: str | None) -> None:
+        super().__init__()
+        self.status, self.detail, self.tune_dir = status, detail, tune_dir
+
+
+class TuneLoaded(Message):
+    def __init__(self, view: Any) -> None:
+        super().__init__()
+        self.view = view  # harness.run.tune_view.TuneView
+
+
+class TunesListed(Message):
+    def __init__(self, dirs: tuple[str, ...]) -> None:
+        super().__init__()
+        self.dirs = dirs  # tune directories, newest first
+
+
+class WinnerWritten(Message):
+    def __init__(self, plan_path: str, variant: str | None) -> None:
+        super().__init__()
+        self.plan_path, self.variant = plan_path, variant
+
+
+# ---- tune intents (Tune screen -> App) ----------------------------------------------------------------
+
+
+class TuneRequested(Message):
+    def __init__(self, choice: Any) -> None:
+        super().__init__()
+        self.choice = choice  # harness.tui.tune_control.TuneChoice
+
+
+class TuneResumeRequested(Message):
+    def __init__(self, tune_dir: str, budget_s: float | None) -> None:
+        super().__init__()
+        self.tune_dir = tune_dir
+        self.budget_s = budget_s  # None: the budget the tune was started with
+
+
+class TuneOpenRequested(Message):
+    def __init__(self, tune_dir: str) -> None:
+        super().__init__()
+        self.tune_dir = tune_dir
+
+
+class TuneCancelRequested(Message):
+    pass
+
+
+class WriteWinnerRequested(Message):
+    pass

@@ -42,6 +42,7 @@ class RunControl(App[int]):
     clock: Callable[[], float]
     run_thread: RunThread | RunProcess | None
     run_variants: tuple[str, ...]
+    tune_active: Callable[[], bool]  # TuneControl's
 
     @on(msg.RunRequested)
     def _run_requested(self, m: msg.RunRequested) -> None:
@@ -84,6 +85,9 @@ class RunControl(App[int]):
         """Every run the TUI starts goes through here (a plan's comparison, a checkpoint's evaluation)."""
         if self.run_state in ACTIVE_RUN:
             self.notify("a run is already going", severity="warning")
+            return
+        if self.tune_active():
+            self.notify("a tune owns the servers now: let it finish or cancel it first", severity="warning")
             return
         self.run_thread = run
         self.progress = ProgressSnapshot()

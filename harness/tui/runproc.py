@@ -55,10 +55,10 @@ class RunProcess:
         try:
             payload = pickle.dumps((self.call, self.args, self.kwargs, self.target_factory))
         except (pickle.PicklingError, AttributeError, TypeError) as exc:
-            self.post(msg.RunCrashed(f"cannot hand the run to its process: {exc}", None))
+            self.ended("crashed", f"cannot hand the run to its process: {exc}")
             return
         if self._cancelled:  # cancelled while the Servers section's servers were being stopped
-            self.post(msg.RunCancelled(None))
+            self.ended("cancelled", "")
             return
         with tempfile.TemporaryFile() as err:
             self.proc = subprocess.Popen(
@@ -85,12 +85,14 @@ class RunProcess:
                 err.seek(0)
                 tail = err.read().decode("utf-8", "replace")[-STDERR_TAIL:]
                 end = ("end", "crashed", f"the run's process exited ({self.proc.returncode}): {tail.strip()}")
-        _, status, detail = end
+        self.ended(end[1], end[2])
+
+    def ended(self, status: str, detail: str) -> None:
+        """The run's last word. "done": the runner's own RunDone event already became RunFinished."""
         if status == "cancelled":
             self.post(msg.RunCancelled(self.feed.run_dir))
         elif status == "crashed":
             self.post(msg.RunCrashed(detail, self.feed.run_dir))
-        # "done": the runner's own RunDone event already became RunFinished
 
     def _pump(self, fd: int) -> tuple | None:
         buf = bytearray()

@@ -1,4 +1,4 @@
-"""The section tabs at the top of every screen (clickable, a mirror of the 1-4 keys), and the footer."""
+"""The section tabs at the top of every screen (clickable, a mirror of the 1-5 keys), and the footer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 from textual.screen import Screen
 from textual.widgets import Footer, Tab, Tabs
 
-SECTIONS = [("servers", "1 Servers"), ("run", "2 Run"), ("results", "3 Results"), ("retrain", "4 Retrain")]
+SECTIONS = [("servers", "1 Servers"), ("run", "2 Run"), ("results", "3 Results"), ("retrain", "4 Retrain"),
+            ("tune", "5 Tune")]
 
 
 class SectionTabs(Tabs, can_focus=False):
