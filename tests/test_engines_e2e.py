@@ -129,3 +129,26 @@ def test_both_engines_over_ssh(tmp_path):
         _check(_run(tmp_path, sshd.alias, {**os.environ, "HOME": str(home)}))
     finally:
         sshd.stop()
+
+
+async def test_fleet_starts_a_vllm_arm_with_its_own_engine_version(tmp_path):
+    """The TUI's long-lived servers: a vLLM variant of a mixed plan is launched by vLLM's argv for vLLM's
+    version (not the plan's SGLang version) and comes up ready on the vLLM stand-in."""
+    import asyncio
+
+    from harness.demo import ready_demo_models
+    from harness.inputs.config import load_plan
+    from harness.run.fleet import Fleet
+
+    plan = ready_demo_models(load_plan(Path(__file__).parent.parent / "plans" / "demo-engines.yaml"),
+                             tmp_path / "results")
+    plan.target.env = {"DRAFTBENCH_SIM_STARTUP_S": "0.1"}
+    fleet = Fleet(plan, on_event=lambda e: None, results_dir=tmp_path / "results")
+    try:
+        status = await asyncio.wait_for(fleet.start("vllm-eagle3"), 60)
+        assert status.state == "ready"
+        assert fleet.versions == {"sglang": "0.5.15.post1", "vllm": "0.33.0"}
+        log = (fleet.session_dir / "logs" / "vllm-eagle3.log").read_text()
+        assert "Application startup complete." in log and "vLLM API server version 0.33.0" in log
+    finally:
+        await fleet.close()

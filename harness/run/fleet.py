@@ -107,7 +107,8 @@ class Fleet:
         self.members = {v.name: _Member(v) for v in plan.variants}
         self.session_id: str | None = None
         self.session_dir: Path | None = None
-        self.version: str | None = None
+        self.version: str | None = None  # the plan's own engine's
+        self.versions: dict[str, str | None] = {}  # engine name -> version, for a plan with several engines
         self._opened = False
         self._open_lock = asyncio.Lock()
         # live alarms as in a run: drafter-inert, cuda-graph-off from each window; slower-than-baseline
@@ -156,6 +157,11 @@ class Fleet:
                 self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
             await self.target.connect()
             self.version = await engine_of(self.plan).detect_version(self.plan, self.target)
+            for v in self.plan.variants:
+                engine = engine_of(self.plan, v)
+                if engine.name not in self.versions:
+                    self.versions[engine.name] = (self.version if engine.name == engine_of(self.plan).name
+                                                  else await engine.detect_version(self.plan, self.target))
             self._opened = True
 
     async def open(self) -> None:
@@ -234,7 +240,7 @@ class Fleet:
                 m.variant,
                 run_id=f"{self.session_id}/{name}-{m.starts}",
                 run_dir=self.session_dir,
-                engine_version=self.version,
+                engine_version=self.versions.get(engine_of(self.plan, m.variant).name, self.version),
                 on_lines=lambda lines, s=name: self._on_lines(s, lines),
             )
             await m.server.start()
