@@ -71,7 +71,7 @@ def error(tmp_path: Path, data: Any) -> InputError:
 def test_shipped_plans_load(path: Path):
     plan = load_plan(path)
     assert plan.source_path == path
-    assert sum(v.is_baseline for v in plan.variants) == 1
+    assert sum(v.is_baseline for v in plan.variants) == len({v.engine for v in plan.variants})  # one per engine
     assert all(s.prompts for s in plan.suites)
 
 
@@ -523,3 +523,15 @@ def test_format_field():
     assert format_field(("variants", 1, "num_steps")) == "variants[1].num_steps"
     assert format_field((0, "x")) == "[0].x"
     assert format_field(()) is None
+
+
+def test_engine_per_plan_and_per_variant_with_a_baseline_each(tmp_path):
+    data = {"name": "p", "model": {"path": "m"}, "suites": [{"name": "s", "prompts": [{"id": "a", "text": "x"}]}],
+            "variants": [{"name": "b"}, {"name": "vb", "engine": "vllm"}]}
+    plan = load(tmp_path, data)
+    assert [v.engine for v in plan.variants] == ["sglang", "vllm"]
+    assert plan.baseline.name == "b" and plan.baseline_of(plan.variants[1]).name == "vb"
+    e = error(tmp_path, {**data, "variants": [{"name": "b"}, {"name": "v", "engine": "vllm", "algorithm": "NGRAM"}]})
+    assert "no baseline for engine vllm" in e.message
+    e = error(tmp_path, {**data, "variants": [{"name": "b"}, {"name": "c", "engine": "trt"}]})
+    assert e.field.endswith("engine")

@@ -390,8 +390,10 @@ class _Run:
         first = (server.lines_seen if server else len(lines)) - len(lines) + 1
         self.emit(ev.ServerLog(variant, tuple(lines)))
         tag = self.phase_tag.get(variant)
+        engine = getattr(server, "engine", None) or engine_of(
+            self.plan, next((v for v in self.plan.variants if v.name == variant), None))
         for i, text in enumerate(lines):
-            w = server.engine.parse_log_line(text, first + i) if server else None
+            w = engine.parse_log_line(text, first + i)
             if w is None:
                 continue
             row = {"variant": variant, "phase": tag or ""}
