@@ -145,3 +145,30 @@ async def test_regenerate_data_through_the_running_baseline(tmp_path):
     rows = read_jsonl(out)
     assert sorted(r["id"] for r in rows) == [f"row-{i}" for i in range(4)]
     assert all(r["conversations"][-1]["role"] == "assistant" for r in rows)
+
+
+async def test_the_train_dialog_offers_the_demo_launcher_and_its_knobs(tmp_path, monkeypatch):
+    """On a simulated plan the stand-in trainer and the shipped conversations are filled in; max steps,
+    save interval, learning rate and batch size reach the trainer."""
+    from harness.retrain.jobs import load_job
+
+    monkeypatch.setenv("DRAFTBENCH_FAKE_STEP_S", "0.01")
+    plan, _ = write_plan(tmp_path)
+    app = make_app(tmp_path, plan)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.plan is not None, "plan")
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, FormDialog), "the dialog")
+        value = lambda key: app.screen.query_one(f"#field-{key}").value  # noqa: E731
+        assert value("launcher") == LAUNCHER and value("data_path").endswith("plans/demo-conversations.jsonl")
+        for key in ("max_steps", "save_interval", "learning_rate", "batch_size"):
+            app.screen.query_one(f"#field-{key}")  # present
+        await fill(pilot, {"epochs": "3", "max_steps": "5", "save_interval": "2", "learning_rate": "3e-4",
+                           "batch_size": "2"})  # 8 conversations: 4 steps an epoch, stopped at 5
+        await wait_for(pilot, lambda: app.job_progress is not None and app.job_progress.state == "finished",
+                       "the demo job finished", 60)
+        job = load_job(app.jobs[0].job_id, tmp_path / "results")
+    assert (job.spec["max_steps"], job.spec["save_interval"], job.spec["batch_size"]) == (5, 2, 2)
+    assert job.spec["learning_rate"] == 3e-4
+    assert "--max-num-steps" in job.argv and "--batch-size" in job.argv
+    assert app.job_progress.global_step == 5

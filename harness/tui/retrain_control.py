@@ -21,10 +21,19 @@ from harness.tui import messages as msg
 EVALUATE = "harness.retrain.checkpoints:evaluate_checkpoint"
 
 
+DEMO_LAUNCHER = "{python} -m harness.retrain.fake_trainer"  # the stand-in for SpecForge, same flags and logs
+
+
 def train_fields(plan: Any) -> list[tuple[str, str, str]]:
+    """The train dialog; on a simulated plan the stand-in trainer and the shipped demo conversations are
+    filled in, so the demo trains without typing a launcher."""
+    from harness.demo import DEMO_PLAN
+
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    sim = bool(plan.target.simulated)
+    data = str(DEMO_PLAN.parent / "demo-conversations.jsonl") if sim else ""
     return [
-        ("data_path", "training data (SpecForge JSONL on the target)", ""),
+        ("data_path", "training data (SpecForge JSONL on the target)", data),
         (
             "output_dir",
             "checkpoint directory on the target (relative: under the work directory)",
@@ -32,10 +41,15 @@ def train_fields(plan: Any) -> list[tuple[str, str, str]]:
         ),
         ("target_model_path", "target model on the target", str(plan.model.path)),
         ("epochs", "epochs", "1"),
+        ("max_steps", "max steps (empty: all epochs)", ""),
+        ("save_interval", "steps between checkpoints (empty: SpecForge's default)", "50" if sim else ""),
+        ("learning_rate", "learning rate", "1e-4"),
+        ("batch_size", "batch size per GPU", "1"),
         ("gpus", "GPUs (a count, or ids like 0,1)", str(plan.model.tp_size)),
         ("python", "python with torch + SpecForge on the target", plan.target.python),
         ("specforge_dir", "SpecForge checkout on the target (script era; empty: auto)", ""),
-        ("launcher", "launcher argv replacing torchrun + script (empty: default)", ""),
+        ("launcher", "launcher argv replacing torchrun + script (empty: default; the demo: the stand-in)",
+         DEMO_LAUNCHER if sim else ""),
     ]
 
 
@@ -43,12 +57,19 @@ def train_spec(values: dict[str, str]) -> Any:
     """The dialog's text -> TrainSpec; pydantic's errors name the field."""
     from harness.retrain.train import TrainSpec, parse_gpus
 
-    data: dict[str, Any] = {k: v for k, v in values.items() if v and k not in ("gpus", "launcher", "epochs")}
+    numbers = {"epochs": int, "max_steps": int, "save_interval": int, "batch_size": int, "learning_rate": float}
+    data: dict[str, Any] = {k: v for k, v in values.items() if v and k not in ("gpus", "launcher", *numbers)}
     data["gpus"] = parse_gpus(values.get("gpus") or "1")
-    epochs = values.get("epochs") or "1"
-    if not epochs.isdigit():
-        raise InputError(None, None, "epochs", f"a whole number, got {epochs!r}")
-    data["epochs"] = int(epochs)
+    values = {**values, "epochs": values.get("epochs") or "1"}
+    for key, kind in numbers.items():
+        text = (values.get(key) or "").strip()
+        if not text:
+            continue
+        try:
+            data[key] = kind(text)
+        except ValueError:
+            whole = "a whole number" if kind is int else "a number"
+            raise InputError(None, None, key, f"{whole}, got {text!r}") from None
     if values.get("launcher"):
         data["launcher"] = shlex.split(values["launcher"])
     return TrainSpec.model_validate(data)
