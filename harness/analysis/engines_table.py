@@ -93,3 +93,11 @@ def break_even_fallback(df: pd.DataFrame) -> None:
         if (have is None or pd.isna(have)) and not bool(row["baseline"]) and row.get("algorithm") \
                 and al is not None and not pd.isna(al) and sp and not pd.isna(sp):
             df.at[i, "break_even_accept_len"] = float(al) / float(sp)
+
+
+def stand_ins(engines: Any) -> str:
+    """'SGLang stand-in', 'SGLang and vLLM stand-ins': what produced a simulated run's numbers."""
+    from harness.engines import get_engine
+
+    names = [get_engine(str(e)).display_name for e in dict.fromkeys(engines or [DEFAULT_ENGINE])]
+    return f"{' and '.join(names)} stand-in{'s' if len(names) > 1 else ''}"

@@ -7,8 +7,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.engines_table import engines_of
-from harness.engines import get_engine
+from harness.analysis.engines_table import engines_of, stand_ins
 
 TABLE_COLUMNS = [
     ("variant", "variant", "{}"),
@@ -141,9 +140,7 @@ def render_table(df: pd.DataFrame) -> str:
         body.append(cells + ["; ".join(note)])
     out = grid(headers, body).split("\n")
     if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
-        names = [get_engine(e).display_name for e in engines_of(df)]
-        out.insert(0, f"SIMULATED: numbers from draftbench's {' and '.join(names)} stand-in"
-                      f"{'s' if len(names) > 1 else ''}, not a GPU")
+        out.insert(0, f"SIMULATED: numbers from draftbench's {stand_ins(engines_of(df))}, not a GPU")
     out.append("")
     out.append("* fastest at that concurrency, 95% CI above 1.00x   ! slower: 95% CI below 1.00x   "
                "break-even AL: accept length needed at this variant's measured step cost to match the baseline")

@@ -22,6 +22,7 @@ from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from harness.analysis.engines_table import stand_ins
 from harness.common.errors import InputError
 from harness.tui import messages as msg
 from harness.tui.dialogs import HelpScreen, key_help
@@ -254,7 +255,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl):
         plan = m.plan
         self.log_buffers = {v.name: deque(maxlen=LOG_LINES) for v in plan.variants}
         self.servers = {v.name: ServerView(v.name) for v in plan.variants}
-        sim = "  SIMULATED (SGLang stand-in)" if plan.target.simulated else ""
+        sim = f"  SIMULATED ({stand_ins(v.engine for v in plan.variants)})" if plan.target.simulated else ""
         suites = ", ".join(s.name for s in plan.suites)
         where = f" ({m.path})" if m.path else ""
         self.plan_line = (

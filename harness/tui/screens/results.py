@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
+from harness.analysis.engines_table import engines_of, stand_ins
 from harness.analysis.report import TABLE_COLUMNS
 from harness.analysis.runs import (
     Comparison,
@@ -158,7 +159,8 @@ class ResultsScreen(SectionScreen):
         if result is None:
             return
         info = result.info
-        sim = "  SIMULATED: numbers from the SGLang stand-in, not a GPU" if info.simulated else ""
+        sim = f"  SIMULATED: numbers from the {stand_ins(engines_of(result.summary))}, not a GPU" \
+            if info.simulated else ""
         self.query_one("#results-title", Static).update(
             f"{info.run_id}  plan {info.plan}  [{info.status}]{sim}"
         )
