@@ -151,7 +151,7 @@ class _Run:
             "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
             "simulated": bool(self.plan.target.simulated),
             "servers_not_started": [v.name for v in self.plan.variants if v.is_existing],
-            "sglang_version_detected": versions.get("sglang"), "engine_versions": versions,
+            "engine_versions": versions,  # engine name -> version, as detected before the first start
             "client_host": platform.node(),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
