@@ -39,3 +39,31 @@ def test_log_lines_parse():
     assert w.accept_len == pytest.approx(2.5) and w.accept_rate == pytest.approx(0.5)
     s = parse_line(logs.engine_stats(10.0, 20.0, 3, 0, 0.1), 2)
     assert (s.kind, s.running_req, s.queue_req) == ("stats", 3, 0)
+
+
+@pytest.mark.parametrize("dev", [False, True])
+async def test_dev_mode_endpoints_through_the_engine_admin(tmp_path, monkeypatch, dev):
+    """/reset_prefix_cache and /server_info exist only with VLLM_SERVER_DEV_MODE=1; the admin says so."""
+    from aiohttp.test_utils import TestServer
+
+    from harness.engines.vllm.admin import Admin
+    from harness.sim.vllm.server import build_app
+
+    if dev:
+        monkeypatch.setenv("VLLM_SERVER_DEV_MODE", "1")
+    else:
+        monkeypatch.delenv("VLLM_SERVER_DEV_MODE", raising=False)
+    sim = Sim.build(args.parse(["serve", str(tmp_path), "--served-model-name", "m"]))
+    server = TestServer(build_app(sim))
+    await server.start_server()
+    admin = Admin(str(server.make_url("")))
+    try:
+        assert await admin.healthy() and await admin.model_id() == "m"
+        assert await admin.flush_cache() is dev
+        info = await admin.server_info()
+        assert info["version"] == "0.33.0" and ("server_info" in info) is dev
+        scrape = await admin.histograms()
+        assert scrape is not None and scrape.counters == {}  # no speculation: no spec counters exported
+    finally:
+        await admin.close()
+        await server.close()

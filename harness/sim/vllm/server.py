@@ -161,7 +161,7 @@ def _sse(obj: Any) -> bytes:
 
 
 async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
-    sim: Sim = request.app["sim"]
+    sim: Sim = request.app[SIM]
     try:
         body = await request.json()
     except ValueError:
@@ -222,6 +222,9 @@ def _final(sim: Sim, base: dict, chat: bool, text: str, finish: str | None, prom
     if spec is not None:
         out["metrics"] = {"speculative_decoding": spec}
     return out
+
+
+SIM = web.AppKey("sim", Sim)
 
 
 def metrics_text(sim: Sim) -> str:
@@ -293,14 +296,20 @@ def build_app(sim: Sim) -> web.Application:
         say(logs.prefix(where="api_router.py:32") + "Resetting prefix cache...")
         return web.json_response({"success": sim.running == 0})
 
+    async def chat(request: web.Request) -> web.StreamResponse:
+        return await _complete(request, True)
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        return await _complete(request, False)
+
     app = web.Application(middlewares=[access_log])
-    app["sim"] = sim
+    app[SIM] = sim
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics)
-    app.router.add_post("/v1/chat/completions", lambda r: _complete(r, True))
-    app.router.add_post("/v1/completions", lambda r: _complete(r, False))
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", completions)
     if dev:
         app.router.add_get("/server_info", server_info)
         app.router.add_post("/reset_prefix_cache", reset_prefix_cache)
