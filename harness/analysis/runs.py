@@ -242,10 +242,29 @@ def export_csv(df: pd.DataFrame, path: str | Path) -> int:
 # ---- plan --------------------------------------------------------------------------------------------
 
 
+def suite_names(plan: Any) -> list[str]:
+    """The plan's suites first, then every other suite in the suites/ directories the plan's config searches."""
+    from harness.inputs.config import Resolver
+
+    src = getattr(plan, "source_path", None)
+    dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("suites")
+    names = [s.name for s in plan.suites]
+    for d in dirs:
+        if d.name == "suites" and d.is_dir():
+            names += sorted(p.stem for p in d.glob("*.yaml") if p.stem not in names)
+    return list(dict.fromkeys(names))
+
+
 def narrow_plan(plan: Any, choice: Any) -> Any:
-    """The plan restricted to the chosen suites, variants and concurrency levels, with the chosen max_tokens."""
+    """The plan restricted to the chosen variants and concurrency levels, with the chosen suites (the plan's
+    or any under suites/), max_tokens and repeats."""
+    from harness.inputs.config import Resolver
+
     variants = [v for v in plan.variants if v.name in choice.variants]
-    suites = [s for s in plan.suites if s.name in choice.suites]
+    own = {s.name: s for s in plan.suites}
+    src = getattr(plan, "source_path", None)
+    resolver = Resolver(plan_dir=Path(src).parent if src else None)
+    suites = [own[n] if n in own else resolver.suite(n) for n in choice.suites]
     if not variants:
         raise InputError(None, None, "variants", "choose at least one variant")
     if not suites:
@@ -254,9 +273,15 @@ def narrow_plan(plan: Any, choice: Any) -> Any:
         raise InputError(None, None, "concurrency", "give one or more concurrency levels above 0, e.g. 1,4")
     if choice.max_tokens <= 0:
         raise InputError(None, None, "max_tokens", "must be greater than 0")
-    run = plan.run.model_copy(
-        update={"concurrency": list(choice.concurrency), "max_tokens": choice.max_tokens}
-    )
+    update: dict[str, Any] = {"concurrency": list(choice.concurrency), "max_tokens": choice.max_tokens}
+    repeats = getattr(choice, "repeats", None)
+    if repeats is not None:
+        if repeats <= 0:
+            raise InputError(None, None, "repeats", "must be at least 1")
+        update["repeats"] = repeats
+        if getattr(plan.run, "max_repeats", None) is not None and plan.run.max_repeats < repeats:
+            update["max_repeats"] = repeats
+    run = plan.run.model_copy(update=update)
     return plan.model_copy(update={"variants": variants, "suites": suites, "run": run})
 
 

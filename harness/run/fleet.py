@@ -193,6 +193,13 @@ class Fleet:
             adopted.append(k.variant)
         return adopted
 
+    async def check(self) -> list[Any]:
+        """`draftbench check` on this plan's target: the preflight findings (harness.checks.Finding) as they are."""
+        from harness.checks import run_checks
+
+        await self.connect()
+        return await run_checks(self.plan, self.target, sglang_version=self.version)
+
     async def preflight(self) -> list[ev.Alarm]:
         """The preflight checks' findings as Alarm events (also sent to the callback); [] without checks."""
         try:

@@ -65,7 +65,30 @@ def read_resume_plan(run_dir: str | Path) -> Any:
     plan = load_plan(plan_file)
     if prov.get("target_workdir"):
         plan.target.workdir = prov["target_workdir"]
-    return plan
+    return _as_run(plan, Path(run_dir) / "plan.resolved.json")
+
+
+def _as_run(plan: Any, resolved_path: Path) -> Any:
+    """The plan cut back to what the run measured (a TUI run picks variants, suites, concurrency, repeats):
+    names and run settings from plan.resolved.json; the rest (env, secrets) from the plan file as it is now."""
+    try:
+        resolved = json.loads(resolved_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return plan
+    names = {v.get("name") for v in resolved.get("variants") or []}
+    suites = {s.get("name") for s in resolved.get("suites") or []}
+    variants = [v for v in plan.variants if v.name in names] or plan.variants
+    kept_suites = [s for s in plan.suites if s.name in suites]
+    extra = [s for s in resolved.get("suites") or [] if s.get("name") not in {k.name for k in kept_suites}]
+    if extra:  # a suite picked from suites/ that the plan file does not name: as the run recorded it
+        from harness.inputs.suites import Suite
+
+        kept_suites += [Suite.model_validate(s) for s in extra]
+    run = resolved.get("run") or {}
+    keys = ("concurrency", "max_tokens", "repeats", "max_repeats")
+    run_changes = {k: run[k] for k in keys if k in run and hasattr(plan.run, k)}
+    return plan.model_copy(update={"variants": variants, "suites": kept_suites or plan.suites,
+                                   "run": plan.run.model_copy(update=run_changes)})
 
 
 # ---- secrets: what lands in the run directory is shared; values of secret-looking names never do ----------

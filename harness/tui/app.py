@@ -169,6 +169,11 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl):
             yield SystemCommand(
                 b.description, f"key {b.key_display or b.key}", partial(self.run_action, b.action)
             )
+        yield SystemCommand(
+            "Preflight: draftbench check",
+            "the plan's checks (flags, drafter against algorithm, shapes); the findings as the CLI prints them",
+            self.action_preflight,
+        )
         for name, title, cls in SECTIONS:
             for b in cls.BINDINGS:
                 yield SystemCommand(
@@ -281,6 +286,28 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl):
     @work(group="fleet", exit_on_error=False)
     async def _preflight(self) -> None:
         await self.fleet.preflight()
+
+    def action_preflight(self) -> None:
+        if self.fleet is None or not hasattr(self.fleet, "check"):
+            self.notify("the plan is not loaded yet", severity="warning")
+            return
+        self.notify("running draftbench check...")
+        self._check_plan()
+
+    @work(group="check", exclusive=True, exit_on_error=False)
+    async def _check_plan(self) -> None:
+        from harness.checks import has_errors, render_findings
+
+        found = await self.fleet.check()
+        errors = sum(1 for f in found if getattr(f, "severity", "") == "error")
+        self.post_message(msg.PreflightReported(render_findings(found), errors if has_errors(found) else 0))
+
+    @on(msg.PreflightReported)
+    def _preflight_reported(self, m: msg.PreflightReported) -> None:
+        from harness.tui.dialogs import ReportScreen
+
+        head = f"draftbench check: {m.errors} error(s)" if m.errors else "draftbench check: no errors"
+        self.push_screen(ReportScreen(head + " (esc closes)", m.text))
 
     @work(group="fleet", exit_on_error=False)
     async def _adopt(self) -> None:

@@ -153,3 +153,22 @@ class ConfirmDialog(ModalScreen[str | None]):
 
     def action_first(self) -> None:
         self.dismiss(self.answers[0][0])
+
+
+class ReportScreen(ModalScreen[None]):
+    """A text report (the palette's preflight findings), scrollable; esc closes."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text, self.text = title, text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog report-dialog"):
+            yield Static(self.title_text, classes="pane-title", markup=False)
+            with VerticalScroll():
+                yield Static(self.text, id="report-text", markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -202,6 +202,22 @@ class CompareRequested(Message):
         self.run_a, self.run_b = run_a, run_b
 
 
+class PreflightReported(Message):
+    """`draftbench check` from the palette: the findings as the CLI prints them."""
+
+    def __init__(self, text: str, errors: int) -> None:
+        super().__init__()
+        self.text, self.errors = text, errors
+
+
+class ResumeRequested(Message):
+    """Resume an interrupted run (its directory) from the Results section."""
+
+    def __init__(self, run_dir: str) -> None:
+        super().__init__()
+        self.run_dir = run_dir
+
+
 class ExportRequested(Message):
     """Write a table as CSV: "summary" (summary.csv as is), "categories" or "compare"."""
 

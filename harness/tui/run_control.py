@@ -81,6 +81,33 @@ class RunControl(App[int]):
                 )
             )
 
+    @on(msg.ResumeRequested)
+    def _resume_requested(self, m: msg.ResumeRequested) -> None:
+        """The run's plan again (cut to what it measured), its finished phases skipped: `run --resume`."""
+        from functools import partial
+
+        from harness.analysis.runs import run_info
+        from harness.run.rundir import read_resume_plan
+
+        if run_info(m.run_dir).status == "complete":
+            self.notify("that run is complete: nothing to resume", severity="warning")
+            return
+        try:
+            plan = read_resume_plan(m.run_dir)
+        except InputError as exc:
+            self.notify(describe(exc), title="Cannot resume", severity="error")
+            return
+        kwargs = {"results_dir": str(self.results_dir), "keep_servers": False, "resume_dir": m.run_dir}
+        if self.run_events is None:
+            run: RunThread | RunProcess = RunProcess(RUN_PLAN, (plan,), kwargs, post=self.post_message,
+                                                     target_factory=self.target_factory,
+                                                     flush_interval=self.flush_interval)
+        else:
+            run = RunThread(partial(self.run_events, resume_dir=m.run_dir), plan, results_dir=self.results_dir,
+                            keep_servers=False, post=self.post_message, target_factory=self.target_factory,
+                            flush_interval=self.flush_interval)
+        self.start_run(run)
+
     def start_run(self, run: RunThread | RunProcess) -> None:
         """Every run the TUI starts goes through here (a plan's comparison, a checkpoint's evaluation)."""
         if self.run_state in ACTIVE_RUN:

@@ -25,6 +25,7 @@ class RunChoice:
     concurrency: tuple[int, ...]
     max_tokens: int
     keep_servers: bool = False
+    repeats: int | None = None  # None: the plan's run.repeats
 
 
 @dataclass(frozen=True)

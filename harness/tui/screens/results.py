@@ -23,7 +23,7 @@ from harness.analysis.runs import (
     result_rows,
 )
 from harness.tui.dialogs import ExportDialog
-from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested
+from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested, ResumeRequested
 from harness.tui.screens.section import SectionScreen
 from harness.tui.widgets.charts import BarChart
 from harness.tui.widgets.table import Table
@@ -65,6 +65,7 @@ class ResultsScreen(SectionScreen):
         Binding("e", "export", "Export CSV"),
         Binding("E", "export_tab", "Export tab's CSV"),
         Binding("l", "toggle_runs", "Runs list"),
+        Binding("R", "resume", "Resume run"),
         Binding("u", "app.refresh_runs", "Refresh runs"),
     ]
 
@@ -229,6 +230,11 @@ class ResultsScreen(SectionScreen):
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         if event.data_table.id == "runs-table" and event.row_key.value:
             self.post_message(OpenRunRequested(event.row_key.value))
+
+    def action_resume(self) -> None:
+        run = self._selected_run()
+        if run:
+            self.post_message(ResumeRequested(run))
 
     def action_mark(self) -> None:
         run = self._selected_run()

@@ -9,7 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
 
-from harness.analysis.runs import parse_concurrency
+from harness.analysis.runs import parse_concurrency, suite_names
 from harness.common.errors import InputError
 from harness.tui.messages import CancelRequested, RunRequested
 from harness.tui.screens.section import SectionScreen
@@ -39,6 +39,8 @@ class RunScreen(SectionScreen):
                 yield Input(id="concurrency", placeholder="1,4")
                 yield Label("Max tokens", classes="form-label")
                 yield Input(id="max-tokens", type="integer", placeholder="256")
+                yield Label("Repeats", classes="form-label")
+                yield Input(id="repeats", type="integer", placeholder="1")
                 yield Checkbox("Keep servers running afterwards", id="keep-servers")
                 with Horizontal(id="run-buttons"):
                     yield Button("Start", id="start-run", variant="primary")
@@ -64,7 +66,8 @@ class RunScreen(SectionScreen):
             return
         suites = self.query_one("#pick-suites", SelectionList)
         suites.clear_options()
-        suites.add_options([(s.name, s.name, True) for s in plan.suites])
+        mine = {s.name for s in plan.suites}  # the plan's suites picked, every other one under suites/ offered
+        suites.add_options([(n, n, n in mine) for n in suite_names(plan)])
         variants = self.query_one("#pick-variants", SelectionList)
         variants.clear_options()
         variants.add_options(
@@ -72,6 +75,7 @@ class RunScreen(SectionScreen):
         )
         self.query_one("#concurrency", Input).value = ",".join(str(c) for c in plan.run.concurrency)
         self.query_one("#max-tokens", Input).value = str(plan.run.max_tokens)
+        self.query_one("#repeats", Input).value = str(plan.run.repeats or 1)
         self.query_one("#keep-servers", Checkbox).value = bool(plan.server.keep_running)
 
     def _show_state(self, state: str) -> None:
@@ -110,7 +114,16 @@ class RunScreen(SectionScreen):
             concurrency=conc,
             max_tokens=int(text),
             keep_servers=self.query_one("#keep-servers", Checkbox).value,
+            repeats=self._repeats(),
         )
+
+    def _repeats(self) -> int | None:
+        text = self.query_one("#repeats", Input).value.strip()
+        if not text:
+            return None
+        if not text.isdigit() or int(text) <= 0:
+            raise InputError(None, None, "repeats", f"must be a whole number above 0, got {text!r}")
+        return int(text)
 
     def action_start_run(self) -> None:
         try:
