@@ -72,12 +72,11 @@ def _tune(args: argparse.Namespace) -> int:
         plan, opts = read_tune_plan(args.resume)
         opts.budget_s = args.budget if "--budget" in sys.argv else opts.budget_s
     elif args.plan:
-        from harness.demo import DEMO_PLAN, prepare_demo
-        from harness.inputs.config import load_plan
+        from harness.demo import load_ready_plan
 
         if not Path(args.plan).exists():
             raise InputError(args.plan, None, None, "plan file not found")
-        plan = prepare_demo(args.results_dir) if Path(args.plan).resolve() == DEMO_PLAN else load_plan(args.plan)
+        plan = load_ready_plan(args.plan, args.results_dir)  # a simulated plan's relative checkpoints: the demo's
         opts = TuneOptions(variant=args.variant, budget_s=args.budget, concurrency=args.concurrency,
                            steps=args.steps, topk=args.topk, draft_tokens=args.draft_tokens, graphs=args.graphs,
                            cost_tokens=args.cost_tokens, verify_top=args.verify_top,

@@ -58,3 +58,14 @@ def test_regen_on_the_demo_plan_with_the_shipped_conversations(tmp_path):
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in (cwd / "out.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and all(r["conversations"][-1]["role"] == "assistant" for r in rows)
+
+
+def test_a_copy_of_the_demo_plan_elsewhere_gets_them_too(tmp_path):
+    """Not only plans/demo.yaml itself: any simulated plan with the demo's relative paths (tune, train, ...)."""
+    import shutil
+
+    copy = tmp_path / "mine" / "demo.yaml"
+    copy.parent.mkdir()
+    shutil.copy(DEMO, copy)
+    plan = load_ready_plan(copy, tmp_path / "r")
+    assert (Path(plan.target.workdir) / "demo-models" / "good-eagle3" / "config.json").exists()
