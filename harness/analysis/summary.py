@@ -32,8 +32,8 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "cuda_graph_false_windows", "output_match", "slower_than_baseline", "ttft_mean_ms",
                    "server_ttft_mean_ms", "server_queue_mean_ms", "accept_len_source", "accept_len_probe",
                    "break_even_batch", "step_ms_ratio", "verify_step_ms", "decode_step_ms", "ttft_cost_ms",
-                   "first_divergence", "flush_failed", "forced_acceptance",
-                   "engine", "compared_with", *VERDICT_COLUMNS]
+                   "first_divergence", "flush_failed", "forced_acceptance", *VERDICT_COLUMNS,
+                   "engine", "compared_with"]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 
 
@@ -233,31 +233,35 @@ def by_category(requests: pd.DataFrame, probe: pd.DataFrame | None = None,
     return acceptance.by_category(requests, probe, baselines)
 
 
-def summarise_dir(run_dir: str | Path) -> pd.DataFrame:
-    """The summary of a run directory's records as they stand (also mid-run: every row is flushed)."""
+def summarise_dir(run_dir: str | Path, read: tuple | None = None) -> pd.DataFrame:
+    """The summary of a run directory's records as they stand (also mid-run: every row is flushed);
+    `read`: (requests, phases, windows, variants, probe) the caller already has."""
     run_dir = Path(run_dir)
-    requests, phases, windows, probe = closed_loop(
+    requests, phases, windows, variants, probe = read or (
         _read_csv(run_dir / "requests.csv"), _read_csv(run_dir / "phases.csv"),
-        _read_csv(run_dir / "server_windows.csv"), _read_csv(run_dir / "spec_probe.csv"))
-    return summarise(requests, phases, windows, read_variants(run_dir), probe, min_steady_s=_min_steady_s(run_dir),
+        _read_csv(run_dir / "server_windows.csv"), read_variants(run_dir), _read_csv(run_dir / "spec_probe.csv"))
+    requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)  # rate phases: goodput.py
+    return summarise(requests, phases, windows, variants, probe, min_steady_s=_min_steady_s(run_dir),
                      outputs_df=_read_csv(run_dir / "outputs.csv"))
 
 
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     """Read the run directory's records and write summary.csv (+ summary_by_category.csv)."""
     run_dir = Path(run_dir)
+    if (run_dir / "nodes.json").exists():  # a run over several nodes: each node's summary, stacked
+        from harness.analysis.nodes import merge_node_summaries
+
+        return merge_node_summaries(run_dir)
     requests = _read_csv(run_dir / "requests.csv")
     phases = _read_csv(run_dir / "phases.csv")
     windows = _read_csv(run_dir / "server_windows.csv")
     probe = _read_csv(run_dir / "spec_probe.csv")
     variants = read_variants(run_dir)
-    write_load_tables(run_dir, requests, phases, variants)
-    requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)  # rate phases: goodput.py
-    df = summarise(requests, phases, windows, variants, probe, min_steady_s=_min_steady_s(run_dir),
-                   outputs_df=_read_csv(run_dir / "outputs.csv"))
+    df = summarise_dir(run_dir, (requests, phases, windows, variants, probe))
     out = run_dir / "summary.csv"
     df.to_csv(out, index=False)
-    by_category(requests, probe, variants).to_csv(run_dir / "summary_by_category.csv", index=False)
+    by_category(*closed_loop(requests, probe), variants).to_csv(run_dir / "summary_by_category.csv", index=False)
+    write_load_tables(run_dir, requests, phases, variants)
     prov = run_dir / "provenance.json"
     if prov.exists():
         data = json.loads(prov.read_text(encoding="utf-8"))

@@ -296,6 +296,11 @@ class Plan(StrictModel):
     description: str = Field(default="", description="free text shown with the results")
     engine: Engine = Field(default="sglang", description="serving engine of every variant without its own")
     target: Target = Field(default_factory=Target, description="where SGLang runs")
+    targets: list[Target] = Field(
+        default_factory=list,
+        description="several nodes measured at once (each an ssh destination, 'local', or a target mapping whose "
+        "unset fields come from `target`): variants are spread over them and every node measures its own baseline",
+    )
     model: Model = Field(description="the served target model")
     server: Server = Field(default_factory=Server, description="server settings shared by all variants")
     variants: list[Variant] = Field(min_length=1, description="exactly one baseline plus speculative arms")
@@ -303,6 +308,13 @@ class Plan(StrictModel):
     run: RunSettings = Field(default_factory=RunSettings, description="replay settings")
 
     _source_path: Path | None = PrivateAttr(default=None)
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _node_destinations(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"host": v} if isinstance(v, str) else v for v in value]
+        return value
 
     @field_validator("suites", mode="before")
     @classmethod
@@ -353,6 +365,13 @@ class Plan(StrictModel):
             if suite.name in suite_seen:
                 raise FieldProblem(f"suite {suite.name!r} is listed twice", ("suites", i))
             suite_seen[suite.name] = i
+        node_seen: dict[str, int] = {}
+        for i, node in enumerate(self.targets):
+            key = f"{node.host}:{node.ssh_port or ''}"
+            if key in node_seen:
+                raise FieldProblem(f"target {node.host!r} is listed twice (also targets[{node_seen[key]}])",
+                                   ("targets", i))
+            node_seen[key] = i
         return self
 
     @property
@@ -360,6 +379,13 @@ class Plan(StrictModel):
         """The baseline of the plan's own engine (the first baseline when no variant uses it)."""
         base = [v for v in self.variants if v.is_baseline]
         return next((v for v in base if v.engine == self.engine), base[0])
+
+    def node_targets(self) -> list[Target]:
+        """The nodes of the plan: `targets` with `target`'s settings filled in, or just `target`."""
+        if not self.targets:
+            return [self.target]
+        shared = self.target.model_dump()
+        return [Target.model_validate({**shared, **t.model_dump(exclude_unset=True)}) for t in self.targets]
 
     def baseline_of(self, variant: Variant) -> Variant:
         """The baseline a variant is compared with: the one of its own engine."""
