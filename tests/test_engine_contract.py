@@ -9,8 +9,8 @@ import pytest
 
 from harness.engines import ENGINE_NAMES, get_engine
 from harness.engines.base import REQUEST_SPEC_KEYS, SPEC_MODES, Engine
-from harness.inputs.config import Engine as EngineName
 from harness.inputs.config import Plan
+from harness.inputs.plan_parts import Engine as EngineName
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from harness.common.errors import HarnessError, InputError
-from harness.inputs.config import NAME_RE, Drafter, Plan, load_drafter
+from harness.inputs.config import Plan, load_drafter
+from harness.inputs.plan_parts import NAME_RE, Drafter
 
 _EPOCH_STEP = re.compile(r"^epoch_(?P<e>\d+)_step_(?P<s>\d+)$")
 _EPOCH = re.compile(r"^epoch_(?P<e>\d+)$")

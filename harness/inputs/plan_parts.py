@@ -1,0 +1,160 @@
+"""The parts of a plan below the variants: drafter, target, model and server models (typed, strict,
+documented where declared) and the value types they share with config.py."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator
+
+from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel
+
+ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
+# SGLang loads the target itself as the draft without a path (EAGLE3 then crashes; DFLASH refuses).
+NEEDS_DRAFTER = frozenset({"EAGLE3", "STANDALONE", "DFLASH"})
+SPEC_PARAMS = ("num_steps", "eagle_topk", "num_draft_tokens")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # names that become file names: no "..", no "/"
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+VERSION_RE = re.compile(r"auto|\d+(\.\d+){1,3}([.-]?(post|rc|dev)\d*)?")
+def _algorithm(value: Any) -> Any:
+    if isinstance(value, str):
+        upper = value.strip().upper()
+        if upper not in ALGORITHMS:
+            raise ValueError(f"unknown speculative algorithm {value!r}; one of {', '.join(ALGORITHMS)}")
+        return upper
+    return value
+
+
+def _port(value: Any) -> Any:
+    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535):
+        return value
+    raise ValueError(f"must be a port number from 1 to 65535 or 'auto', got {value!r}")
+
+
+def _file_name(value: Any) -> Any:
+    if isinstance(value, str) and not NAME_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit (it becomes a file name)"
+        )
+    return value
+
+
+Algorithm = Annotated[str, BeforeValidator(_algorithm)]
+Port = Annotated[int | Literal["auto"], BeforeValidator(_port)]
+FileName = Annotated[str, BeforeValidator(_file_name)]
+Engine = Literal["sglang", "vllm"]  # harness.engines.ENGINE_NAMES (a test keeps them equal)
+
+
+class Drafter(StrictModel):
+    """A draft checkpoint (one file in drafters/)."""
+
+    name: str = Field(min_length=1, description="label in tables (defaults to the file name)")
+    path: str = Field(
+        min_length=1,
+        description="checkpoint directory (or HF id) on the target; relative = under target.workdir",
+    )
+    algorithm: Algorithm = Field(
+        default="EAGLE3", description="speculative algorithm the checkpoint is built for"
+    )
+    trained_for: str | None = Field(default=None, description="the target model it was trained against")
+    training_data: str | None = Field(default=None, description="what it was trained on, for the record")
+    notes: str | None = Field(default=None, description="anything else worth knowing")
+
+
+class Target(StrictModel):
+    """Where SGLang runs."""
+
+    host: str = Field(
+        default="local",
+        min_length=1,
+        description="'local' or an ssh destination as for `ssh` (alias, user@host)",
+    )
+    ssh_port: int | None = Field(
+        default=None, ge=1, le=65535, description="overrides the port from ~/.ssh/config"
+    )
+    python: str = Field(default="python3", min_length=1, description="python interpreter on the target")
+    launcher: list[ArgStr] | None = Field(
+        default=None,
+        min_length=1,
+        description="argv prefix replacing [python, -m, sglang.launch_server]; '{python}' is substituted",
+    )
+    workdir: str = Field(
+        default="~/draftbench", min_length=1, description="work directory on the target (created mode 0700)"
+    )
+    env: dict[str, ArgStr] = Field(default_factory=dict, description="environment for the server process")
+    sglang_version: str = Field(
+        default="auto", description="'auto' (asked on the target) or e.g. '0.5.15'; decides flag spellings"
+    )
+    simulated: bool = Field(default=False, description="true when the launcher is draftbench's stand-in")
+    vllm_launcher: list[ArgStr] | None = Field(
+        default=None,
+        min_length=1,
+        description="argv prefix replacing [vllm, serve] for vLLM variants; '{python}' is substituted",
+    )
+    vllm_version: str = Field(
+        default="auto", description="'auto' (asked on the target) or e.g. '0.33.0'; decides vLLM flag spellings"
+    )
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not ENV_NAME_RE.fullmatch(name):
+                raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
+        return env
+
+    @field_validator("sglang_version", "vllm_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        if not VERSION_RE.fullmatch(value):
+            raise ValueError(
+                f"expected 'auto' or a version such as '0.5.15' or '0.5.15.post1', got {value!r}"
+            )
+        return value
+
+    @property
+    def is_local(self) -> bool:
+        return self.host == "local"
+
+
+class Model(StrictModel):
+    """The target model the server serves (same for every variant)."""
+
+    path: str = Field(
+        min_length=1, description="model directory (or HF id) on the target; relative = under workdir"
+    )
+    tp_size: int = Field(default=1, gt=0, description="tensor-parallel size (GPUs per server)")
+    trust_remote_code: bool = Field(default=False, description="pass --trust-remote-code")
+    served_model_name: str | None = Field(
+        default=None, min_length=1, description="name the API serves it under"
+    )
+    extra_args: list[ArgStr] = Field(default_factory=list, description="launch_server argv items, verbatim")
+
+
+class Server(StrictModel):
+    """Server settings shared by every variant."""
+
+    host: str = Field(default="127.0.0.1", min_length=1, description="bind address on the target")
+    port: Port = Field(default="auto", description="a port number, or 'auto' for a free one")
+    max_running_requests: int = Field(default=32, gt=0, description="explicit so both arms get the same cap")
+    decode_log_interval: int = Field(default=10, ge=1, description="decode iterations per log window")
+    mem_fraction_static: float | None = Field(
+        default=None, gt=0, lt=1, description="KV-cache memory fraction"
+    )
+    cuda_graph_max_bs: int | None = Field(
+        default=None, gt=0, description="largest batch captured in CUDA graphs"
+    )
+    startup_timeout_s: float = Field(default=1800, gt=0, description="how long to wait for /health")
+    keep_running: bool = Field(default=False, description="leave servers up after the run")
+    api_key_env: str | None = Field(
+        default=None, description="environment variable (on this machine) holding the servers' API key: "
+        "started servers get --api-key, every call sends it as a bearer token; never written to disk")
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, value: str | None) -> str | None:
+        if value is not None and not ENV_NAME_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not an environment variable name")
+        return value
