@@ -4,6 +4,7 @@ servers asks; a kept server gives the GPU back before the next variant unless th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from harness.run import kept
@@ -127,3 +128,19 @@ async def test_kept_servers_give_the_gpu_back_before_the_next_variant(tmp_path, 
 
         t = open_target("local")
         await t.kill_group(k.pgid)
+
+
+async def test_a_process_group_the_workdir_no_longer_names_is_not_adopted(tmp_path):
+    """The target's workdir keeps the pgid file of every start: a pgid handed to another program after a
+    reboot has none (or another number), and is left alone."""
+    plan, status = await _kept_baseline(tmp_path)
+    (entry,) = kept.kept_servers(tmp_path / "results", plan.name)
+    pid_file = Path(entry.pid_path)
+    assert pid_file.read_text().strip() == str(status.pgid)
+    pid_file.write_text("1\n")
+    fleet = Fleet(plan, on_event=Events(), results_dir=tmp_path / "results")
+    try:
+        assert await fleet.adopt() == [] and fleet.status("baseline").state == "stopped"
+    finally:
+        await fleet.target.kill_group(status.pgid)
+        await fleet.close()

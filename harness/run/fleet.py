@@ -175,7 +175,7 @@ class Fleet:
     async def adopt(self) -> list[str]:
         """Take over this plan's servers that an earlier draftbench started and left running (servers.jsonl
         under the results dir): they show as ready with their port, pgid and uptime and can be stopped."""
-        from harness.run.kept import kept_servers
+        from harness.run.kept import kept_servers, still_ours
 
         await self.connect()
         adopted = []
@@ -183,7 +183,7 @@ class Fleet:
             m = self.members.get(k.variant)
             if m is None or m.state != "stopped" or k.target != self.target.name or k.port is None:
                 continue
-            if not await self.target.alive(k.pgid):
+            if not await still_ours(self.target, k):  # alive, and its pid file in the workdir agrees
                 continue
             host, lport = await self.target.forward(self.plan.server.host, k.port)
             m.adopted, m.url = k, f"http://{host}:{lport}"

@@ -26,6 +26,7 @@ class KeptServer:
     started_wall: float  # time.time() of the start (the file's mtime for entries written before "wall")
     jsonl: Path  # where its entries live: a stop appends there
     state: str  # "kept" or "started" (the harness that started it went away without stopping it)
+    pid_path: str = ""  # the process group file in the target's workdir (run dir of the start)
 
 
 def _slug(text: str) -> str:
@@ -63,8 +64,23 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
             if pgid in started and entry.get("state") in LIVE_STATES:
                 s = started[pgid]
                 out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"), str(s.get("target", "local")),
-                                      float(s.get("wall") or mtime), path, str(entry["state"])))
+                                      float(s.get("wall") or mtime), path, str(entry["state"]),
+                                      str(s.get("pid_path") or "")))
     return sorted(out, key=lambda k: -k.started_wall)
+
+
+async def still_ours(target: Any, kept: KeptServer) -> bool:
+    """Alive, and the target's workdir still names this process group for it (a reboot can hand the same
+    pgid to another program: then the pid file is gone or differs)."""
+    if not await target.alive(kept.pgid):
+        return False
+    if not kept.pid_path:
+        return True  # entries from before pid files were recorded: liveness is all there is
+    try:
+        text = (await target.read_file(kept.pid_path, max_bytes=64)).decode().strip()
+    except Exception:
+        return False
+    return text == str(kept.pgid)
 
 
 def record_stopped(kept: KeptServer, gone: bool, by: str) -> None:
