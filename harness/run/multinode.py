@@ -21,8 +21,8 @@ from typing import Any
 from harness.analysis.nodes import NODES_DIR, NODES_FILE, merge_node_summaries, variant_ok
 from harness.common import events as ev
 from harness.common.aio import drain
-from harness.run.rundir import new_run_dir, write_json
-from harness.run.runner import leftover_servers, run_plan
+from harness.run.rundir import leftover_servers, new_run_dir, write_json
+from harness.run.runner import run_plan
 
 REACH_TIMEOUT_S = 30.0
 

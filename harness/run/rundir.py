@@ -147,3 +147,20 @@ def scrub(data: bytes, secrets: list[str]) -> bytes:
     for value in secrets:
         data = data.replace(value.encode("utf-8"), REDACTED.encode())
     return data
+
+
+def leftover_servers(path: Path) -> list[dict[str, Any]]:
+    """Entries of servers.jsonl whose process group was started but never stopped or kept."""
+    if not path.exists():
+        return []
+    last: dict[int, dict[str, Any]] = {}
+    started: dict[int, dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if isinstance(entry.get("pgid"), int):
+            last[entry["pgid"]] = entry
+            if entry.get("state") == "started":
+                started[entry["pgid"]] = entry
+    return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import hashlib
 import json
 import platform
 import random
@@ -34,12 +33,14 @@ from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
     WINDOW_COLUMNS,
+    leftover_servers,
     new_run_dir,
     redact_argv,
     redact_plan,
     write_json,
 )
 from harness.run.server import Server, ServerFailed
+from harness.run.target_facts import drafter_hash, gpus
 
 
 def phase_id(suite: str, concurrency: int, repeat: int) -> str:
@@ -217,8 +218,8 @@ class _Run:
             graph_bs = meta.get("server_cuda_graph_max_bs_decode") or meta.get("server_cuda_graph_max_bs")
             if isinstance(graph_bs, int):
                 self.alarms.set_graph_max_bs(name, graph_bs)
-            meta["drafter_config_sha256"] = await self._drafter_hash(variant)
-            meta["gpus"] = await self._gpus()
+            meta["drafter_config_sha256"] = await drafter_hash(self.target, self.plan, variant)
+            meta["gpus"] = await gpus(self.target, self.plan)
             await self._measure(variant, server, meta, todo)
             meta["status"] = "ok"
             self.emit(ev.VariantDone(name, True))
@@ -404,28 +405,6 @@ class _Run:
                 self.emit(alarm)
 
     # ------------------------------------------------------------------------------------------------
-    async def _drafter_hash(self, variant: Any) -> str:
-        if variant.drafter is None:
-            return ""
-        path = str(variant.drafter.path).rstrip("/") + "/config.json"
-        if not path.startswith(("/", "~")):
-            path = f"{self.plan.target.workdir}/{path}"
-        try:
-            data = await self.target.read_file(path, max_bytes=1 << 20)
-        except Exception:
-            return ""
-        return hashlib.sha256(data).hexdigest()
-
-    async def _gpus(self) -> list[str]:
-        if self.plan.target.simulated:
-            return ["simulated"]
-        with contextlib.suppress(Exception):
-            res = await self.target.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                                         "--format=csv,noheader"], timeout=30)
-            if res.rc == 0:
-                return [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
-        return []
-
     def _write_variant_meta(self, meta: dict[str, Any]) -> None:
         with open(self.run_dir / "variants.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(meta, default=str) + "\n")
@@ -441,20 +420,3 @@ class _Run:
         for alarm in self.alarms.compare(load_summary(self.run_dir)):
             self.emit(alarm)
         return str(path)
-
-
-def leftover_servers(path: Path) -> list[dict[str, Any]]:
-    """Entries of servers.jsonl whose process group was started but never stopped or kept."""
-    if not path.exists():
-        return []
-    last: dict[int, dict[str, Any]] = {}
-    started: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        entry = json.loads(line)
-        if isinstance(entry.get("pgid"), int):
-            last[entry["pgid"]] = entry
-            if entry.get("state") == "started":
-                started[entry["pgid"]] = entry
-    return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]
