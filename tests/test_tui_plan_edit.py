@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 from textual.widgets import SelectionList
 
@@ -75,6 +77,10 @@ async def test_an_interrupted_run_resumes_from_results(tmp_path):
         await pilot.press("ctrl+g")
         await confirm(pilot)
         await wait_for(pilot, lambda: app.run_state == "cancelled", "cancelled", 60)
+        # where it stopped: after the baseline's phase, or inside the drafter's
+        assert re.match(r"cancelled (after baseline smoke@c1#r1|during good-eagle3 smoke@c1#r1 \(\d+/5 )",
+                        app.run_status), app.run_status
+        assert "R in Results resumes it" in app.run_status
         run_dir = app.run_dir
         await pilot.press("3")
         await wait_for(pilot, lambda: len(app.runs) == 1, "the run listed")

@@ -28,6 +28,13 @@ def describe(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _where(p: ProgressSnapshot) -> str:
+    """Where a cancelled run stopped: inside a phase, or after the last one that finished."""
+    if p.phase_total and p.phase_done >= p.phase_total:
+        return f" after {p.variant} {p.phase}"
+    return f" during {p.variant} {p.phase} ({p.phase_done}/{p.phase_total} of that phase)"
+
+
 class RunControl(App[int]):
     run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
@@ -203,7 +210,9 @@ class RunControl(App[int]):
             for n, v in self.servers.items()
         }
         self._set_run(
-            "cancelled", "cancelled: finished requests are kept" + (f" in {m.run_dir}" if m.run_dir else "")
+            "cancelled",
+            "cancelled" + (_where(p) if (p := self.progress) is not None and p.variant else "")
+            + ": finished requests are kept" + (f" in {m.run_dir}; R in Results resumes it" if m.run_dir else ""),
         )
         if m.run_dir:
             self._after_run(m.run_dir)
