@@ -112,9 +112,20 @@ async def test_kept_servers_give_the_gpu_back_before_the_next_variant(tmp_path, 
     monkeypatch.setattr(kept, "gpu_has_room", lambda plan, up: False)  # as on a real GPU without the room
     plan = narrow_plan(demo_plan(tmp_path), RunChoice(("smoke",), ("baseline", "good-eagle3"), (1,), 16))
     states = []
-    async for e in run_plan(plan, results_dir=tmp_path / "results", keep_servers=True):
-        if type(e).__name__ == "ServerState":
-            states.append((e.variant, e.state))
+    try:
+        async for e in run_plan(plan, results_dir=tmp_path / "results", keep_servers=True):
+            if type(e).__name__ == "ServerState":
+                states.append((e.variant, e.state))
+        _assert_gpu_given_back(tmp_path, plan, states)
+    finally:  # the kept server goes, whatever the assertions said
+        from harness.targets import open_target
+
+        t = open_target("local")
+        for k in kept.kept_servers(tmp_path / "results", plan.name):
+            await t.kill_group(k.pgid)
+
+
+def _assert_gpu_given_back(tmp_path, plan, states) -> None:
     assert states.index(("baseline", "stopped")) < states.index(("good-eagle3", "ready"))
     run_dir = next(p for p in (tmp_path / "results").iterdir() if (p / "servers.jsonl").exists())
     entries = [json.loads(x) for x in (run_dir / "servers.jsonl").read_text().splitlines()]
@@ -123,11 +134,6 @@ async def test_kept_servers_give_the_gpu_back_before_the_next_variant(tmp_path, 
     assert [e["state"] for e in entries if e["variant"] == "baseline"] == ["started", "kept", "stopped"]
     left = kept.kept_servers(tmp_path / "results", plan.name)
     assert [k.variant for k in left] == ["good-eagle3"]  # the last one stays, as asked
-    for k in left:
-        from harness.targets import open_target
-
-        t = open_target("local")
-        await t.kill_group(k.pgid)
 
 
 async def test_a_process_group_the_workdir_no_longer_names_is_not_adopted(tmp_path):
