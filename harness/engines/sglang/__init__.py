@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.common.errors import HarnessError
+from harness.engines.http import installed_version
 from harness.engines.sglang import launch, preflight, prom, spec
 from harness.engines.sglang.admin import Admin, avg_spec_accept_length
 from harness.engines.sglang.logparse import parse_line
@@ -34,11 +34,7 @@ class SGLangEngine:
             return str(t.sglang_version) if t.sglang_version not in (None, "auto") else STAND_IN_VERSION
         if t.sglang_version and t.sglang_version != "auto":
             return str(t.sglang_version)
-        res = await target.run([t.python, "-c", "import sglang; print(sglang.__version__)"], timeout=120)
-        if res.rc != 0:
-            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise HarnessError(f"SGLang is not importable by '{t.python}' on {target.name}: {last[0]}")
-        return res.stdout.strip().splitlines()[-1]
+        return await installed_version(target, str(t.python), "sglang", "SGLang")
 
     def launcher_argv(self, target: Any) -> list[str]:
         return launch.launcher_argv(target)

@@ -7,24 +7,12 @@ from typing import Any
 import aiohttp
 import orjson
 
+from harness.engines.http import AdminSession
 from harness.engines.sglang.prom import Totals, histogram_totals
 
 
-class Admin:
+class Admin(AdminSession):
     """A small aiohttp session against one server's base URL (http://host:port, no /v1)."""
-
-    def __init__(self, base_url: str, api_key: str | None = None):
-        self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        self._session = aiohttp.ClientSession(headers=headers)
-
-    async def close(self) -> None:
-        await self._session.close()
-
-    async def _get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        async with self._session.get(self.base_url + path,
-                                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            return resp.status, await resp.read()
 
     async def healthy(self, timeout: float = 10.0) -> bool:
         """True when /health_generate answers 200 (a real 1-token generation in every version)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.common.errors import HarnessError
+from harness.engines.http import installed_version
 from harness.engines.vllm import launch, metrics, preflight, spec
 from harness.engines.vllm.admin import Admin
 from harness.engines.vllm.logline import parse_line
@@ -30,11 +30,7 @@ class VLLMEngine:
             return STAND_IN_VERSION
         if t.vllm_version and t.vllm_version != "auto":
             return str(t.vllm_version)
-        res = await target.run([t.python, "-c", "import vllm; print(vllm.__version__)"], timeout=120)
-        if res.rc != 0:
-            last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
-            raise HarnessError(f"vLLM is not importable by '{t.python}' on {target.name}: {last[0]}")
-        return res.stdout.strip().splitlines()[-1]
+        return await installed_version(target, str(t.python), "vllm", "vLLM")
 
     def launcher_argv(self, target: Any) -> list[str]:
         return launch.launcher_argv(target)

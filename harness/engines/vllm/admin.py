@@ -8,23 +8,14 @@ from typing import Any
 import aiohttp
 import orjson
 
+from harness.engines.http import AdminSession
 from harness.engines.vllm.metrics import Scrape, parse_metrics
 
 _ERRORS = (TimeoutError, aiohttp.ClientError, OSError)
 
 
-class Admin:
-    def __init__(self, base_url: str, api_key: str | None = None):
-        self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-        self._session = aiohttp.ClientSession(headers=headers)
-
-    async def close(self) -> None:
-        await self._session.close()
-
-    async def _get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        async with self._session.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-            return resp.status, await resp.read()
+class Admin(AdminSession):
+    """vLLM's endpoints on one server; what it lacks (flush outside dev mode) answers False/None."""
 
     async def _json(self, path: str, timeout: float) -> Any:
         try:
