@@ -15,8 +15,9 @@ import openai
 import pytest
 from aiohttp import web
 
+from harness.client.collect import spread_tokens
 from harness.client.sse import SSESplitter
-from harness.client.stream import ReplayClient, ReplayRequest, prompt_text, spread_tokens
+from harness.client.stream import ReplayClient, ReplayRequest, prompt_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]

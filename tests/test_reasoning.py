@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 
 from harness.analysis.records import make_record, output_sha
-from harness.client.stream import _Collector
+from harness.client.collect import _Collector
 
 
 def _chunk(reasoning: str | None = None, content: str | None = None, cum: int | None = None) -> bytes:

@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -33,6 +33,7 @@ import httpx2
 import openai
 import orjson
 
+from harness.client.collect import StreamResult, _Collector
 from harness.client.faults import FAULTS as _FAULTS
 from harness.client.faults import MALFORMED as _MALFORMED
 from harness.client.faults import describe_fault, http_error
@@ -59,35 +60,6 @@ class ReplayRequest:
             raise ValueError(f"request {self.request_id!r}: give exactly one of messages and prompt")
 
 
-@dataclass
-class StreamResult:
-    ok: bool
-    error: str | None  # "http 500: <body head>", "timeout", "connection reset", "malformed sse: ..."
-    http_status: int | None
-    t_send: float  # time.perf_counter() just before the request is sent
-    t_first: float | None  # arrival of the first read that carried content
-    t_end: float  # arrival of the read that carried [DONE] (or the error)
-    wall_send: float  # time.time() at t_send (to correlate with server logs)
-    chunk_times: list[float] = field(default_factory=list)  # per content chunk: its read's time
-    chunk_tokens: list[int] = field(default_factory=list)  # tokens per content chunk (see module doc)
-    chunk_tokens_exact: bool = False
-    output_tokens: int | None = None  # usage.completion_tokens of the final usage chunk
-    prompt_tokens: int | None = None
-    text: str = ""
-    reasoning: str = ""  # reasoning_content deltas (chat), kept apart from the text
-    t_first_answer: float | None = None  # arrival of the first answer text (after any reasoning)
-    reasoning_tokens: int | None = None  # usage's reasoning tokens where the server counts them
-    finish_reason: str | None = None
-    spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
-
-
-def spread_tokens(total: int, n: int) -> list[int]:
-    """`total` tokens over `n` chunks as evenly as integers allow; sums to `total` exactly."""
-    if n <= 0:
-        return []
-    return [(i + 1) * total // n - i * total // n for i in range(n)]
-
-
 def prompt_text(messages: list[dict]) -> str:
     """Messages flattened for /v1/completions: the contents (text parts of list contents) joined by
     blank lines. No chat template is applied: that is what the chat endpoint is for."""
@@ -99,141 +71,6 @@ def prompt_text(messages: list[dict]) -> str:
         if content:
             out.append(str(content))
     return "\n\n".join(out)
-
-
-class _Collector:
-    """Per-request state fed with (event payload, read timestamp); knows the chat and completions shapes."""
-
-    __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage", "spec",
-                 "finish", "done", "error", "t_end", "t_answer")
-
-    def __init__(self, chat: bool):
-        self.chat = chat
-        self.times: list[float] = []
-        self.tokens: list[int] = []  # -1 where the chunk carried no cumulative usage
-        self.texts: list[str] = []
-        self.reasoning: list[str] = []
-        self.last_cum = 0
-        self.cum_everywhere = True
-        self.usage: dict | None = None
-        self.spec: Any = None
-        self.finish: str | None = None
-        self.done = False
-        self.error: str | None = None
-        self.t_end: float | None = None
-        self.t_answer: float | None = None
-
-    def add_all(self, payloads: list[bytes], t: float) -> None:
-        """The events of one network read, all stamped `t`. Hot path: locals instead of attributes."""
-        loads = orjson.loads
-        chat = self.chat
-        times, tokens, texts = self.times, self.tokens, self.texts
-        last_cum = self.last_cum
-        try:
-            for payload in payloads:
-                if self.done:
-                    return
-                if payload == b"[DONE]":
-                    self.done = True
-                    self.t_end = t
-                    return
-                obj = loads(payload)
-                choices = obj.get("choices")
-                if not choices:
-                    self._other(obj, t)
-                    if self.error is not None:
-                        return
-                    continue
-                c = choices[0]
-                if chat:
-                    delta = c.get("delta") or {}
-                    text = delta.get("content")
-                    other = delta.get("reasoning_content")
-                else:
-                    text = c.get("text")
-                    other = None
-                if c.get("finish_reason"):
-                    self.finish = c["finish_reason"]
-                new = -1
-                usage = obj.get("usage")
-                if usage:
-                    cum = usage.get("completion_tokens")
-                    if cum is not None:
-                        new = cum - last_cum
-                        last_cum = cum
-                # A content chunk carries text, or (reasoning models, stop tokens) new tokens by usage.
-                if text or other or new > 0:
-                    times.append(t)
-                    tokens.append(new)
-                    if new < 0:
-                        self.cum_everywhere = False
-                    if text:
-                        texts.append(text)
-                        if self.t_answer is None:
-                            self.t_answer = t
-                    if other:
-                        self.reasoning.append(other)
-        finally:
-            self.last_cum = last_cum
-
-    def _other(self, obj: dict, t: float) -> None:
-        """A chunk without choices: the final usage, SGLang's sglext, vLLM's metrics, or an error event."""
-        usage = obj.get("usage")
-        if usage is not None:
-            self.usage = usage
-        sglext = obj.get("sglext")
-        if sglext and sglext.get("spec_tokens_details") is not None:
-            self.spec = sglext["spec_tokens_details"]
-        metrics = obj.get("metrics")  # vLLM >= 0.29: per-request stats ride the final usage chunk
-        if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
-            self.spec = metrics["speculative_decoding"]
-        err = obj.get("error")
-        if err is not None:
-            msg = err.get("message", err) if isinstance(err, dict) else err
-            self.fail(f"server error: {msg}", t)
-
-    def fail(self, error: str, t: float) -> None:
-        if self.error is None:
-            self.error = error
-            self.t_end = t
-
-    def result(self, *, t_send: float, wall_send: float, status: int | None) -> StreamResult:
-        t_end = self.t_end if self.t_end is not None else time.perf_counter()
-        error = self.error
-        usage = self.usage or {}
-        output_tokens = usage.get("completion_tokens") if self.usage is not None else None
-        if error is None and not self.done:
-            error = "stream ended without [DONE]"
-        if error is None and output_tokens is None:
-            error = "no usage chunk"
-        n = len(self.times)
-        exact = n > 0 and self.cum_everywhere
-        if exact:
-            tokens = self.tokens
-        elif output_tokens is not None:
-            tokens = spread_tokens(int(output_tokens), n)
-        else:
-            tokens = [0] * n
-        spec = self.spec
-        if isinstance(spec, list):  # one per choice when n > 1; we only ever ask for one
-            spec = spec[0] if spec and isinstance(spec[0], dict) else None
-        return StreamResult(
-            ok=error is None, error=error, http_status=status, t_send=t_send,
-            t_first=self.times[0] if n else None, t_end=t_end, wall_send=wall_send,
-            chunk_times=self.times, chunk_tokens=tokens, chunk_tokens_exact=exact,
-            output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
-            text="".join(self.texts), reasoning="".join(self.reasoning), finish_reason=self.finish,
-            spec=spec if isinstance(spec, dict) else None, t_first_answer=self.t_answer,
-            reasoning_tokens=_reasoning_tokens(usage),
-        )
-
-
-def _reasoning_tokens(usage: dict) -> int | None:
-    """SGLang's usage.reasoning_tokens, or OpenAI's completion_tokens_details.reasoning_tokens."""
-    value = usage.get("reasoning_tokens")
-    if value is None:
-        value = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _reads(http_response: httpx2.Response) -> AsyncIterator[bytes]:
