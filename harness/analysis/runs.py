@@ -156,19 +156,29 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def by_node(df: pd.DataFrame) -> pd.DataFrame:
+    """A run over several nodes names each row's node as the CLI table does: `variant@node`."""
+    if "node" in df.columns and df["node"].nunique() > 1:
+        return df.assign(variant=df["variant"].astype(str) + "@" + df["node"].astype(str))
+    return df
+
+
 def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> list[ResultRow]:
     """The CLI table's rows (same columns, same formats), with winner / slower / failed flags for styling;
     a variant that never measured shows its reason (`failures`) instead of a concurrency-0 row."""
     rows: list[ResultRow] = []
     if df.empty:
         return rows
+    df = by_node(df)
     winners = {c: best_variant(df, c) for c in df["concurrency"].unique()}
     for _, row in df.iterrows():
         cells = tuple(table_cell(row, col, spec) for col, _, spec in TABLE_COLUMNS)
         failed = str(row.get("status")) == "failed"
         slower = _true(row.get("slower_than_baseline"))
-        if failed and (failures or {}).get(str(row["variant"])):
-            notes = [f"FAILED: {failures[str(row['variant'])]}"]  # type: ignore[index]
+        name = str(row["variant"])
+        why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0])  # variant@node
+        if failed and why:
+            notes = [f"FAILED: {why}"]
         else:
             notes = ["FAILED"] if failed else []
         if failed and str(row.get("concurrency")) in ("0", "0.0"):

@@ -78,7 +78,7 @@ async def _reachable(target: Any, opener: Any) -> bool:
             await t.close()
 
 
-def _tag(e: Any, node: str) -> Any:
+def tag_node(e: Any, node: str) -> Any:
     """The node's name on every event that names a variant (the baseline runs on every node)."""
     if hasattr(e, "variant") and isinstance(e.variant, str) and e.variant and not isinstance(e, ev.RequestDone):
         return dataclasses.replace(e, variant=f"{e.variant}@{node}")
@@ -203,7 +203,7 @@ class _Multi:
                     if isinstance(e, ev.RequestDone):
                         self.done += 1
                         e = dataclasses.replace(e, done=self.done, total=self.total)
-                    self.emit(_tag(e, name))
+                    self.emit(tag_node(e, name))
             self.emit(ev.NodeState(name, "done", tuple(entry["variants"])))
         except asyncio.CancelledError:
             raise

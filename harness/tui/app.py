@@ -207,19 +207,27 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
     # ---- plan -------------------------------------------------------------------------------------------
     @on(msg.PlanLoaded)
     def _plan_loaded(self, m: msg.PlanLoaded) -> None:
+        from harness.run.fleet_nodes import server_names
+
         plan = m.plan
-        self.log_buffers = {v.name: deque(maxlen=LOG_LINES) for v in plan.variants}
-        self.servers = {v.name: ServerView(v.name) for v in plan.variants}
+        names = server_names(plan)  # variant@node on a plan with several targets
+        self.log_buffers = {n: deque(maxlen=LOG_LINES) for n in names}
+        self.servers = {n: ServerView(n) for n in names}
         sim = f"  SIMULATED ({stand_ins(v.engine for v in plan.variants)})" if plan.target.simulated else ""
         suites = ", ".join(s.name for s in plan.suites)
         where = f" ({m.path})" if m.path else ""
         self.plan_line = (
-            f"plan {plan.name}{where} on {plan.target.host}{sim}   "
+            f"plan {plan.name}{where} on {_hosts(plan)}{sim}   "
             f"{len(plan.variants)} variants   suites: {suites}"
         )
         self.plan = plan
         self.call_after_refresh(self._settle)
-        if self.fleet_factory is not None:
+        if plan.targets:  # one fleet per node (fleet_factory makes each node's)
+            from harness.run.fleet_nodes import NodeFleet
+
+            extra = {"fleet_factory": self.fleet_factory} if self.fleet_factory is not None else {}
+            self.fleet = NodeFleet(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir, **extra)
+        elif self.fleet_factory is not None:
             self.fleet = self.fleet_factory(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir)
         else:
             from harness.run.fleet import Fleet
@@ -328,6 +336,14 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         elif m.what == "run":
             self._set_run("failed", f"the run could not start: {m.error}")
         self.notify(m.error, title=f"{m.what} failed", severity="error", timeout=15)
+
+
+def _hosts(plan: Any) -> str:
+    if not plan.targets:
+        return str(plan.target.host)
+    from harness.run.multinode import node_name
+
+    return ", ".join(node_name(t) for t in plan.node_targets())
 
 
 def build_app(

@@ -71,6 +71,8 @@ def translate(e: Any, source: str) -> Message | None:
         return msg.RunLaunched(e.run_id, e.run_dir, tuple(e.variants), e.total_requests, e.simulated)
     if isinstance(e, ev.ServerState):
         return msg.ServerStateChanged(e.variant, e.state, e.port, e.pgid, e.detail, source)
+    if isinstance(e, ev.NodeState):
+        return msg.NodeStateChanged(e.node, e.state, tuple(e.variants), e.detail)
     if isinstance(e, ev.PhaseStarted):
         return msg.PhaseBegan(e.variant, e.phase, e.concurrency, e.requests)
     if isinstance(e, ev.PhaseDone):

@@ -78,6 +78,14 @@ class RunLaunched(Message):
         self.total, self.simulated = total, simulated
 
 
+class NodeStateChanged(Message):
+    """One node of a plan with several targets: running | done | lost | moved, with its variants."""
+
+    def __init__(self, node: str, state: str, variants: tuple[str, ...], detail: str) -> None:
+        super().__init__()
+        self.node, self.state, self.variants, self.detail = node, state, variants, detail
+
+
 class PhaseBegan(Message):
     def __init__(self, variant: str, phase: str, concurrency: int, requests: int) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ from textual.reactive import var
 
 from harness.common.errors import InputError
 from harness.tui import messages as msg
-from harness.tui.runproc import RUN_PLAN, RunProcess
+from harness.tui.runproc import RUN_MULTI, RUN_PLAN, RunProcess
 from harness.tui.runthread import RunEvents, RunThread
 from harness.tui.state import ProgressSnapshot
 
@@ -40,6 +40,7 @@ class RunControl(App[int]):
     run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
     progress: var[ProgressSnapshot | None] = var(None)
     run_failures: var[dict[str, str]] = var(dict)  # variant -> why it failed, this run (reason: last log line)
+    nodes: var[dict[str, tuple[str, tuple[str, ...], str]]] = var(dict)  # node -> (state, variants, detail)
 
     # set by the App
     results_dir: Path
@@ -65,13 +66,14 @@ class RunControl(App[int]):
             return
         keep = m.choice.keep_servers
         if self.run_events is None:  # the real runner: in its own process, out of reach of the UI's GIL
+            multi = bool(plan.targets)  # every node opens its own target, as `draftbench run` does
             self.start_run(
                 RunProcess(
-                    RUN_PLAN,
+                    RUN_MULTI if multi else RUN_PLAN,
                     (plan,),
                     {"results_dir": str(self.results_dir), "keep_servers": keep},
                     post=self.post_message,
-                    target_factory=self.target_factory,
+                    target_factory=None if multi else self.target_factory,
                     flush_interval=self.flush_interval,
                 )
             )
@@ -105,9 +107,11 @@ class RunControl(App[int]):
             self.notify(describe(exc), title="Cannot resume", severity="error")
             return
         kwargs = {"results_dir": str(self.results_dir), "keep_servers": False, "resume_dir": m.run_dir}
+        multi = bool(plan.targets) or (Path(m.run_dir) / "nodes.json").exists()
         if self.run_events is None:
-            run: RunThread | RunProcess = RunProcess(RUN_PLAN, (plan,), kwargs, post=self.post_message,
-                                                     target_factory=self.target_factory,
+            run: RunThread | RunProcess = RunProcess(RUN_MULTI if multi else RUN_PLAN, (plan,), kwargs,
+                                                     post=self.post_message,
+                                                     target_factory=None if multi else self.target_factory,
                                                      flush_interval=self.flush_interval)
         else:
             run = RunThread(partial(self.run_events, resume_dir=m.run_dir), plan, results_dir=self.results_dir,
@@ -125,6 +129,7 @@ class RunControl(App[int]):
             return
         self.run_thread = run
         self.progress = ProgressSnapshot()
+        self.nodes = {}
         self._set_run("preparing", "preparing: stopping the Servers section's servers, then starting the run")
         self._run(run)
 
@@ -160,6 +165,13 @@ class RunControl(App[int]):
             self._set_run(
                 "running", f"running {m.run_id}: {len(m.variants)} variants, {m.total} requests{sim}"
             )
+
+    @on(msg.NodeStateChanged)
+    def _node_state(self, m: msg.NodeStateChanged) -> None:
+        self.nodes = {**self.nodes, m.node: (m.state, m.variants, m.detail)}
+        if m.state in ("lost", "moved"):
+            self.notify(f"{m.node}: {m.state}" + (f": {m.detail}" if m.detail else ""), title="node",
+                        severity="error" if m.state == "lost" else "warning", timeout=12)
 
     @on(msg.PhaseBegan)
     def _phase(self, m: msg.PhaseBegan) -> None:

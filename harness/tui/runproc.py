@@ -26,6 +26,7 @@ STDERR_TAIL = 2000  # characters of the child's stderr shown when it dies withou
 
 
 RUN_PLAN = "harness.run.runner:run_plan"
+RUN_MULTI = "harness.run.multinode:run_multi"  # a plan with several targets, as `draftbench run` routes it
 
 
 class RunProcess:

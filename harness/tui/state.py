@@ -149,7 +149,8 @@ class ProgressModel:
         elif isinstance(event, ev.VariantDone):
             if not event.ok:
                 return False
-            base = self.seen[0] if self.seen else None
+            node = event.variant.rpartition("@")[2] if "@" in event.variant else None
+            base = next((v for v in self.seen if node is None or v.endswith("@" + node)), None)
             if base is not None and event.variant != base and event.variant in self.phase_tok_s:
                 self.verdicts[event.variant] = live_verdict(self.phase_tok_s[event.variant],
                                                             self.phase_tok_s.get(base, {}))
@@ -171,7 +172,8 @@ class ProgressModel:
         r = e.record
         self.done, self.total = e.done, e.total
         self.errors += 0 if r.ok else 1
-        if r.phase != self.phase or r.variant != self.variant:
+        # a several-node run names its phases' variants variant@node, and its records by the variant alone
+        if r.phase != self.phase or r.variant not in (self.variant, (self.variant or "").rpartition("@")[0]):
             return
         self.phase_done += 1
         if r.ok:

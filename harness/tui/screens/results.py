@@ -18,6 +18,7 @@ from harness.analysis.runs import (
     Comparison,
     LoadedRun,
     RunInfo,
+    by_node,
     comparison_rows,
     fmt_cell,
     result_rows,
@@ -281,6 +282,7 @@ class ResultsScreen(SectionScreen):
 
 def _tok_s(df: pd.DataFrame, key: str) -> float | None:
     variant, _, conc = key.rpartition("@")
+    df = by_node(df)
     rows = df[(df["variant"].astype(str) == variant) & (df["concurrency"].astype(str) == conc)]
     if rows.empty:
         return None

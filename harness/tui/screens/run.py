@@ -47,6 +47,7 @@ class RunScreen(SectionScreen):
                     yield Button("Cancel", id="cancel-run", variant="error", disabled=True)
             with Vertical(id="run-live"):
                 yield ProgressPanel(id="progress")
+                yield Static("", id="run-nodes", markup=False)
                 yield Static("", id="run-alarms", markup=False)
                 yield SeriesPanel("accept length (decode windows)", lambda v: f"{v:.2f}", id="accept-plot")
                 yield SeriesPanel("tok/s (server gen throughput)", lambda v: f"{v:.0f}", id="toks-plot")
@@ -59,6 +60,7 @@ class RunScreen(SectionScreen):
         self.watch(self.app, "run_status", self._show_status)
         self.watch(self.app, "progress", self._show_progress)
         self.watch(self.app, "live_alarms", self._show_alarms)
+        self.watch(self.app, "nodes", self._show_nodes)
 
     # ---- attributes down ----------------------------------------------------------------------------------
     def _show_plan(self, plan: Any) -> None:
@@ -91,6 +93,13 @@ class RunScreen(SectionScreen):
         shown = self.query_one("#run-alarms", Static)
         shown.display = bool(lines)
         shown.update("\n".join(f"! {ln}" for ln in lines[-4:]))  # the newest; all are in Servers' detail
+
+    def _show_nodes(self, nodes: dict[str, tuple[str, tuple[str, ...], str]]) -> None:
+        """A plan with several targets: each node's state and the variants it measures."""
+        shown = self.query_one("#run-nodes", Static)
+        shown.display = bool(nodes)
+        shown.update("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}" + (f"  ({detail})" if detail else "")
+                               for node, (state, variants, detail) in nodes.items()))
 
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)
