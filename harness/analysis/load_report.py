@@ -38,6 +38,15 @@ def _rows(df: pd.DataFrame, columns: list[tuple[str, str, str]]) -> list[list[st
     return out
 
 
+def rate_rows(rates: pd.DataFrame) -> list[list[str]]:
+    """summary_by_rate.csv as the CLI prints it (RATE_TABLE's columns and formats), for the TUI."""
+    return _rows(rates, RATE_TABLE)
+
+
+def rate_label(rate: float) -> str:
+    return "inf" if math.isinf(rate) else f"{rate:g}"
+
+
 def stops_paying(rates: pd.DataFrame) -> list[str]:
     """Per variant, the lowest rate at which its TPOT speedup is at or below 1.00x."""
     lines = []
@@ -46,7 +55,7 @@ def stops_paying(rates: pd.DataFrame) -> list[str]:
         losing = g[pd.to_numeric(g["speedup"], errors="coerce") <= 1.0]
         if not losing.empty:
             rate = float(losing.iloc[0]["request_rate"])
-            lines.append(f"{name}: speculation stops paying at {'inf' if math.isinf(rate) else f'{rate:g}'} req/s")
+            lines.append(f"{name}: speculation stops paying at {rate_label(rate)} req/s")
         else:
             lines.append(f"{name}: faster than the baseline at every rate measured")
     return lines

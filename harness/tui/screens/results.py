@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
 from harness.analysis.engines_table import engines_of, stand_ins
+from harness.analysis.load_report import RATE_TABLE, rate_label, rate_rows, stops_paying
 from harness.analysis.report import TABLE_COLUMNS
 from harness.analysis.runs import (
     Comparison,
@@ -96,6 +97,10 @@ class ResultsScreen(SectionScreen):
                         yield Table(id="categories-table", cursor_type="row", zebra_stripes=True)
                     with TabPane("tok/s chart", id="tab-chart"):
                         yield BarChart(id="toks-chart")
+                    with TabPane("Load", id="tab-load"):  # shown for runs with run.request_rate
+                        yield Static("", id="load-note", markup=False)
+                        yield Table(id="load-table", cursor_type="row", zebra_stripes=True)
+                        yield BarChart(id="load-chart")
                     with TabPane("Compare", id="tab-compare"):
                         yield Static("mark a run (m), select another, press c", id="compare-title")
                         yield Table(id="compare-table", cursor_type="row", zebra_stripes=True)
@@ -116,6 +121,11 @@ class ResultsScreen(SectionScreen):
         cats.fixed_columns = 1
         for key, label, _ in CATEGORY_COLUMNS:
             cats.add_column(label, key=key)
+        load = self.query_one("#load-table", DataTable)
+        load.fixed_columns = 1
+        for key, label, _ in RATE_TABLE:
+            load.add_column(label, key=key)
+        self.query_one("#results-tabs", TabbedContent).hide_tab("tab-load")
         self.watch(self.app, "runs", self._show_runs)
         self.watch(self.app, "result", self._show_result)
         self.watch(self.app, "comparison", self._show_comparison)
@@ -186,6 +196,7 @@ class ResultsScreen(SectionScreen):
                 cells[0] = Text(prefix + str(cells[0]), style=style)
                 table.add_row(*cells, key=row.key)
             self._show_categories(result.categories)
+            self._show_load(getattr(result, "rates", None))
         self.runs_open = None if self.runs_open is None else False  # an opened run takes the width
         self._fit()
         chart_items = [
@@ -197,6 +208,30 @@ class ResultsScreen(SectionScreen):
             for r in rows
         ]
         self.query_one(BarChart).set_items(chart_items)
+
+    def _show_load(self, rates: pd.DataFrame | None) -> None:
+        """Request-rate phases: the CLI's table, where speculation stops paying, and speedup per rate."""
+        tabs = self.query_one("#results-tabs", TabbedContent)
+        table = self.query_one("#load-table", DataTable)
+        table.clear()
+        if rates is None or rates.empty:
+            if tabs.active == "tab-load":
+                tabs.active = "tab-categories"
+            tabs.hide_tab("tab-load")
+            return
+        tabs.show_tab("tab-load")
+        for i, cells in enumerate(rate_rows(rates)):
+            table.add_row(*cells, key=f"rate{i}")
+        self.query_one("#load-note", Static).update(
+            "speedup = baseline TPOT / variant TPOT at the same request rate (open loop)\n"
+            + "\n".join(stops_paying(rates))
+        )
+        speed = rates.dropna(subset=["speedup"])
+        self.query_one("#load-chart", BarChart).set_items([
+            (f"{r.variant} @{rate_label(float(r.request_rate))}/s", float(r.speedup),
+             "slower" if float(r.speedup) <= 1.0 else "")
+            for r in speed.itertuples()  # summary_by_rate.csv's order: by variant, rates ascending
+        ])
 
     def _show_categories(self, df: pd.DataFrame) -> None:
         table = self.query_one("#categories-table", DataTable)
