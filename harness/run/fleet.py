@@ -175,21 +175,28 @@ class Fleet:
     async def adopt(self) -> list[str]:
         """Take over this plan's servers that an earlier draftbench started and left running (servers.jsonl
         under the results dir): they show as ready with their port, pgid and uptime and can be stopped."""
-        from harness.run.kept import kept_servers, still_ours
+        from harness.run.kept import kept_servers, still_ours, workdir_servers
 
         await self.connect()
         adopted = []
-        for k in kept_servers(self.results_dir, self.plan.name):
+        listed = [k for k in kept_servers(self.results_dir, self.plan.name) if k.target == self.target.name]
+        workdir = await self.target.makedirs_private(self.plan.target.workdir)
+        try:  # and those started with another results dir, found by their pgid files in the workdir
+            elsewhere = await workdir_servers(self.target, workdir, self.plan.name)
+        except Exception:
+            elsewhere = []
+        known = {k.pgid for k in listed}
+        for k in [*listed, *(w for w in elsewhere if w.pgid not in known)]:
             m = self.members.get(k.variant)
-            if m is None or m.state != "stopped" or k.target != self.target.name or k.port is None:
+            if m is None or m.state != "stopped" or k.port is None:
                 continue
-            if not await still_ours(self.target, k):  # alive, and its pid file in the workdir agrees
+            if k.jsonl is not None and not await still_ours(self.target, k):  # alive, its pid file agrees
                 continue
             host, lport = await self.target.forward(self.plan.server.host, k.port)
             m.adopted, m.url = k, f"http://{host}:{lport}"
             since = time.monotonic() - max(0.0, time.time() - k.started_wall)
             self._set(m, "ready", started_at=since, ready_at=since, port=k.port, pgid=k.pgid,
-                      detail=f"adopted: left running ({k.state}) by {k.jsonl.parent.name}")
+                      detail=f"adopted: left running ({k.state}) by {k.started_by}")
             adopted.append(k.variant)
         return adopted
 

@@ -1,4 +1,6 @@
-"""Servers draftbench started and left running: found again from the servers.jsonl files under a results dir.
+"""Servers draftbench started and left running: found again from the servers.jsonl files under a results dir,
+or from the pgid files in the target's workdir (`<workdir>/runs/<run-id>/.../<variant>.pgid`) for servers
+started with another results dir.
 
 A run with keep_servers, a TUI quit that kept its servers, or a harness killed mid-run leaves entries whose
 last state is "kept" or "started"; a front end adopts the live ones (state, port, pgid, uptime) so it can
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,9 +27,16 @@ class KeptServer:
     port: int | None
     target: str
     started_wall: float  # time.time() of the start (the file's mtime for entries written before "wall")
-    jsonl: Path  # where its entries live: a stop appends there
+    jsonl: Path | None  # where its entries live: a stop appends there (None: found in the workdir only)
     state: str  # "kept" or "started" (the harness that started it went away without stopping it)
     pid_path: str = ""  # the process group file in the target's workdir (run dir of the start)
+
+    @property
+    def started_by(self) -> str:
+        """The run (or Servers session) that started it."""
+        if self.jsonl is not None:
+            return self.jsonl.parent.name
+        return self.pid_path.split("/runs/", 1)[-1].split("/", 1)[0]
 
 
 def _slug(text: str) -> str:
@@ -69,6 +79,56 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
     return sorted(out, key=lambda k: -k.started_wall)
 
 
+def _plan_dir(run_id: str, plan_name: str) -> bool:
+    """A run directory of that plan: `<stamp>-<slug>`, a node's `<stamp>-<slug>@<node>` too."""
+    stamp = rf"\d{{8}}-\d{{6}}-{re.escape(_slug(plan_name))}(-\d+)?"
+    return re.fullmatch(stamp + r"(@.+)?", run_id) is not None
+
+
+def server_port(args: str) -> int | None:
+    """The port of an engine server from its command line (`--port N` or `--port=N`); None when it is not
+    one (no --port, or neither SGLang's --model-path nor `vllm serve`)."""
+    words = args.split()
+    if not any(w == "serve" or w.startswith("--model-path") for w in words):
+        return None
+    for i, w in enumerate(words):
+        if w == "--port" and i + 1 < len(words) and words[i + 1].isdigit():
+            return int(words[i + 1])
+        if w.startswith("--port=") and w[7:].isdigit():
+            return int(w[7:])
+    return None
+
+
+async def workdir_servers(target: Any, workdir: str, plan_name: str | None = None) -> list[KeptServer]:
+    """Live engine servers named by the pgid files under `<workdir>/runs/` on the target, whatever results
+    dir their run used: the pid file names the group, the group is alive and its leader's argv is an engine
+    server's (the port comes from there). Newest first."""
+    runs = f"{workdir.rstrip('/')}/runs"
+    found = await target.run(["find", runs, "-maxdepth", "3", "-name", "*.pgid", "-type", "f"], timeout=30)
+    out: list[KeptServer] = []
+    for path in found.stdout.split("\n"):
+        path = path.strip()
+        if not path.startswith(runs + "/"):
+            continue
+        if plan_name is not None and not _plan_dir(path[len(runs) + 1:].split("/", 1)[0], plan_name):
+            continue
+        try:
+            text = (await target.read_file(path, max_bytes=64)).decode().strip()
+        except Exception:
+            continue
+        if not text.isdigit() or not await target.alive(int(text)):
+            continue
+        pgid = int(text)
+        ps = await target.run(["ps", "-o", "etimes=", "-o", "args=", "-p", str(pgid)], timeout=30)
+        up, _, args = ps.stdout.strip().partition(" ")
+        port = server_port(args) if ps.rc == 0 and up.strip().isdigit() else None
+        if port is None:
+            continue
+        variant = path.rsplit("/", 1)[1][: -len(".pgid")]
+        out.append(KeptServer(variant, pgid, port, target.name, time.time() - int(up), None, "kept", path))
+    return sorted(out, key=lambda k: -k.started_wall)
+
+
 async def still_ours(target: Any, kept: KeptServer) -> bool:
     """Alive, and the target's workdir still names this process group for it (a reboot can hand the same
     pgid to another program: then the pid file is gone or differs)."""
@@ -84,6 +144,8 @@ async def still_ours(target: Any, kept: KeptServer) -> bool:
 
 
 def record_stopped(kept: KeptServer, gone: bool, by: str) -> None:
+    if kept.jsonl is None:  # found in the workdir: its run's servers.jsonl is under a results dir not ours
+        return
     with open(kept.jsonl, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"variant": kept.variant, "pgid": kept.pgid,
                              "state": "stopped" if gone else "stop-failed", "by": by}) + "\n")
