@@ -4,27 +4,33 @@
 # while the machine stays warm (state in $WORK, default /tmp/tiny, lives only as long as the machine):
 #   prep     accept.sh's prep: the tiny target, its answers regenerated through real SGLang, an EAGLE-3
 #            head trained on them (TTT over TTT_LENGTH=3 draft steps; SGLang chains it to any num_steps)
+#   warm     one short draftbench run through both servers: on a fresh machine the first EAGLE-3 server
+#            spends ~2 minutes compiling in its first decode (seen on 2026-12-01: nothing logged from
+#            16:43:36 to 16:45:35, then 'gen throughput 0.27'; the second start on that machine had none);
+#            paid here, it stays out of the verdict stage's 10 minutes. Brings back /tmp/cache (where
+#            dev_setup.sh points the JIT caches) as $OUT/jit-cache.tar.gz, for .devbundle/cache/ (dev_setup.sh
+#            restores jit-*.tar.gz there); whether that cache is the one that holds this compile is not known
 #   verdict  draftbench run: baseline vs EAGLE3 at concurrency 1 and 8, run.repeats 3 (the speedup's
 #            interval and verdict), then sglang.bench_serving, two rounds, on the same kept servers
 #   tune     draftbench tune: the EAGLE3 variant's draft length at concurrency 1 and 8 within TUNE_BUDGET
 #   dry      here, without a GPU: the verdict and tune commands on draftbench's SGLang stand-in
 # Each stage packs what it made into $OUT/<stage>.tar.gz. Call it as
 #   set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/h200/decide.sh STAGE 2>&1 | tee $OUT/log
-#   bash benchmarks/h200/decide.sh snapshot   (here) freezes the committed code that the stages run
-# Other people's uncommitted edits travel with the working tree; with .devbundle/snapshot.tar.gz (the
-# commit HEAD's harness/ and benchmarks/, made by the snapshot stage and tried by the dry stage) every
-# stage runs that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
+#   bash benchmarks/h200/decide.sh snapshot   (here) freezes the code the stages run, as it is here now
+# Other people's edits in progress travel with the working tree; with .devbundle/snapshot.tar.gz (harness/
+# and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
+# that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|verdict|tune|dry|snapshot}
-if [ "$STAGE" = snapshot ]; then
-  git archive --format=tar.gz HEAD harness benchmarks pyproject.toml > .devbundle/snapshot.tar.gz || exit 3
-  git rev-parse HEAD > .devbundle/snapshot.commit
+STAGE=${1:?prep|warm|verdict|tune|dry|snapshot}
+if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
+  tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
+  echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
   echo "snapshot of $(cat .devbundle/snapshot.commit): $(wc -c < .devbundle/snapshot.tar.gz) bytes"; exit 0
 fi
 if [ -f .devbundle/snapshot.tar.gz ] && [ -z "${DECIDE_IN_SNAPSHOT:-}" ]; then
   R=$PWD; rm -rf /tmp/dbsnap; mkdir -p /tmp/dbsnap && tar -xzf .devbundle/snapshot.tar.gz -C /tmp/dbsnap || exit 3
   ln -s "$R/.devbundle" /tmp/dbsnap/.devbundle; ln -s "$R/.whl" /tmp/dbsnap/.whl
-  echo "decide.sh: running the code of commit $(cat .devbundle/snapshot.commit 2>/dev/null) (.devbundle/snapshot.tar.gz)"
+  echo "decide.sh: running the snapshot $(cat .devbundle/snapshot.commit 2>/dev/null) (.devbundle/snapshot.tar.gz)"
   cd /tmp/dbsnap && DECIDE_IN_SNAPSHOT=1 exec bash benchmarks/h200/decide.sh "$@"
 fi
 W=${WORK:-/tmp/tiny}; OUT=${OUT:-./out}; mkdir -p "$OUT"
@@ -55,7 +61,9 @@ if [ "$STAGE" = dry ]; then  # the stand-in: short phases, a small floor, so tha
   S=${WORK:-/tmp/decide-dry}; rm -rf "$S"; mkdir -p "$S"; W=$S
   DB="env PYTHONPATH=$PWD python3"
   MAX_TOKENS=24 TUNE_TOKENS=32 MIN_STEADY_S=0.3 $DB benchmarks/h200/make_plan.py --decide "$W" --sim || exit 3
-  stamp "draftbench run (stand-in)"
+  stamp "draftbench run warm.yaml (stand-in)"
+  $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/warm" > "$W/warm.log" 2>&1 || { tail "$W/warm.log"; exit 7; }
+  stamp "draftbench run decide.yaml (stand-in)"
   verdict_run "$W/decide.yaml" "$W/runs" 300; rc=$?
   RUN=$(latest "$W/runs"); [ -n "$RUN" ] && stop_kept "$RUN"
   [ "$rc" = 0 ] || exit 7
@@ -87,6 +95,14 @@ DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
 pack() { cp "$S/timeline.txt" "$OUT/" 2>/dev/null; tar -czf "$OUT/$STAGE.tar.gz" -C "$W" "$(basename "$S")" "$@"; ls -la "$OUT"; }
 
 case "$STAGE" in
+warm)
+  $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
+  stamp "draftbench run warm.yaml: both servers once, 8 prompts, 32 tokens"
+  timeout -s TERM -k 30 "${WARM_S:-420}" $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/warm" 2>&1 |
+    grep -v "requests done" | tee "$S/warm-run.log"
+  stamp "warm run exited ${PIPESTATUS[0]}"
+  tar -czf "$OUT/jit-cache.tar.gz" -C /tmp/cache --exclude=./.restored . && ls -la "$OUT/jit-cache.tar.gz"
+  pack ;;
 prep)
   stamp "accept.sh prep: target, regen, head (${DRAFT_STEPS:-800} steps, TTT ${TTT_LENGTH:-3}), ${SUITE_PROMPTS:-64} suite prompts"
   OUT=$S SUITE_PROMPTS=${SUITE_PROMPTS:-64} DRAFT_STEPS=${DRAFT_STEPS:-800} TTT_LENGTH=${TTT_LENGTH:-3} \
@@ -98,13 +114,13 @@ verdict)
   $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
   cp "$W/decide.yaml" "$S/"
   stamp "draftbench run: baseline vs eagle3, c1 and c8, $REPEATS repeats, $MAX_TOKENS tokens, min_steady_s $MIN_STEADY_S"
-  verdict_run "$W/decide.yaml" "$W/runs" "${RUN_S:-420}" 2>&1 | tee "$S/draftbench-run.log"
+  verdict_run "$W/decide.yaml" "$W/runs" "${RUN_S:-450}" 2>&1 | tee "$S/draftbench-run.log"
   stamp "draftbench run exited ${PIPESTATUS[0]}"
   RUN=$(latest "$W/runs")
   [ -n "$RUN" ] || { pack; exit 7; }
   [ -f "$RUN/summary.csv" ] && $DB -m harness.cli summary "$RUN" > "$S/summary-table.txt" 2>&1
   stamp "bench_serving, two rounds per server, on the kept servers"
-  OUT=$S REPEATS=2 timeout -s TERM -k 10 "${BENCH_S:-140}" bash benchmarks/h200/bench_serving.sh \
+  OUT=$S REPEATS=2 timeout -s TERM -k 10 "${BENCH_S:-110}" bash benchmarks/h200/bench_serving.sh \
       "$RUN" "$W/bench.jsonl" "$(wc -l < "$W/bench.jsonl")" "$MAX_TOKENS" "$W/tiny-stdlib"
   stamp "bench_serving exited $?"
   stop_kept "$RUN"  # bench_serving.sh stops them too, unless its time ran out: never leave them to tune

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMON_FLAGS = [  # GPU.md: the defaults need FlashAttention-3 or downloads, which that machine lacks
     "--dtype", "bfloat16", "--attention-backend", "triton",
     "--sampling-backend", "pytorch", "--grammar-backend", "none", "--disable-flashinfer-autotune",
-    "--mem-fraction-static", "0.26", "--context-length", "4096", "--cuda-graph-max-bs-decode", "16",
+    "--context-length", "4096", "--cuda-graph-max-bs-decode", "16",
     "--disable-prefill-cuda-graph", "--random-seed", "0", "--watchdog-timeout", "600",
 ]
 SERVER_FLAGS = ["--load-format", "dummy", *COMMON_FLAGS]
@@ -40,7 +40,10 @@ def plan_of(name: str, description: str, work: Path, model: Path, flags: list[st
         "target": {"host": "local", "python": "python3", "workdir": str(work), "sglang_version": "0.5.15.post1",
                    "env": {"PYTHONPATH": "/tmp/site"}},
         "model": {"path": str(model), "tp_size": 1, "extra_args": flags},
+        # mem_fraction_static as a server setting, not an extra flag: draftbench keeps a finished variant's
+        # server up (--keep-servers) next to the next one only when it knows they fit (harness.run.kept)
         "server": {"host": "127.0.0.1", "port": "auto", "max_running_requests": 32, "decode_log_interval": 10,
+                   "mem_fraction_static": 0.26,
                    "startup_timeout_s": 420},
         "variants": [{"name": "baseline"},
                      {"name": "eagle3", "drafter": drafter, "algorithm": "EAGLE3", **spec},
@@ -109,6 +112,7 @@ def decide(workdir: str, sim: bool = False) -> None:
       (it would replay every EAGLE3 phase once more, untimed; the accept length still has two sources).
     WORKDIR/tune.yaml (tune stage): the suite's first TUNE_PROMPTS prompts, TUNE_TOKENS tokens, one repeat,
       with the probe pass, whose per-request histograms are what `draftbench tune` predicts from.
+    WORKDIR/warm.yaml (warm stage): 8 prompts, 32 tokens, one repeat: the servers' one-off compiles.
     Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32), TUNE_TOKENS (256).
     --sim: the same settings on the stand-in (harness.sim) with the demo's checkpoints and a short suite of
     its own, so that every draftbench command of decide.sh can be tried here first."""
@@ -131,12 +135,18 @@ def decide(workdir: str, sim: bool = False) -> None:
     tune_suite = dict(suite, name=suite["name"] + "-tune",
                       prompts=suite["prompts"][: int(os.environ.get("TUNE_PROMPTS", "32"))])
     (work / "tune-suite.yaml").write_text(yaml.safe_dump(tune_suite, sort_keys=False))
+    (work / "warm-suite.yaml").write_text(yaml.safe_dump(dict(suite, name=suite["name"] + "-warm",
+                                                              prompts=suite["prompts"][:8]), sort_keys=False))
     floor = float(os.environ.get("MIN_STEADY_S", "3"))
     runs = {"decide": ({"max_tokens": int(os.environ.get("MAX_TOKENS", "384")), "order": "shuffled",
                         "repeats": int(os.environ.get("REPEATS", "3")), "min_steady_s": floor,
                         "per_request_spec": "off"}, suite_path),
             "tune": ({"max_tokens": int(os.environ.get("TUNE_TOKENS", "256")), "order": "shuffled",
-                      "repeats": 1, "min_steady_s": floor}, work / "tune-suite.yaml")}
+                      "repeats": 1, "min_steady_s": floor}, work / "tune-suite.yaml"),
+            # decide.sh warm: one short pass through both servers, so that the first EAGLE-3 server's one-off
+            # JIT compile (about 2 minutes in its first decode on a fresh machine) is paid before measuring
+            "warm": ({"max_tokens": 32, "repeats": 1, "warmup_requests": 8, "per_request_spec": "off"},
+                     work / "warm-suite.yaml")}
     for name, (run, path) in runs.items():
         plan = plan_of(f"h200-tiny-{name}", "real SGLang 0.5.15.post1 on one H200: the trained tiny target, "
                        "baseline against its trained EAGLE-3 head", work, work / "tiny-stdlib", COMMON_FLAGS,

@@ -1,0 +1,142 @@
+"""The verdict run on the H200 (docs/real-gpu.md, "Verdicts and tune on the H200"), re-read from
+tests/fixtures/sglang-0.5.15.post1/decide/ (benchmarks/h200/decide.sh prep and verdict, then
+`draftbench run --resume` of that run on the same machine).
+
+What can be recomputed from the fixture is recomputed here, and no result of the run is written into this
+file: each interval holds its speedup and decides its verdict; the speedup is tok/s over the baseline's;
+the interval above concurrency 1 is the t interval of the per-repeat log ratios in phases.csv, computed
+by hand; the concurrency-1 interval is the paired bootstrap over the prompts of the requests' timings;
+the doc quotes the fixture's numbers. `draftbench tune` did not run on the GPU in that session (no device
+time left), so there is no tune fixture yet. Last, the H200 plans tell draftbench their memory fraction
+(the lesson of that run: a kept server was stopped because draftbench could not know it fitted).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1" / "decide"
+DOC = Path(__file__).parent.parent / "docs" / "real-gpu.md"
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}  # Student t, two-sided 95 %, by df
+
+
+def _true(x: object) -> bool:
+    return str(x) == "True"
+
+
+@pytest.fixture(scope="module")
+def summary() -> pd.DataFrame:
+    return pd.read_csv(FIX / "summary.csv")
+
+
+def _spec_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    rows = summary[~summary["baseline"].map(_true)]
+    assert not rows.empty
+    return rows
+
+
+def test_the_run_is_baseline_and_eagle3_at_c1_and_c8_with_three_repeats(summary):
+    assert sorted(summary["concurrency"].unique()) == [1, 8]
+    assert set(summary["variant"]) == {"baseline", "eagle3"}
+    assert set(summary["repeats"]) == {3}
+
+
+def test_speedup_is_tok_s_over_the_baseline_at_the_same_concurrency(summary):
+    for _, g in summary.groupby("concurrency"):
+        base = float(g[g["baseline"].map(_true)]["tok_s"].iloc[0])
+        for _, r in g[~g["baseline"].map(_true)].iterrows():
+            assert float(r["speedup"]) == pytest.approx(float(r["tok_s"]) / base, rel=1e-6)
+
+
+def test_each_interval_holds_its_speedup_and_decides_the_verdict(summary):
+    for _, r in _spec_rows(summary).iterrows():
+        low, high, speedup = float(r["speedup_ci_low"]), float(r["speedup_ci_high"]), float(r["speedup"])
+        assert low <= speedup <= high
+        if _true(r["too_short"]):
+            want = "within-noise"
+        else:
+            want = "faster" if low > 1.0 else "slower" if high < 1.0 else "within-noise"
+        assert r["verdict"] == want, r["verdict_reason"]
+
+
+def _per_repeat(phases: pd.DataFrame, name: str, conc: int) -> pd.Series:
+    """tok/s of each repeat: output tokens over wall time of its phases."""
+    g = phases[(phases["variant"] == name) & (phases["concurrency"] == conc)].groupby("repeat")
+    return g["output_tokens"].sum() / g["wall_s"].sum()
+
+
+def test_the_c8_interval_is_the_t_interval_of_the_per_repeat_ratios(summary):
+    phases = pd.read_csv(FIX / "phases.csv")
+    rows = _spec_rows(summary)
+    rows = rows[rows["concurrency"] > 1]
+    assert not rows.empty
+    base = summary[summary["baseline"].map(_true)]
+    for _, r in rows.iterrows():
+        assert r["ci_method"] == "t-repeats"
+        bname = base[base["concurrency"] == r["concurrency"]]["variant"].iloc[0]
+
+        d = np.log((_per_repeat(phases, r["variant"], r["concurrency"])
+                    / _per_repeat(phases, bname, r["concurrency"])).dropna().to_numpy())
+        assert len(d) == int(r["repeats"])
+        half = T975[len(d) - 1] * d.std(ddof=1) / math.sqrt(len(d))
+        assert float(r["speedup_ci_low"]) / float(r["speedup"]) == pytest.approx(math.exp(-half), rel=1e-6)
+        assert float(r["speedup_ci_high"]) / float(r["speedup"]) == pytest.approx(math.exp(half), rel=1e-6)
+
+
+def test_the_c1_interval_is_the_paired_bootstrap_over_prompts(summary):
+    from harness.analysis.stats import paired_bootstrap_ratio
+
+    req = pd.read_csv(FIX / "requests-timing.csv.gz")
+    req = req[(req["concurrency"] == 1) & (req["ok"].astype(str) == "True")]
+    req = req.assign(secs=req["t_end"] - req["t_send"])
+    rows = _spec_rows(summary)
+    base = summary[summary["baseline"].map(_true) & (summary["concurrency"] == 1)]["variant"].iloc[0]
+    for _, r in rows[rows["concurrency"] == 1].iterrows():
+        assert r["ci_method"] == "bootstrap-prompts"
+        v = req[req["variant"] == r["variant"]].groupby("prompt_id")[["output_tokens", "secs"]].sum()
+        b = req[req["variant"] == base].groupby("prompt_id")[["output_tokens", "secs"]].sum()
+        common = v.index.intersection(b.index)
+        assert len(common) == len(v) == len(b)
+        est, low, high = paired_bootstrap_ratio(v.loc[common, "output_tokens"], v.loc[common, "secs"],
+                                                b.loc[common, "output_tokens"], b.loc[common, "secs"])
+        assert float(r["speedup_ci_low"]) / float(r["speedup"]) == pytest.approx(low / est, rel=1e-6)
+        assert float(r["speedup_ci_high"]) / float(r["speedup"]) == pytest.approx(high / est, rel=1e-6)
+
+
+def test_the_doc_quotes_the_fixture(summary):
+    doc = DOC.read_text()
+    section = doc[doc.index("## Verdicts and tune on the H200"):]
+    for _, r in _spec_rows(summary).iterrows():
+        quoted = f"{float(r['speedup']):.2f}x ({float(r['speedup_ci_low']):.2f}-{float(r['speedup_ci_high']):.2f})"
+        assert quoted in section, quoted
+        assert f"**{r['verdict']}**" in section
+        assert f"{float(r['tok_s']):.1f}" in section
+
+
+def test_h200_plans_tell_draftbench_their_memory_fraction(tmp_path, monkeypatch):
+    """--mem-fraction-static travels as server.mem_fraction_static, so that a kept server stays up next to
+    the next variant's (harness.run.kept.gpu_has_room) and bench_serving finds both afterwards."""
+    import importlib.util
+
+    import yaml
+
+    from harness.inputs.config import load_plan
+    from harness.run.kept import gpu_has_room
+
+    spec = importlib.util.spec_from_file_location("make_plan", DOC.parent.parent / "benchmarks" / "h200" / "make_plan.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"name": "s", "prompts": [
+        {"id": f"p{i}", "category": "code", "text": f"x = {i}"} for i in range(8)]}))
+    monkeypatch.delenv("VARIANTS", raising=False)
+    mod.decide(str(tmp_path))
+    for name in ("decide", "tune", "warm"):
+        plan = load_plan(tmp_path / f"{name}.yaml")
+        assert "--mem-fraction-static" not in plan.model.extra_args
+        assert plan.server.mem_fraction_static is not None
+        assert gpu_has_room(plan, len(plan.variants) - 1)
