@@ -111,8 +111,11 @@ def test_run_plan_over_ssh_with_the_stand_in(ssh_home, tmp_path):
     assert s.loc["good", "accept_len_server"] == pytest.approx(s.loc["good", "accept_len_log"], rel=0.1)
     assert s.loc["wrong-flag", "accept_len_server"] == pytest.approx(1.0, abs=0.01)
     assert s.loc["good", "speedup"] > 1.2
-    assert s.loc["good", "break_even_accept_len"] == pytest.approx(
-        s.loc["good", "accept_len"] / s.loc["good", "speedup"], rel=1e-6)
+    # break-even from step costs: the verify step over the baseline's decode step at the same batch, and
+    # accept length over it predicts the measured speedup (prefill and the tail make up the difference)
+    good = s.loc["good"]
+    assert good["break_even_accept_len"] == pytest.approx(good["verify_step_ms"] / good["decode_step_ms"], rel=1e-6)
+    assert good["accept_len"] / good["break_even_accept_len"] == pytest.approx(good["speedup"], rel=0.25)
     assert s.loc["baseline", "speedup"] == pytest.approx(1.0)
     assert s.loc["good", "output_match"] == pytest.approx(1.0)  # greedy: lossless
 
