@@ -107,7 +107,8 @@ async def _drive(app, rec: Recorder, plan_path: Path, results: Path) -> None:
             pilot, lambda: len(rec.of(msg.TuneEnded)) == 2, "the resumed tune's process ended", 180, POLL_S
         )
         assert app.tune_state == "done", app.tune_status
-        resumed = [m for m in rec.seen[before:] if type(m).__name__.startswith("Tune")]
+        # TuneLoaded (the cancelled tune's files, read in the background) may still land after `before`
+        resumed = [m for m in rec.seen[before:] if type(m).__name__.startswith("Tune") and not isinstance(m, msg.TuneLoaded)]
         names = [type(m).__name__ for m in resumed]
         assert names[0] == "TuneResumeRequested" and resumed[0].tune_dir == tune_dir
         assert names.index("TuneLaunched") < names.index("TuneFinished") < names.index("TuneEnded")
