@@ -143,6 +143,8 @@ async def test_two_nodes_each_measure_their_own_baseline(two_nodes, tmp_path):
             assert row.speedup == pytest.approx(row.tok_s / base.tok_s), (node, row.variant)
     dirs = {n["node"]: run_dir / n["dir"] for n in nodes}
     assert dirs["node-b"].parent == run_dir / "nodes"
+    assert json.loads((run_dir / "provenance.json").read_text())["status"] == "complete"
+    assert done.extra["request_errors"] == 0 and seen[0].total_requests == 5 * 2  # 5 variant-node arms x 2 prompts
     sub = pd.read_csv(dirs["node-b"] / "requests.csv")
     assert set(sub.variant) == {"baseline", "weak"} and sub.ok.all()
 

@@ -21,6 +21,7 @@ from typing import Any
 from harness.analysis.nodes import NODES_DIR, NODES_FILE, merge_node_summaries, variant_ok
 from harness.common import events as ev
 from harness.common.aio import drain
+from harness.run.conversation import requests_per_pass
 from harness.run.rundir import leftover_servers, new_run_dir, write_json
 from harness.run.runner import run_plan
 
@@ -156,8 +157,7 @@ class _Multi:
             "plan_file": str(Path(getattr(self.plan, "source_path", None) or "").resolve()),
             "target_workdir": str(self.plan.target.workdir), "simulated": bool(self.plan.target.simulated),
             "nodes": [e["node"] for e in state["nodes"]]})
-        per_variant = sum(len(s.prompts) for s in self.plan.suites) * len(self.plan.run.concurrency) * \
-            int(getattr(self.plan.run, "repeats", 1) or 1)
+        per_variant = requests_per_pass(self.plan) * int(self.plan.run.repeats or 1)
         self.total = per_variant * sum(len(e["variants"]) for e in state["nodes"])
         names = tuple(f"{v}@{e['node']}" for e in state["nodes"] for v in e["variants"])
         self.emit(ev.RunStarted(self.run_dir.name, str(self.run_dir), self.plan.name, names, self.total,
@@ -171,6 +171,9 @@ class _Multi:
                 summary = str(merge_node_summaries(self.run_dir))
         lost = [n for n, r in results.items() if r is None]
         failures = sum(r.failures for r in results.values() if r is not None) + len(lost)
+        prov = json.loads((self.run_dir / "provenance.json").read_text(encoding="utf-8"))
+        write_json(self.run_dir / "provenance.json", {**prov, "status": "complete" if failures == 0 else "incomplete",
+                                                      "lost_nodes": lost})
         errors = sum(int(r.extra.get("request_errors", 0)) for r in results.values() if r is not None)
         self.emit(ev.RunDone(str(self.run_dir), failures == 0, failures, summary,
                              {"request_errors": errors, "lost_nodes": lost}))

@@ -158,18 +158,21 @@ class Server:
     async def stop(self, *, keep: bool = False, term_timeout: float = 20.0) -> bool:
         """Stop by process group (TERM, then KILL). Returns True when nothing of the group is left."""
         gone = True
-        if self.pgid is not None and not keep:
-            gone = await self.target.kill_group(self.pgid, term_timeout=term_timeout)
-            self._record({"variant": self.name, "pgid": self.pgid, "state": "stopped" if gone else "stop-failed"})
-        elif keep and self.pgid is not None:
-            self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
-        if self._tail_task is not None:
-            # let the follower write the shutdown lines, then stop it
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._tail_task), timeout=0.5)
-            self._tail_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._tail_task
-        if self.admin is not None:
-            await self.admin.close()
+        try:
+            if self.pgid is not None and not keep:
+                gone = await self.target.kill_group(self.pgid, term_timeout=term_timeout)
+                self._record({"variant": self.name, "pgid": self.pgid, "state": "stopped" if gone else "stop-failed"})
+            elif keep and self.pgid is not None:
+                self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
+        finally:  # also when the target is gone: the follower and the admin session never outlive the server
+            if self._tail_task is not None:
+                # let the follower write the shutdown lines, then stop it (a follower that failed, e.g. on a
+                # lost SSH link, has its error taken here rather than left unretrieved)
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(self._tail_task), timeout=0.5)
+                self._tail_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._tail_task
+            if self.admin is not None:
+                await self.admin.close()
         return gone
