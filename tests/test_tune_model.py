@@ -86,3 +86,23 @@ def test_prior_step_interpolates_and_scales_for_graphs():
     m[Config(5, 1, 6, False)] = {1: 27.0}
     assert tm.prior_step_ms(Config(3, 1, 4, False), 1, m) == pytest.approx(27.0)  # one point, same setting
     assert tm.prior_step_ms(Config(3, 1, 4, True), 4, m) is None
+
+
+def test_the_answer_never_calls_an_undecided_config_a_loss_or_a_win():
+    import pandas as pd
+
+    from harness.analysis.tune_report import answer
+
+    def rows(lo, hi, spd):
+        return pd.DataFrame([{"concurrency": 1, "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
+                              "cuda_graph": True, "measured": "verified", "speedup_pred": 1.2, "speedup": spd,
+                              "speedup_ci_low": lo, "speedup_ci_high": hi, "break_even_accept_len": 2.0,
+                              "accept_len_pred": 2.4}])
+
+    hists = {"code": [10, 20, 30, 40]}
+    faster = answer(rows(1.05, 1.3, 1.15), hists, 3)[0]
+    assert faster.startswith("c1: best num_steps 3") and "within noise" not in faster
+    noise = answer(rows(0.9, 1.4, 1.1), hists, 3)[0]  # the interval straddles 1.00: neither win nor loss
+    assert noise.startswith("c1: best num_steps 3") and "within noise" in noise and "no config" not in noise
+    slower = answer(rows(0.7, 0.9, 0.8), hists, 3)[0]
+    assert slower.startswith("c1: no config beats the baseline") and "needs accept length 2.00" in slower

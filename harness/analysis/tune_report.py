@@ -154,10 +154,15 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int) -> l
                f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
         spd = _num(b["speedup"])
         lo, hi = _num(b["speedup_ci_low"]), _num(b["speedup_ci_high"])
-        beats = (lo > 1.0) if lo is not None else (spd if spd is not None else float(b["speedup_pred"])) > 1.0
-        if beats:
+        point = spd if spd is not None else float(b["speedup_pred"])
+        beats = (lo > 1.0) if lo is not None else point > 1.0
+        undecided = lo is not None and hi is not None and lo <= 1.0 <= hi  # the run cannot tell
+        if beats or (undecided and point > 1.0):
             got = (f"measured {spd:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else "")
                    if spd is not None else "not verified")
+            if undecided:
+                got += ": within noise, this run cannot tell whether it beats the baseline (more repeats: " \
+                       "run.until_ci_pct)"
             out.append(f"c{c}: best {cfg}: predicted {float(b['speedup_pred']):.2f}x, {got}")
             continue
         k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
