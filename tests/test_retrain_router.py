@@ -31,6 +31,13 @@ def test_each_worker_gets_its_own_gpus():
     with pytest.raises(InputError, match="need their GPUs named"):
         worker_envs({}, 2, 1, simulated=False)
     assert worker_envs({}, 2, 1, simulated=True) == [{}, {}]  # the stand-in needs no GPU
+    # small servers may share a GPU when their memory fractions say they fit
+    shared = worker_envs({"CUDA_VISIBLE_DEVICES": "0"}, 2, 1, simulated=False, mem_fraction=0.3)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in shared] == ["0", "0"]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in worker_envs({"CUDA_VISIBLE_DEVICES": "0,1"}, 4, 1, simulated=False,
+                                                          mem_fraction=0.4)] == ["0", "1", "0", "1"]
+    with pytest.raises(InputError, match="so that 3 servers fit on one GPU"):
+        worker_envs({"CUDA_VISIBLE_DEVICES": "0"}, 3, 1, simulated=False, mem_fraction=0.35)
 
 
 def test_router_command_is_an_argv_list():

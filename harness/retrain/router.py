@@ -27,8 +27,19 @@ ROUTER_MODULE = "sglang_router.launch_router"
 ROUTER_READY_S = 120.0
 
 
-def worker_envs(env: dict[str, str], workers: int, tp_size: int, simulated: bool) -> list[dict[str, str]]:
-    """Each worker's environment: its own tp_size GPUs out of CUDA_VISIBLE_DEVICES, when that is set."""
+SHARE_LIMIT = 0.9  # workers sharing GPUs: their mem_fraction_static together stay under this
+
+
+def shares_gpus(env: dict[str, str], workers: int, tp_size: int) -> bool:
+    """True when the workers must share GPUs: fewer listed than workers x tp_size."""
+    visible = [g for g in str(env.get("CUDA_VISIBLE_DEVICES", "")).split(",") if g.strip()]
+    return bool(visible) and workers * tp_size > len(visible)
+
+
+def worker_envs(env: dict[str, str], workers: int, tp_size: int, simulated: bool,
+                mem_fraction: float | None = None) -> list[dict[str, str]]:
+    """Each worker's environment: its own tp_size GPUs out of CUDA_VISIBLE_DEVICES when there are enough;
+    small models may share GPUs when server.mem_fraction_static says they fit (workers x it <= 0.9)."""
     visible = [g.strip() for g in str(env.get("CUDA_VISIBLE_DEVICES", "")).split(",") if g.strip()]
     if not visible:
         if workers > 1 and not simulated:
@@ -37,8 +48,15 @@ def worker_envs(env: dict[str, str], workers: int, tp_size: int, simulated: bool
                              "GPU ids so that each worker gets its own")
         return [dict(env) for _ in range(workers)]
     if workers * tp_size > len(visible):
-        raise InputError(None, None, "workers", f"{workers} workers x tp_size {tp_size} need {workers * tp_size} "
-                         f"GPUs; CUDA_VISIBLE_DEVICES lists {len(visible)}")
+        groups = len(visible) // tp_size
+        per_gpu = -(-workers // groups) if groups else workers
+        if not groups or mem_fraction is None or per_gpu * mem_fraction > SHARE_LIMIT:
+            raise InputError(None, None, "workers", f"{workers} workers x tp_size {tp_size} need {workers * tp_size} "
+                             f"GPUs; CUDA_VISIBLE_DEVICES lists {len(visible)} (to share them, set "
+                             f"server.mem_fraction_static so that {per_gpu} servers fit on one GPU: "
+                             f"{per_gpu} x it <= {SHARE_LIMIT})")
+        return [{**env, "CUDA_VISIBLE_DEVICES": ",".join(visible[(i % groups) * tp_size:(i % groups + 1) * tp_size])}
+                for i in range(workers)]
     return [{**env, "CUDA_VISIBLE_DEVICES": ",".join(visible[i * tp_size:(i + 1) * tp_size])}
             for i in range(workers)]
 
@@ -73,8 +91,11 @@ class RouterFleet:
             raise InputError(None, None, "workers", f"must be at least 1, got {workers}")
         self.target, self.plan, self.run_id, self.run_dir = target, plan, run_id, Path(run_dir)
         self.router_port = router_port
-        envs = worker_envs({str(k): str(v) for k, v in (plan.target.env or {}).items()}, workers,
-                           int(plan.model.tp_size), bool(plan.target.simulated))
+        env = {str(k): str(v) for k, v in (plan.target.env or {}).items()}
+        mem = getattr(plan.server, "mem_fraction_static", None)
+        envs = worker_envs(env, workers, int(plan.model.tp_size), bool(plan.target.simulated), mem)
+        # servers sharing a GPU start one after the other: each sizes its memory from what is free
+        self.one_by_one = shares_gpus(env, workers, int(plan.model.tp_size))
         self.servers: list[Server] = []
         self.stats: list[WorkerStats] = []
         base = plan.baseline
@@ -116,9 +137,14 @@ class RouterFleet:
 
     async def start(self, on_state: Any = None) -> str:
         """Start every worker, wait until all are ready, then the router; returns the router's base URL."""
-        await asyncio.gather(*(s.start() for s in self.servers))
         timeout = self.plan.server.startup_timeout_s
-        await asyncio.gather(*(s.wait_ready(timeout) for s in self.servers))
+        if self.one_by_one:
+            for s in self.servers:
+                await s.start()
+                await s.wait_ready(timeout)
+        else:
+            await asyncio.gather(*(s.start() for s in self.servers))
+            await asyncio.gather(*(s.wait_ready(timeout) for s in self.servers))
         if on_state is not None:
             on_state(f"{len(self.servers)} workers ready")
         host = str(self.plan.server.host)
