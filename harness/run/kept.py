@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.common import events as ev
+from harness.run.rundir import leftover_servers
+
 LIVE_STATES = ("started", "kept")  # last entry of a process group that nobody stopped
 
 
@@ -158,3 +161,27 @@ def gpu_has_room(plan: Any, servers_up: int) -> bool:
         return True
     frac = getattr(plan.server, "mem_fraction_static", None)
     return frac is not None and (servers_up + 1) * frac <= 0.9
+
+
+async def reap_leftovers(target: Any, run_dir: Path, emit: Any) -> None:
+    """Servers the interrupted run started and never stopped (the harness itself was killed): stop them
+    now, so a resumed run never leaves a GPU server behind. Servers kept on purpose stay."""
+    for entry in leftover_servers(run_dir / "servers.jsonl"):
+        pgid = int(entry["pgid"])
+        gone = await target.kill_group(pgid) if await target.alive(pgid) else True
+        with open(run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"variant": entry["variant"], "pgid": pgid,
+                                 "state": "stopped" if gone else "stop-failed", "by": "resume"}) + "\n")
+        emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
+                            "left running by the interrupted run"))
+
+
+async def make_room(plan: Any, kept: list[Any], emit: Any) -> None:
+    """A kept server stays up while the next variant is measured only when the plan says the GPU has room
+    (gpu_has_room); else it is stopped now, so only the last variant's stays."""
+    while kept and not gpu_has_room(plan, len(kept)):
+        server = kept.pop(0)
+        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
+        gone = await server.stop()
+        emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
+                            "stopped: no GPU room for a kept server (server.mem_fraction_static)"))

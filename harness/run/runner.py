@@ -29,11 +29,11 @@ from harness.inputs.endpoints import api_key
 from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
 from harness.run.conversation import request_ids, requests_per_pass
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
+from harness.run.kept import make_room, reap_leftovers
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
     WINDOW_COLUMNS,
-    leftover_servers,
     new_run_dir,
     redact_argv,
     redact_plan,
@@ -111,7 +111,7 @@ class _Run:
                 self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
             await self.target.connect()
             if self.resume_dir:
-                await self._reap_leftovers()
+                await reap_leftovers(self.target, self.run_dir, self.emit)
             for variant in plan.variants:
                 engine = engine_of(plan, variant)
                 if engine.name not in self.versions:
@@ -202,7 +202,7 @@ class _Run:
         self._log_owner[name] = server
         self.emit(ev.ServerState(name, "starting"))
         try:
-            await self._make_room()
+            await make_room(self.plan, self.kept, self.emit)
             await server.start()
             meta.update({"port": server.port, "pgid": server.pgid,
                          "launch_command": redact_argv(server.argv)})
@@ -235,30 +235,6 @@ class _Run:
         finally:
             self._write_variant_meta(meta)
             await self._stop(server)
-
-    async def _reap_leftovers(self) -> None:
-        """Servers the interrupted run started and never stopped (the harness itself was killed): stop them
-        now, so a resumed run never leaves a GPU server behind. Servers kept on purpose stay."""
-        for entry in leftover_servers(self.run_dir / "servers.jsonl"):
-            pgid = int(entry["pgid"])
-            gone = await self.target.kill_group(pgid) if await self.target.alive(pgid) else True
-            with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"variant": entry["variant"], "pgid": pgid,
-                                     "state": "stopped" if gone else "stop-failed", "by": "resume"}) + "\n")
-            self.emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
-                                     "left running by the interrupted run"))
-
-    async def _make_room(self) -> None:
-        """A kept server stays up while the next variant is measured only when the plan says the GPU has room
-        (harness.run.kept.gpu_has_room); else it is stopped now, so only the last variant's stays."""
-        from harness.run.kept import gpu_has_room
-
-        while self.kept and not gpu_has_room(self.plan, len(self.kept)):
-            server = self.kept.pop(0)
-            self.emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
-            gone = await server.stop()
-            self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
-                                     "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
 
     async def _stop(self, server: Server) -> None:
         if server not in self.servers:
