@@ -66,7 +66,7 @@ def _variants(run_dir: Path) -> dict[str, dict]:
 
 
 @pytest.mark.slow
-async def test_existing_endpoints_are_measured_and_never_stopped(tmp_path, stand_ins, monkeypatch):
+async def test_existing_endpoints_are_measured_and_never_stopped(tmp_path, stand_ins, monkeypatch, capsys):
     base, spec = stand_ins
     monkeypatch.setenv("DB_TEST_KEY", KEY)
     rc, run_dir = await _run(tmp_path, _plan(tmp_path, base, spec))
@@ -82,6 +82,11 @@ async def test_existing_endpoints_are_measured_and_never_stopped(tmp_path, stand
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["servers_not_started"] == ["baseline", "eagle3"]
     assert base.proc.poll() is None and spec.proc.poll() is None  # both still up
+    printed = capsys.readouterr().err  # the progress lines: the printout says whose servers these are, not "kept" as if draftbench kept them
+    assert f"[eagle3] server starting: connecting to {spec.url}" in printed
+    assert "[eagle3] server ready port" in printed and "(an endpoint draftbench did not start)" in printed
+    assert "[baseline] server kept: left running, draftbench did not start it" in printed
+    assert "pgid None" not in printed
     assert _status(base.url + "/health") == 200
     summary = {r["variant"]: r for r in read_csv(run_dir / "summary.csv")}
     assert float(summary["eagle3"]["output_match"]) == 1.0 and float(summary["eagle3"]["accept_len"]) > 1

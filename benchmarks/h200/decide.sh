@@ -3,13 +3,17 @@
 # length pays (docs/real-gpu.md, "Verdicts and tune on the H200"). One device call per stage, chained
 # while the machine stays warm (state in $WORK, default /tmp/tiny, lives only as long as the machine):
 #   prep     accept.sh's prep: the tiny target, its answers regenerated through real SGLang, an EAGLE-3
-#            head trained on them (TTT over TTT_LENGTH=3 draft steps; SGLang chains it to any num_steps)
+#            head trained on them (TTT over TTT_LENGTH=5 draft steps, as many as the widest tune config drafts)
 #   warm     one short draftbench run through both servers: on a fresh machine the first EAGLE-3 server
 #            spends ~2 minutes compiling in its first decode (seen on 2026-12-01: nothing logged from
 #            16:43:36 to 16:45:35, then 'gen throughput 0.27'; the second start on that machine had none);
 #            paid here, it stays out of the verdict stage's 10 minutes. Brings back /tmp/cache (where
 #            dev_setup.sh points the JIT caches) as $OUT/jit-cache.tar.gz, for .devbundle/cache/ (dev_setup.sh
 #            restores jit-*.tar.gz there); whether that cache is the one that holds this compile is not known
+#   serve    warm's run with --keep-servers, then on those two servers (as `endpoint:` variants: servers
+#            draftbench did not start) the c8 verdict (ENDPOINT_REPEATS=5 repeats), sglang.bench_serving two
+#            rounds per server (verdict_vs_bench.py: is the verdict consistent with its spread?), and a
+#            request-rate run (RATES=4,16 per second, goodput under an SLO); then both servers are stopped
 #   verdict  draftbench run: baseline vs EAGLE3 at concurrency 1 and 8, run.repeats 3 (the speedup's
 #            interval and verdict), then sglang.bench_serving, two rounds, on the same kept servers
 #   tune     draftbench tune: the EAGLE3 variant's draft length at concurrency 1 and 8 within TUNE_BUDGET
@@ -21,7 +25,7 @@
 # and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
 # that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|warm|verdict|tune|dry|snapshot}
+STAGE=${1:?prep|warm|serve|verdict|tune|dry|snapshot}
 if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
   tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
@@ -38,14 +42,22 @@ OUT=$(cd "$OUT" && pwd)
 T0=$(date +%s)
 stamp() { echo "[decide.sh $STAGE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$S/timeline.txt"; }
 export MAX_TOKENS=${MAX_TOKENS:-384} MIN_STEADY_S=${MIN_STEADY_S:-3} REPEATS=${REPEATS:-3}
-TUNE_BUDGET=${TUNE_BUDGET:-420s} TUNE_CONC=${TUNE_CONC:-1,8} TUNE_STEPS=${TUNE_STEPS:-1,2,3,4,5}
+TUNE_BUDGET=${TUNE_BUDGET:-480s} TUNE_CONC=${TUNE_CONC:-1,8} TUNE_STEPS=${TUNE_STEPS:-1,2,3,4,5}
+export TUNE_PROMPTS=${TUNE_PROMPTS:-16} TUNE_TOKENS=${TUNE_TOKENS:-192}
+# serve: every piece gets at most what is left of SERVE_S (the device call's 600 s, less packing)
+DEADLINE=$(( $(date +%s) + ${SERVE_S:-540} ))
+left() { local l=$(( DEADLINE - $(date +%s) - ${1:-0} )); [ "$l" -gt 0 ] && echo "$l" || echo 1; }
 
 verdict_run() {  # PLAN RESULTS_DIR TIMEOUT_S: draftbench run, servers kept for bench_serving
   timeout -s TERM -k 30 "$3" $DB -m harness.cli run "$1" --results-dir "$2" --keep-servers
 }
 tune_run() {  # PLAN RESULTS_DIR TIMEOUT_S
   timeout -s TERM -k 30 "$3" $DB -m harness.cli tune "$1" --variant eagle3 --concurrency "$TUNE_CONC" \
-      --steps "$TUNE_STEPS" --graphs on --budget "$TUNE_BUDGET" --results-dir "$2"
+      --steps "$TUNE_STEPS" --graphs on --budget "$TUNE_BUDGET" --cost-tokens "$TUNE_TOKENS" --results-dir "$2"
+}
+serve_runs() {  # the endpoints verdict, then the request rates: on servers draftbench did not start
+  timeout -s TERM -k 30 "${EP_S:-200}" $DB -m harness.cli run "$W/endpoints.yaml" --results-dir "$W/endpoints" || return 1
+  timeout -s TERM -k 30 "${RATES_S:-120}" $DB -m harness.cli run "$W/rates.yaml" --results-dir "$W/rates" || return 2
 }
 latest() { ls -d "$1"/*/ 2>/dev/null | sort | tail -1; }
 stop_kept() {  # RUN_DIR: every server a run kept (its servers.jsonl), by process group, TERM then KILL
@@ -60,7 +72,8 @@ stop_kept() {  # RUN_DIR: every server a run kept (its servers.jsonl), by proces
 if [ "$STAGE" = dry ]; then  # the stand-in: short phases, a small floor, so that every code path runs
   S=${WORK:-/tmp/decide-dry}; rm -rf "$S"; mkdir -p "$S"; W=$S
   DB="env PYTHONPATH=$PWD python3"
-  MAX_TOKENS=24 TUNE_TOKENS=32 MIN_STEADY_S=0.3 $DB benchmarks/h200/make_plan.py --decide "$W" --sim || exit 3
+  export MAX_TOKENS=24 TUNE_TOKENS=32 MIN_STEADY_S=0.3
+  $DB benchmarks/h200/make_plan.py --decide "$W" --sim || exit 3
   stamp "draftbench run warm.yaml (stand-in)"
   $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/warm" > "$W/warm.log" 2>&1 || { tail "$W/warm.log"; exit 7; }
   stamp "draftbench run decide.yaml (stand-in)"
@@ -75,6 +88,27 @@ missing = [c for c in need if c not in s]
 assert not missing, f"summary.csv lacks {missing}"
 print(s[["variant", "concurrency", "repeats", *need, "verdict_reason"]].to_string())
 EOF
+  stamp "serve (stand-in): warm kept, endpoints verdict, rates"
+  $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/serve-warm" --keep-servers > "$W/serve-warm.log" 2>&1 ||
+    { tail "$W/serve-warm.log"; exit 7; }
+  WARM=$(latest "$W/serve-warm")
+  ENDPOINT_REPEATS=3 $DB benchmarks/h200/make_plan.py --endpoints "$W" "$WARM" --sim || { stop_kept "$WARM"; exit 7; }
+  serve_runs; rc=$?
+  stop_kept "$WARM"
+  [ "$rc" = 0 ] || exit 7
+  EP=$(latest "$W/endpoints"); RT=$(latest "$W/rates")
+  python3 - "$EP" "$RT" <<'EOF' || exit 8
+import json, sys, pandas as pd
+pd.set_option("display.width", 200)
+ep, rt = sys.argv[1:3]
+prov = json.load(open(ep + "/provenance.json"))
+assert prov["servers_not_started"] == ["baseline", "eagle3"], prov
+s = pd.read_csv(ep + "/summary.csv")
+print(s[["variant", "concurrency", "repeats", "tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict"]])
+r = pd.read_csv(rt + "/summary_by_rate.csv")
+assert sorted(set(r.request_rate)) == [4.0, 16.0], r
+print(r[["variant", "request_rate", "tok_s", "tpot_mean_ms", "slo_met", "goodput_req_s", "speedup"]])
+EOF
   stamp "draftbench tune (stand-in)"
   TUNE_BUDGET=${DRY_TUNE_BUDGET:-150s} tune_run "$W/tune.yaml" "$W/tune" 400  # 1: stopped by its budget
   T=$(latest "$W/tune"); ls "$T"
@@ -84,19 +118,25 @@ EOF
 fi
 
 S=$W/stage-$STAGE; mkdir -p "$W"; rm -rf "$S"; mkdir -p "$S"
-if [ "$STAGE" != prep ] && [ ! -e "$W/draft/model.safetensors" ]; then
+SIMFLAG=""  # DECIDE_SIM=1: a GPU stage's own commands on the stand-in here (no bundle, no GPU), as a dry run
+if [ -n "${DECIDE_SIM:-}" ]; then SIMFLAG=--sim; fi
+if [ "$STAGE" != prep ] && [ -z "$SIMFLAG" ] && [ ! -e "$W/draft/model.safetensors" ]; then
   echo "decide.sh $STAGE: no trained drafter in $W: the machine went cold since the prep stage (its state is"
   echo "gone); run 'decide.sh prep' again first"
   exit 6
 fi
-source .devbundle/dev_setup.sh >/dev/null || exit 3
-python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || exit 3
-DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
+if [ -n "$SIMFLAG" ]; then
+  DB="env PYTHONPATH=$PWD python3"
+else
+  source .devbundle/dev_setup.sh >/dev/null || exit 3
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || exit 3
+  DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
+fi
 pack() { cp "$S/timeline.txt" "$OUT/" 2>/dev/null; tar -czf "$OUT/$STAGE.tar.gz" -C "$W" "$(basename "$S")" "$@"; ls -la "$OUT"; }
 
 case "$STAGE" in
 warm)
-  $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
   stamp "draftbench run warm.yaml: both servers once, 8 prompts, 32 tokens"
   timeout -s TERM -k 30 "${WARM_S:-420}" $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/warm" 2>&1 |
     grep -v "requests done" | tee "$S/warm-run.log"
@@ -104,14 +144,56 @@ warm)
   tar -czf "$OUT/jit-cache.tar.gz" -C /tmp/cache --exclude=./.restored . && ls -la "$OUT/jit-cache.tar.gz"
   pack ;;
 prep)
-  stamp "accept.sh prep: target, regen, head (${DRAFT_STEPS:-800} steps, TTT ${TTT_LENGTH:-3}), ${SUITE_PROMPTS:-64} suite prompts"
-  OUT=$S SUITE_PROMPTS=${SUITE_PROMPTS:-64} DRAFT_STEPS=${DRAFT_STEPS:-800} TTT_LENGTH=${TTT_LENGTH:-3} \
+  stamp "accept.sh prep: target, regen, head (${DRAFT_STEPS:-800} steps, TTT ${TTT_LENGTH:-5}), ${SUITE_PROMPTS:-64} suite prompts"
+  OUT=$S SUITE_PROMPTS=${SUITE_PROMPTS:-64} DRAFT_STEPS=${DRAFT_STEPS:-800} TTT_LENGTH=${TTT_LENGTH:-5} \
       bash benchmarks/h200/accept.sh prep
   rc=$?
   stamp "prep exited $rc"
   pack; exit $rc ;;
+serve)
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
+  stamp "draftbench run warm.yaml --keep-servers: both servers once, 8 prompts, 32 tokens, both kept"
+  timeout -s TERM -k 20 "$(left 200)" $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/warm" \
+      --keep-servers 2>&1 | grep -v "requests done" | tee "$S/warm-run.log"
+  stamp "warm run exited ${PIPESTATUS[0]}"
+  WARM=$(latest "$W/warm")
+  [ -n "$WARM" ] || { pack; exit 7; }
+  cp "$WARM/servers.jsonl" "$S/warm-servers.jsonl"
+  $DB benchmarks/h200/make_plan.py --endpoints "$W" "$WARM" $SIMFLAG || { stop_kept "$WARM"; pack; exit 7; }
+  cp "$W/endpoints.yaml" "$W/rates.yaml" "$S/"
+  stamp "draftbench run endpoints.yaml: c8, ${ENDPOINT_REPEATS:-5} repeats, on the kept servers"
+  timeout -s TERM -k 20 "$(left 120)" $DB -m harness.cli run "$W/endpoints.yaml" --results-dir "$W/endpoints" 2>&1 |
+    grep -v "requests done" | tee "$S/endpoints-run.log"
+  stamp "endpoints run exited ${PIPESTATUS[0]}"
+  EP=$(latest "$W/endpoints")
+  stamp "bench_serving, two rounds per server, c8, on the same servers"
+  mkdir -p /tmp/stub/datasets "$S/bench"
+  echo 'def load_dataset(*a, **k): raise RuntimeError("datasets is not installed here")' > /tmp/stub/datasets/__init__.py
+  for v in baseline eagle3; do
+    PORT=$(python3 -c "import json, sys; print([json.loads(l) for l in open(sys.argv[1]) if '\"port\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['port'])" "$WARM/servers.jsonl" "$v")
+    for r in 1 2; do
+      [ "$(left 75)" -gt 25 ] || { stamp "bench_serving $v round $r: no time left"; continue; }
+      env PYTHONPATH=/tmp/site:/tmp/stub timeout "$(left 75)" python3 -m sglang.bench_serving --backend sglang-oai-chat \
+          --host 127.0.0.1 --port "$PORT" --dataset-name custom --dataset-path "$W/bench.jsonl" \
+          --num-prompts "$(wc -l < "$W/bench.jsonl")" --sharegpt-output-len "$MAX_TOKENS" --max-concurrency 8 \
+          --model "$W/tiny-stdlib" --tokenizer "$W/tiny-stdlib" --warmup-requests 1 --flush-cache \
+          --output-file "$S/bench/bench_serving-$v-r$r.jsonl" 2>&1 | tail -30 > "$S/bench/bench_serving-$v-r$r.txt"
+      stamp "bench_serving $v round $r exited ${PIPESTATUS[0]}"
+    done
+  done
+  [ -n "$EP" ] && $DB benchmarks/h200/verdict_vs_bench.py "$EP" "$S/bench" | tee "$S/verdict-vs-bench.md"
+  stamp "draftbench run rates.yaml: request rates ${RATES:-4,16} on the same servers"
+  timeout -s TERM -k 10 "$(left 25)" $DB -m harness.cli run "$W/rates.yaml" --results-dir "$W/rates" 2>&1 |
+    grep -v "requests done" | tee "$S/rates-run.log"
+  stamp "rates run exited ${PIPESTATUS[0]}"
+  RT=$(latest "$W/rates")
+  stop_kept "$WARM"
+  stamp "kept servers stopped"
+  for d in "$EP" "$RT"; do [ -n "$d" ] && tar -czf "$S/$(basename "$(dirname "$d")")-run.tar.gz" -C "$(dirname "$d")" "$(basename "$d")"; done
+  tar -czf "$S/warm-run.tar.gz" -C "$(dirname "$WARM")" "$(basename "$WARM")"
+  pack ;;
 verdict)
-  $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
   cp "$W/decide.yaml" "$S/"
   stamp "draftbench run: baseline vs eagle3, c1 and c8, $REPEATS repeats, $MAX_TOKENS tokens, min_steady_s $MIN_STEADY_S"
   verdict_run "$W/decide.yaml" "$W/runs" "${RUN_S:-450}" 2>&1 | tee "$S/draftbench-run.log"
@@ -129,7 +211,7 @@ verdict)
   tar -czf "$S/run.tar.gz" -C "$(dirname "$RUN")" --exclude=requests.csv "$(basename "$RUN")"
   pack ;;
 tune)
-  $DB benchmarks/h200/make_plan.py --decide "$W" || exit 3
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
   cp "$W/tune.yaml" "$S/"
   stamp "draftbench tune eagle3 --concurrency $TUNE_CONC --steps $TUNE_STEPS --budget $TUNE_BUDGET"
   tune_run "$W/tune.yaml" "$W/tune" "${TUNE_S:-500}" 2>&1 | tee "$S/tune.log"

@@ -3,6 +3,8 @@
 Run on the GPU machine from the repository root:
   python3 benchmarks/h200/make_plan.py WORKDIR          # random weights, SGLang makes them (--load-format dummy)
   python3 benchmarks/h200/make_plan.py --tiny WORKDIR   # the trained tiny target and its trained drafter
+  python3 benchmarks/h200/make_plan.py --endpoints WORKDIR WARM_RUN_DIR [--sim]
+      # decide.sh serve: the verdict and request-rate plans against the servers the warm run kept
   python3 benchmarks/h200/make_plan.py --decide WORKDIR [--sim]
       # decide.sh: baseline and EAGLE3 on the trained tiny target, repeats for the speedup's interval;
       # --sim: the same plan on draftbench's SGLang stand-in (the demo's checkpoints), for a dry run here
@@ -132,6 +134,11 @@ def decide(workdir: str, sim: bool = False) -> None:
                                                            "text": f"def f{i}(x):\n    return x + {i}\n"}
                                                           for i in range(32)]}, sort_keys=False))
     suite = yaml.safe_load(suite_path.read_text())
+    if not (work / "bench.jsonl").exists():  # bench_serving's dataset (--tiny writes it on the GPU machine)
+        with open(work / "bench.jsonl", "w") as fh:
+            for p in load_suite(suite_path).prompts:
+                fh.write(json.dumps({"conversations": [{"role": "user", "content": p.text},
+                                                       {"role": "assistant", "content": "x"}]}) + "\n")
     tune_suite = dict(suite, name=suite["name"] + "-tune",
                       prompts=suite["prompts"][: int(os.environ.get("TUNE_PROMPTS", "32"))])
     (work / "tune-suite.yaml").write_text(yaml.safe_dump(tune_suite, sort_keys=False))
@@ -163,8 +170,47 @@ def decide(workdir: str, sim: bool = False) -> None:
               f"{len(yaml.safe_load(path.read_text())['prompts'])} prompts, run {plan['run']}")
 
 
+def endpoints(workdir: str, warm_run: str, sim: bool = False) -> None:
+    """decide.sh serve: plans against the two servers the warm run kept (its servers.jsonl), which draftbench
+    then measures as servers it did not start (`endpoint:` variants) and never stops:
+    WORKDIR/endpoints.yaml: baseline vs EAGLE3 at concurrency 8 only, the whole suite, ENDPOINT_REPEATS (5)
+      repeats: the verdict that bench_serving's two rounds on the same servers are compared with;
+    WORKDIR/rates.yaml: open-loop request rates RATES (4,16 per second) on TUNE_PROMPTS prompts and a
+      closed-loop c8 phase (a run needs one concurrency level), with an SLO for goodput."""
+    work = Path(workdir).resolve()
+    servers = [json.loads(line) for line in (Path(warm_run) / "servers.jsonl").read_text().splitlines() if line]
+    kept = {e["variant"] for e in servers if e.get("state") == "kept"}
+    ports = {e["variant"]: e["port"] for e in servers if "port" in e}
+    missing = [v for v in ("baseline", "eagle3") if v not in kept or v not in ports]
+    if missing:
+        sys.exit(f"make_plan.py --endpoints: the warm run {warm_run} did not keep {missing} (servers.jsonl)")
+    base = yaml.safe_load((work / "warm.yaml").read_text())
+    variants = [{"name": "baseline", "endpoint": f"http://127.0.0.1:{ports['baseline']}"},
+                # the plan names what it expects; draftbench checks it against the server's /get_server_info
+                {"name": "eagle3", "endpoint": f"http://127.0.0.1:{ports['eagle3']}", "algorithm": "EAGLE3",
+                 **{k: v for k, v in SPEC.items() if k != "cuda_graph"}}]
+    suite = work / ("sim-suite.yaml" if sim else "suite.yaml")
+    floor = float(os.environ.get("MIN_STEADY_S", "3"))
+    plans = {
+        "endpoints": ({"concurrency": [8], "max_tokens": int(os.environ.get("MAX_TOKENS", "384")),
+                       "order": "shuffled", "repeats": int(os.environ.get("ENDPOINT_REPEATS", "5")),
+                       "min_steady_s": floor, "per_request_spec": "off", "warmup_requests": 2}, suite),
+        "rates": ({"concurrency": [8], "max_tokens": int(os.environ.get("TUNE_TOKENS", "256")), "repeats": 1,
+                   "request_rate": [float(r) for r in os.environ.get("RATES", "4,16").split(",")],
+                   "burstiness": 1.0, "seed": 1, "slo": {"ttft_ms": 100, "tpot_ms": 3},
+                   "per_request_spec": "off", "warmup_requests": 2}, work / "tune-suite.yaml"),
+    }
+    for name, (run, path) in plans.items():
+        plan = dict(base, name=base["name"].replace("-warm", f"-{name}"), variants=variants, suites=[str(path)])
+        plan["run"] = dict({k: v for k, v in base["run"].items() if k not in ("warmup_requests",)}, **run)
+        (work / f"{name}.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+        print(f"plan at {work / f'{name}.yaml'}: endpoints {[v['endpoint'] for v in variants]}, run {plan['run']}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--tiny"]:
+    if sys.argv[1:2] == ["--endpoints"]:
+        endpoints(sys.argv[2], sys.argv[3], sim="--sim" in sys.argv[4:])
+    elif sys.argv[1:2] == ["--tiny"]:
         tiny(sys.argv[2])
     elif sys.argv[1:2] == ["--decide"]:
         decide(sys.argv[2], sim="--sim" in sys.argv[3:])

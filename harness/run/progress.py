@@ -31,11 +31,20 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
             say(f"[node {e.node}] {e.state}: {', '.join(e.variants) or '-'}{detail}")
         elif isinstance(e, ev.ServerState):
             extra = f" port {e.port} pgid {e.pgid}" if e.port and e.state in ("ready", "starting") else ""
+            if e.state in ("ready", "kept") and e.pgid is None:  # an `endpoint:` server: not ours
+                extra = (f" port {e.port}" if e.state == "ready" and e.port else "") + \
+                    (" (an endpoint draftbench did not start)" if e.state == "ready" else
+                     ": left running, draftbench did not start it")
+            if e.state == "starting" and e.detail:
+                extra = f": {e.detail}"
             say(f"[{e.variant}] server {e.state}{extra}")
             if e.state == "failed" and e.detail:
                 say("  " + e.detail.replace("\n", "\n  "))
         elif isinstance(e, ev.PhaseStarted):
-            say(f"[{e.variant}] {e.phase}: {e.requests} requests at concurrency {e.concurrency}")
+            load = f"at concurrency {e.concurrency}"
+            if not e.concurrency and "@r" in e.phase:  # a request-rate phase: <suite>@r<rate>#r<repeat>
+                load = f"at {e.phase.rsplit('@r', 1)[1].split('#')[0]} req/s (open loop)"
+            say(f"[{e.variant}] {e.phase}: {e.requests} requests {load}")
         elif isinstance(e, ev.RequestDone):
             now = time.monotonic()
             if now - last >= PROGRESS_EVERY_S or e.done == e.total:

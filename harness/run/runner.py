@@ -200,7 +200,8 @@ class _Run:
                    on_lines=lambda lines, s=name: self._on_lines(s, lines), api_key=key)
         self.servers.append(server)
         self._log_owner[name] = server
-        self.emit(ev.ServerState(name, "starting"))
+        self.emit(ev.ServerState(name, "starting", detail=f"connecting to {variant.endpoint}" if variant.is_existing
+                                 else ""))
         try:
             await make_room(self.plan, self.kept, self.emit)
             await server.start()
