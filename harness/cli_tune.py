@@ -115,8 +115,8 @@ async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, st
             exp = f", expected {e.expected_speedup:.2f}x" if e.expected_speedup else ""
             cost = f", est. {e.est_cost_s:.0f} s" if e.est_cost_s else ""
             say(f"tune {e.config}: {e.status}{exp}{cost}{' (' + e.detail + ')' if e.detail else ''}")
-        elif isinstance(e, ev.ServerState) and e.state in ("starting", "ready", "failed"):
-            say(f"  [{e.variant}] server {e.state}")
+        elif isinstance(e, ev.ServerState) and e.state in ("starting", "adopted", "ready", "failed"):
+            say(f"  [{e.variant}] server {e.state}{': ' + e.detail if e.state == 'adopted' else ''}")
         elif isinstance(e, ev.RequestDone):
             if time.monotonic() - last >= PROGRESS_EVERY_S:
                 last = time.monotonic()

@@ -114,3 +114,47 @@ def test_tune_budget_resume_and_the_answer(tmp_path):
     report = (tune_dir / "tune_report.txt").read_text()
     assert "c1: best num_steps" in report and "P(accepted >= k)" in report
     assert not os.environ.get("DRAFTBENCH_SIM_TIME_SCALE")  # the stand-in's knobs stay in the plan's env
+
+
+def test_tune_adopts_the_wide_runs_servers_and_leaves_none_running(tmp_path):
+    """The wide run's baseline and longest chain get their step-cost phases where they stand (no second
+    start of either), a winner still up is verified without a restart, and when the tune ends every
+    server it kept is stopped."""
+    from tests.faults_helpers import live_groups, read_jsonl
+
+    plan = _plan(tmp_path)
+    plan.run.concurrency = [1]
+    opts = TuneOptions(variant="seed-weak-eagle3", budget_s=3600.0, steps=[1, 3], graphs=[True], cost_tokens=32,
+                       concurrency=[1], preflight=False)
+    seen = asyncio.run(_drive(tune(plan, opts, results_dir=tmp_path)))
+    done = [e for e in seen if isinstance(e, ev.TuneDone)][0]
+    tune_dir = Path(done.tune_dir)
+    state = json.loads((tune_dir / "tune_state.json").read_text())
+    wide = "s15-k1-d16-g"  # the plan's own num_steps (15) is the longest chain
+    assert {"cost/baseline", f"cost/{wide}"} <= set(state["adopted"])
+    entries = [e for p in tune_dir.rglob("servers.jsonl") for e in read_jsonl(p)]
+    started = [e for e in entries if e.get("state") == "started"]
+    fresh = [e for e in started if "adopted_from" not in e]
+    assert state["starts"] == len(fresh)  # a start is a new process group; an adoption is not one
+    cost_started = [e for e in read_jsonl(tune_dir / "cost" / "servers.jsonl") if e.get("state") == "started"]
+    by_variant = {e["variant"]: e for e in cost_started}
+    assert "adopted_from" in by_variant["baseline"] and "adopted_from" in by_variant[wide]
+    assert "adopted_from" not in by_variant["s1-k1-d2-g"]  # a config the wide run never served: started
+    # nothing left running: every group any sub-run started or adopted is gone
+    assert not ({e["pgid"] for e in started} & live_groups())
+    wide_run = {e["variant"]: e["pgid"] for e in read_jsonl(tune_dir / "wide" / "servers.jsonl")
+                if e.get("state") == "started" and "adopted_from" not in e}
+    assert by_variant["baseline"]["pgid"] == wide_run["baseline"] and by_variant[wide]["pgid"] == wide_run[f"wide-{wide}"]
+    # the winner (a short chain: this drafter's acceptance collapses long before 15) was verified on the
+    # server its step-cost phases had kept, not on a new one
+    verified = [e for e in read_jsonl(tune_dir / "wide" / "servers.jsonl") if e.get("state") == "started"
+                and e["variant"] not in wide_run]
+    assert verified and all(e.get("adopted_from") == "cost" for e in verified)
+    rows = pd.read_csv(tune_dir / "tune.csv")
+    assert set(rows["measured"].dropna()) <= {"verified", "step"} and rows["step_ms"].notna().sum() >= 3
+    # a step row's accept length error is against the prediction for the prompts its phases replayed
+    step = rows[rows["measured"] == "step"]
+    assert len(step) and step["accept_len_pred_cost_prompts"].notna().all()
+    for r in step.itertuples():
+        want = 100 * (r.accept_len_pred_cost_prompts - r.accept_len_measured) / r.accept_len_measured
+        assert r.accept_len_error_pct == pytest.approx(want, abs=0.01)

@@ -16,13 +16,16 @@ from harness.analysis.summary import _read_csv, load_summary
 from harness.analysis.tune_model import add_histograms, parse_histogram
 
 
-def histograms_by_category(run_dir: Path, variant: str) -> dict[str, list[int]]:
+def histograms_by_category(run_dir: Path, variant: str, ids: set[str] | None = None) -> dict[str, list[int]]:
     """Summed `spec_correct_drafts_histogram` of `variant` per prompt category (streamed stats in
-    requests.csv, or the meta_info probe's spec_probe.csv joined to the requests by phase and id)."""
+    requests.csv, or the meta_info probe's spec_probe.csv joined to the requests by phase and id);
+    `ids`: only those requests (`<suite>/<prompt id>`)."""
     req = _read_csv(run_dir / "requests.csv")
     if req.empty:
         return {}
     req = req[(req["variant"].astype(str) == variant) & (req["ok"].astype(str) == "True")]
+    if ids is not None:
+        req = req[req["request_id"].astype(str).isin(ids)]
     hists: dict[str, list[list[int]]] = {}
     if "spec_histogram" in req and req["spec_histogram"].notna().any():
         for cat, text in zip(req["category"].astype(str), req["spec_histogram"], strict=True):
@@ -33,6 +36,8 @@ def histograms_by_category(run_dir: Path, variant: str) -> dict[str, list[int]]:
         if probe.empty:
             return {}
         probe = probe[probe["variant"].astype(str) == variant]
+        if ids is not None:
+            probe = probe[probe["request_id"].astype(str).isin(ids)]
         cats = {(str(p), str(r)): str(c) for p, r, c in zip(req["phase"], req["request_id"], req["category"],
                                                               strict=True)}
         for p, r, text in zip(probe["phase"], probe["request_id"], probe["spec_histogram"], strict=True):

@@ -19,7 +19,7 @@ TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "co
                 "accept_len_measured", "step_ms", "tok_s_pred", "tok_s_measured", "speedup", "speedup_ci_low",
                 "speedup_ci_high", "measured", "speedup_pred", "step_ms_prior", "base_step_ms",
                 "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
-                "verdict", "status", "variant"]
+                "verdict", "status", "variant", "accept_len_pred_cost_prompts"]
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 
@@ -42,6 +42,8 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
     step-cost phases), "" (step cost from the prior between measured neighbours; an estimate)."""
     verified = td.verified_rows(t.dir / "wide")
     cost_al = {c.name: td.measured_accept_len(t.dir / "cost", c.name) for c in measured}
+    # the step-cost phases replay the suites' first prompts: their own prediction is the like-for-like one
+    cost_hist = tm.add_histograms(td.histograms_by_category(t.dir / "wide", t.wide_name, t.cost_sources()).values())
     rows = []
     for cfg in t.grid:
         name = t.wide_name if cfg == t.wide else cfg.name
@@ -56,6 +58,8 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
             tok_pred = tm.decode_tok_s(al, c, use) if al and use else None
             spd_pred = tm.predicted_speedup(al, use, base[c]) if al and use and base.get(c) else None
             al_meas = _num(v.get("accept_len")) if v else cost_al.get(cfg.name, {}).get(c)
+            al_cost = tm.predicted_accept_len(cost_hist, cfg) if cfg.eagle_topk == 1 and tm.steps_of(cost_hist) \
+                else None
             tok_meas = _num(v.get("tok_s")) if v else None
             spd = _num(v.get("speedup")) if v else None
             rows.append({
@@ -67,10 +71,11 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
                 "measured": "verified" if v else ("step" if step is not None else ""),
                 "speedup_pred": spd_pred, "step_ms_prior": prior, "base_step_ms": base.get(c),
                 "break_even_accept_len": tm.break_even_accept_len(use, base[c]) if use and base.get(c) else None,
-                "accept_len_error_pct": _err(al, al_meas), "tok_s_error_pct": _err(tok_pred, tok_meas),
+                # like for like: a verified row measured the whole suites, a step row the step-cost prompts
+                "accept_len_error_pct": _err(al if v else al_cost, al_meas), "tok_s_error_pct": _err(tok_pred, tok_meas),
                 "speedup_error_pct": _err(spd_pred, spd), "verdict": v.get("verdict") if v else None,
                 "status": status or ("verified" if v else "step-measured" if step is not None else "predicted"),
-                "variant": name,
+                "variant": name, "accept_len_pred_cost_prompts": al_cost,
             })
     return pd.DataFrame(rows, columns=TUNE_COLUMNS)
 

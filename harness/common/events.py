@@ -22,7 +22,7 @@ class RunStarted:
 @dataclass(frozen=True)
 class ServerState:
     variant: str
-    state: str  # "starting" | "ready" | "failed" | "stopping" | "stopped" | "kept"
+    state: str  # "starting" | "adopted" (another run kept it) | "ready" | "failed" | "stopping" | "stopped" | "kept"
     port: int | None = None
     pgid: int | None = None
     detail: str = ""  # e.g. the last log lines when it failed

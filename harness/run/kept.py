@@ -33,6 +33,8 @@ class KeptServer:
     jsonl: Path | None  # where its entries live: a stop appends there (None: found in the workdir only)
     state: str  # "kept" or "started" (the harness that started it went away without stopping it)
     pid_path: str = ""  # the process group file in the target's workdir (run dir of the start)
+    argv: tuple[str, ...] = ()  # its launch command as recorded (API keys redacted): what adoption matches
+    remote_log: str = ""  # its log on the target
 
     @property
     def started_by(self) -> str:
@@ -78,7 +80,8 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
                 s = started[pgid]
                 out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"), str(s.get("target", "local")),
                                       float(s.get("wall") or mtime), path, str(entry["state"]),
-                                      str(s.get("pid_path") or "")))
+                                      str(s.get("pid_path") or ""), tuple(s.get("argv") or ()),
+                                      str(s.get("remote_log") or "")))
     return sorted(out, key=lambda k: -k.started_wall)
 
 
@@ -185,3 +188,22 @@ async def make_room(plan: Any, kept: list[Any], emit: Any) -> None:
         gone = await server.stop()
         emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                             "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
+
+
+async def stop_kept_servers(plan: Any, target: Any, kept: list[KeptServer], *, by: str) -> None:
+    """Stop these kept servers by process group, each checked against its pid file first (a reused pgid is
+    never killed), and record it in its servers.jsonl. `target` None: the plan's, opened for this."""
+    from harness.targets import open_target
+
+    if not kept:
+        return
+    own = target is None
+    target = target or open_target(plan.target.host, ssh_port=getattr(plan.target, "ssh_port", None))
+    try:
+        await target.connect()
+        for k in kept:
+            ours = await target.alive(k.pgid) and await still_ours(target, k)
+            record_stopped(k, await target.kill_group(k.pgid) if ours else True, by=by)
+    finally:
+        if own:
+            await target.close()

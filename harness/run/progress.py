@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.common import events as ev
 from harness.common.errors import EXIT_FAILURES, EXIT_OK, say
+from harness.run.arrivals import load_label
 
 PROGRESS_EVERY_S = 2.0
 
@@ -35,16 +36,15 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
                 extra = (f" port {e.port}" if e.state == "ready" and e.port else "") + \
                     (" (an endpoint draftbench did not start)" if e.state == "ready" else
                      ": left running, draftbench did not start it")
+            if e.state == "adopted":  # another run kept it; this one takes it over (harness.run.adopt)
+                extra = f" port {e.port} pgid {e.pgid}: {e.detail}"
             if e.state == "starting" and e.detail:
                 extra = f": {e.detail}"
             say(f"[{e.variant}] server {e.state}{extra}")
             if e.state == "failed" and e.detail:
                 say("  " + e.detail.replace("\n", "\n  "))
         elif isinstance(e, ev.PhaseStarted):
-            load = f"at concurrency {e.concurrency}"
-            if not e.concurrency and "@r" in e.phase:  # a request-rate phase: <suite>@r<rate>#r<repeat>
-                load = f"at {e.phase.rsplit('@r', 1)[1].split('#')[0]} req/s (open loop)"
-            say(f"[{e.variant}] {e.phase}: {e.requests} requests {load}")
+            say(f"[{e.variant}] {e.phase}: {e.requests} requests {load_label(e.phase, e.concurrency)}")
         elif isinstance(e, ev.RequestDone):
             now = time.monotonic()
             if now - last >= PROGRESS_EVERY_S or e.done == e.total:

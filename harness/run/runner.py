@@ -26,10 +26,11 @@ from harness.common import events as ev
 from harness.common.aio import drain
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
+from harness.run.adopt import launch
 from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
 from harness.run.conversation import request_ids, requests_per_pass
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
-from harness.run.kept import make_room, reap_leftovers
+from harness.run.kept import reap_leftovers
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
@@ -52,10 +53,12 @@ def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
 
 
 async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
-                   resume_dir: str | Path | None = None, target: Any = None) -> AsyncIterator[Any]:
-    """Run the plan; yields events from harness.common.events. Closing the generator stops every server."""
+                   resume_dir: str | Path | None = None, target: Any = None,
+                   adopt: list[Any] | None = None) -> AsyncIterator[Any]:
+    """Run the plan; yields events from harness.common.events. Closing the generator stops every server.
+    `adopt`: other runs' kept servers that a variant with the same command takes over (harness.run.adopt)."""
     def start(emit: Any) -> Any:
-        return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers,
+        return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers, adopt=adopt,
                     resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit).main()
 
     async with contextlib.aclosing(drain(start, name="draftbench-run")) as events:
@@ -65,7 +68,7 @@ async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_serve
 
 class _Run:
     def __init__(self, plan: Any, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
-                 target: Any, emit: Any):
+                 target: Any, emit: Any, adopt: list[Any] | None = None):
         self.plan = plan
         self.emit = emit
         self.keep = keep_servers or bool(getattr(plan.server, "keep_running", False))
@@ -75,6 +78,7 @@ class _Run:
         self.own_target = target is None
         self.servers: list[Server] = []
         self.kept: list[Server] = []  # kept servers, oldest first: stopped when the next variant needs the GPU
+        self.offered = list(adopt or [])  # other runs' kept servers, for a variant to adopt (harness.run.adopt)
         self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
         self.phase_tag: dict[str, str | None] = {}
         self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
@@ -200,11 +204,8 @@ class _Run:
                    on_lines=lambda lines, s=name: self._on_lines(s, lines), api_key=key)
         self.servers.append(server)
         self._log_owner[name] = server
-        self.emit(ev.ServerState(name, "starting", detail=f"connecting to {variant.endpoint}" if variant.is_existing
-                                 else ""))
         try:
-            await make_room(self.plan, self.kept, self.emit)
-            await server.start()
+            await launch(self, server, variant)  # adopts an offered server with the same command, or starts one
             meta.update({"port": server.port, "pgid": server.pgid,
                          "launch_command": redact_argv(server.argv)})
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)

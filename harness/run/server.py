@@ -60,6 +60,14 @@ class Server:
         self.ready_at: float | None = None
 
     # ---- start ---------------------------------------------------------------------------------
+    def launch_argv(self, port: int) -> list[str]:
+        """The command this variant's server is started with on `port` (the API key included)."""
+        argv = self.engine.launch_argv(self.plan, self.variant, port, self.engine_version)
+        return argv + ["--api-key", self.api_key] if self.api_key else argv
+
+    def _env(self) -> dict[str, str]:
+        return {str(k): str(v) for k, v in {**(self.plan.target.env or {}), **(self.variant.env or {})}.items()}
+
     async def start(self) -> None:
         from harness.targets.base import free_port
 
@@ -69,12 +77,10 @@ class Server:
         await self.target.makedirs_private(rundir)
         port = plan.server.port
         self.port = int(port) if isinstance(port, int) else await free_port(self.target)
-        self.argv = self.engine.launch_argv(plan, self.variant, self.port, self.engine_version)
-        if self.api_key:
-            self.argv += ["--api-key", self.api_key]
+        self.argv = self.launch_argv(self.port)
         self.remote_log = f"{rundir}/{self.name}.log"
         pid_path = f"{rundir}/{self.name}.pgid"
-        env = {str(k): str(v) for k, v in {**(plan.target.env or {}), **(self.variant.env or {})}.items()}
+        env = self._env()
         self.secrets = secret_values(env, self.argv)
         self.started_at = time.monotonic()
         self.pgid = await self.target.spawn(self.argv, env=env, cwd=workdir, log_path=self.remote_log,
@@ -89,24 +95,46 @@ class Server:
         self.base_url = f"http://{host}:{lport}"
         self.admin = self.engine.admin(self.base_url, self.api_key)
 
+    async def adopt(self, kept: Any) -> None:
+        """Take over a server an earlier run left running with this variant's exact launch command
+        (harness.run.adopt): its process group becomes this run's (recorded as started here, with
+        `adopted_from`, so that stopping, reaping on --resume and the kept-server lists all see it), and its
+        log is followed from its current end, so that only this run's lines are parsed."""
+        self.port, self.pgid = int(kept.port), int(kept.pgid)
+        self.argv = self.launch_argv(self.port)
+        self.remote_log = kept.remote_log
+        self.secrets = secret_values(self._env(), self.argv)
+        self.started_at = time.monotonic()
+        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
+                      "remote_log": self.remote_log, "pid_path": kept.pid_path, "target": self.target.name,
+                      "state": "started", "adopted_from": kept.started_by, "wall": round(time.time(), 3)})
+        size = await self.target.run(["wc", "-c", self.remote_log], timeout=30)
+        offset = int(size.stdout.split()[0]) if size.rc == 0 and size.stdout.strip() else 0
+        local_log = self.run_dir / "logs" / f"{self.name}.log"
+        local_log.parent.mkdir(parents=True, exist_ok=True)
+        self._tail_task = asyncio.create_task(self._follow(local_log, offset), name=f"tail-{self.name}")
+        host, lport = await self.target.forward(self.plan.server.host, self.port)
+        self.base_url = f"http://{host}:{lport}"
+        self.admin = self.engine.admin(self.base_url, self.api_key)
+
     def _record(self, entry: dict[str, Any]) -> None:
         """servers.jsonl in the run directory: what we started, so cleanup and --resume can find it."""
         with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(entry) + "\n")
 
-    async def _follow(self, local_log: Path) -> None:
+    async def _follow(self, local_log: Path, offset: int = 0) -> None:
         """Copy the log into the run directory by whole lines (secret values scrubbed: the run directory
         gets shared) and hand the lines on."""
         with open(local_log, "ab") as fh:
             try:
-                await self._follow_into(fh)
+                await self._follow_into(fh, offset)
             finally:
                 if self._partial:  # a last line without its newline yet
                     fh.write(scrub(self._partial, self.secrets))
                     self._partial = b""
 
-    async def _follow_into(self, fh: Any) -> None:
-        async for block in self.target.tail(self.remote_log):
+    async def _follow_into(self, fh: Any, offset: int = 0) -> None:
+        async for block in self.target.tail(self.remote_log, offset=offset):
             *complete, self._partial = (self._partial + block).split(b"\n")
             if not complete:
                 continue

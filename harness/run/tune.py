@@ -9,6 +9,10 @@ One async generator of events, built on run_plan with derived plans (one variant
                 what is done); candidates in order of expected gain, each one's cost estimated first.
   4. verify:    the predicted best per concurrency joins the wide run's directory, so it is paired with
                 the same baseline over the full suites (summary.csv gives speedup and its interval).
+Every sub-run keeps its servers and the next one adopts those with its exact launch command
+(harness.run.adopt): the wide run's baseline and longest chain get their step-cost phases where they
+stand, and a winner still up is verified without a restart; whatever the GPU has no room for is stopped
+before the next start, and every server left is stopped when the tune ends, however it ends.
 Files are the source of truth and tune_state.json the bookkeeping, so `--resume DIR` replays the same
 decisions from disk and run_plan resumes each sub-run.
 """
@@ -27,6 +31,7 @@ from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.common import events as ev
+from harness.common.errors import InputError
 from harness.run.rundir import new_run_dir, redact_plan, write_json
 
 STATE_FILE = "tune_state.json"
@@ -76,6 +81,9 @@ class _Tune:
         else:
             _, self.dir = new_run_dir(results_dir, f"tune-{plan.name}")
         self.conc = list(opts.concurrency or plan.run.concurrency)
+        if not self.conc:
+            raise InputError(str(plan.source_path or ""), None, "run.concurrency", "is empty (request-rate "
+                             "phases only): tune measures closed-loop levels; give --concurrency, e.g. 1,8")
         self.tuned = self._tuned_variant()
         if self.tuned.num_steps and self.tuned.eagle_topk == 1:  # the plan's own config is on the grid
             opts.steps = sorted(set(opts.steps) | {int(self.tuned.num_steps)})
@@ -108,8 +116,6 @@ class _Tune:
         if self.opts.variant:
             specs = [v for v in specs if v.name == self.opts.variant]
         if not specs:
-            from harness.common.errors import InputError
-
             raise InputError(str(self.plan.source_path or ""), None, "variants",
                              f"no speculative variant with a drafter named {self.opts.variant!r}"
                              if self.opts.variant else "no speculative variant with a drafter to tune")
@@ -122,15 +128,20 @@ class _Tune:
                     num_draft_tokens=cfg.num_draft_tokens, cuda_graph=cfg.cuda_graph, baseline=None)
         return base
 
-    def derived(self, variants: list[dict[str, Any]], *, cost: bool) -> Any:
+    def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False) -> Any:
         from harness.inputs.config import Plan
 
         data = self.plan.resolved_dict()
-        data["variants"] = [self.plan.baseline.model_dump(mode="json"), *variants]
-        run = dict(data["run"], concurrency=self.conc)
+        base = self.plan.baseline.model_dump(mode="json")
+        data["variants"] = [*variants, base] if baseline_last else [base, *variants]
+        run = dict(data["run"], concurrency=self.conc, request_rate=[])  # closed-loop levels only
+        # short windows: enough clean ones at every batch size from a short phase (steps.py); the wide run
+        # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
+        data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
+                                                                      data["server"]["decode_log_interval"]))
         if cost:  # decode-only: every request of a level starts together and runs to the same length
             width = max(self.conc)
-            prompts = [p for s in data["suites"] for p in s["prompts"]]
+            prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
             cost_prompts = [{**{k: v for k, v in prompts[i % len(prompts)].items()
                                 if k in ("category", "messages", "text")}, "id": f"cost-{i}"}
                             for i in range(width)]
@@ -138,28 +149,39 @@ class _Tune:
                                "prompts": cost_prompts}]
             run.update(max_tokens=self.opts.cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
                        warmup_requests=1)
-            # short windows: enough clean ones at every batch size from a short phase (steps.py)
-            data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
-                                                                          data["server"]["decode_log_interval"]))
         data["run"] = run
         data["name"] = f"{self.plan.name}-{'cost' if cost else 'wide'}"
         plan = Plan.model_validate(data)
         plan._source_path = self.plan.source_path or self.dir / PLAN_FILE  # provenance names a file
         return plan
 
+    def cost_sources(self) -> set[str]:
+        """The wide run's request ids (`<suite>/<prompt id>`) of the prompts the step-cost phases replay."""
+        ids = [f"{s['name']}/{p['id']}" for s in self.plan.resolved_dict()["suites"] for p in s["prompts"]]
+        return {ids[i % len(ids)] for i in range(max(self.conc))} if ids else set()
+
+    def kept_here(self) -> list[Any]:  # what this tune's sub-runs kept (harness.run.kept), oldest first
+        from harness.run.kept import kept_servers
+
+        return sorted(kept_servers(self.dir), key=lambda k: k.started_wall)
+
     async def sub_run(self, plan: Any, sub: str) -> AsyncIterator[Any]:
-        """run_plan into tune_dir/sub (resumed when it exists); times each variant's stage."""
+        """run_plan into tune_dir/sub (resumed when it exists), keeping its servers and offered the ones
+        kept so far; times each variant's stage (an adopted server's is not a start)."""
         from harness.run.runner import run_plan
 
         d = self.dir / sub
         d.mkdir(parents=True, exist_ok=True)
         started: dict[str, float] = {}
-        async with contextlib.aclosing(run_plan(plan, results_dir=self.dir, resume_dir=d,
-                                                target=self.target)) as events:
+        async with contextlib.aclosing(run_plan(plan, results_dir=self.dir, resume_dir=d, target=self.target,
+                                                keep_servers=True, adopt=self.kept_here())) as events:
             async for e in events:
-                if isinstance(e, ev.ServerState) and e.state == "starting":
+                if isinstance(e, ev.ServerState) and e.state in ("starting", "adopted"):
                     started[e.variant] = self.clock()
-                    self.state["starts"] = int(self.state["starts"]) + 1
+                    if e.state == "adopted":
+                        self.state.setdefault("adopted", []).append(f"{sub}/{e.variant}")
+                    else:
+                        self.state["starts"] = int(self.state["starts"]) + 1
                 elif isinstance(e, ev.VariantDone) and e.variant in started:
                     self.state["stage_s"][f"{sub}/{e.variant}"] = round(self.clock() - started[e.variant], 3)
                     if not e.ok:
@@ -194,10 +216,16 @@ class _Tune:
             complete = self.state["stop_reason"] in ("confirmed", "grid-exhausted")
         finally:
             self.save()
+            await self.stop_kept()
         yield self.stage("report", "tune.csv, speculation_profile.json, the answer")
         csv = self.report()
         yield ev.TuneDone(str(self.dir), complete, str(self.state["stop_reason"]), str(csv),
                           int(self.state["starts"]), len(self.grid))
+
+    async def stop_kept(self) -> None:
+        from harness.run.kept import stop_kept_servers
+
+        await stop_kept_servers(self.plan, self.target, self.kept_here(), by="tune")
 
     @property
     def wide_name(self) -> str:
@@ -246,7 +274,8 @@ class _Tune:
 
     def est_cost(self) -> float:
         """A step-cost stage's seconds: the mean of those measured so far (start-up included)."""
-        costs = [v for k, v in self.state["stage_s"].items() if k.startswith("cost/")]
+        adopted = set(self.state.get("adopted", []))  # no start-up in those: not what a new config costs
+        costs = [v for k, v in self.state["stage_s"].items() if k.startswith("cost/") and k not in adopted]
         if costs:
             return sum(costs) / len(costs)
         return float(td.startup_seconds(self.dir / "wide") or 0.0) * 2
@@ -267,6 +296,22 @@ class _Tune:
         anchors = list(dict.fromkeys(a for a in anchors if a in self.grid))
         yield self.stage("step-cost", f"baseline + up to {len(self.grid)} configs; anchors "
                          f"{', '.join(a.name for a in anchors)}")
+        wide_up = any(k.variant == self.wide_name for k in self.kept_here())
+        within = self.spent() + self.verify_cost() <= self.opts.budget_s  # no start-up to pay, but its phases
+        if within and not self.base_step() and wide_up and self.wide.name not in done \
+                and self.wide.name not in {*self.state["rejected"], *self.state["failed"]}:
+            # the wide run's own server is still up: its step-cost phases first, where it stands (the GPU may
+            # have no room for it next to a baseline), then the baseline's, adopted too when it was kept
+            order.insert(0, self.wide.name)
+            self.state["decisions"].append({"config": self.wide.name, "spent_s": round(self.spent(), 3),
+                                            "est_cost_s": 0.0, "budget_s": self.opts.budget_s,
+                                            "expected_speedup": None, "adopted": True})
+            yield ev.TuneCandidate(self.wide.name, "measuring", None, 0.0, "the wide run's server, adopted")
+            async for e in self.sub_run(self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True),
+                                        "cost"):
+                yield e
+            yield ev.TuneCandidate(self.wide.name, "failed" if self.wide.name in self.state["failed"] else "measured",
+                                   None, 0.0, self.state["failed"].get(self.wide.name, ""))
         while True:
             measured, base = self.measured(), self.base_step()
             skip = set(self.state["rejected"]) | set(self.state["failed"]) | {c.name for c in measured}
