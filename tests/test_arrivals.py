@@ -78,3 +78,12 @@ async def test_the_open_loop_starts_each_request_at_its_offset():
     got, _ = await asyncio.gather(consume(), clock.drive())
     assert sorted(got) == prompts
     assert [starts[p] for p in prompts] == pytest.approx(offsets, abs=1e-9)  # every request at its scheduled time, none waits for another
+
+
+def test_progress_lines_name_a_rate_phase_by_its_rate():
+    from harness.run.arrivals import load_label
+
+    assert load_label("s@c8#r1", 8) == "at concurrency 8"
+    assert load_label("s@r4#r1", 0) == "at 4 req/s (open loop)"
+    assert load_label("mt@bench@r0.5#r2", 0) == "at 0.5 req/s (open loop)"  # a suite name with an @ in it
+    assert load_label("s@rinf#r1", 0) == "at inf req/s (open loop)"

@@ -494,8 +494,11 @@ async def test_complete_meta(server: ScriptServer, client: ReplayClient) -> None
     }
     server.scripts = [
         status(200, body),
+        status(200, body),
         status(400, {"object": "error", "message": "unknown field", "type": "BadRequest", "code": 400}),
     ]
+    assert await client.complete_meta_text(ReplayRequest("r", None, "hi", 12)) == ("x", meta)  # a probe's next turn
+    server.requests.clear()
     assert await client.complete_meta(ReplayRequest("r", None, "hi", 12)) == meta
     path, sent, _ = server.requests[0]
     assert path == "/v1/chat/completions" and sent["return_meta_info"] is True

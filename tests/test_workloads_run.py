@@ -72,8 +72,13 @@ async def test_multi_turn_and_request_rate_phases(tmp_path: Path):
     assert all(float(r["speedup"]) > 0 for r in by_rate if r["variant"] == "eagle3")
     turns = read_csv(run_dir / "summary_by_turn.csv")
     assert {(r["variant"], r["turn"]) for r in turns} >= {("eagle3", "1"), ("eagle3", "2"), ("eagle3", "3")}
-    first = [r for r in turns if r["variant"] == "eagle3" and r["turn"] == "1"]
-    assert first and all(float(r["accept_len_requests"]) > 1 for r in first)  # from the 0.5.15 probe
+    # from the 0.5.15 probe, every turn: its later turns follow its own (greedy, so the timed pass's) answers
+    spec_turns = [r for r in turns if r["variant"] == "eagle3"]
+    assert {r["turn"] for r in spec_turns} == {"1", "2", "3"}
+    assert all(r["accept_len_requests"] and float(r["accept_len_requests"]) > 1 for r in spec_turns)
+    probe = read_csv(run_dir / "spec_probe.csv")
+    assert {r["request_id"] for r in probe if r["phase"] == "s@c2#r1"} == {
+        "s/q1", "s/q1/turn2", "s/q2", "s/q3", "s/q3/turn2", "s/q3/turn3"}
     assert json.loads((run_dir / "provenance.json").read_text())["servers_not_started"] == []
 
 
@@ -95,3 +100,37 @@ async def test_acceptance_of_every_turn_on_a_streaming_server(tmp_path: Path):
                           ("coding", "3")}
     assert all(float(r["accept_len_requests"]) > 1 for r in turns.values())
     assert float(turns[("coding", "3")]["prompt_tokens_mean"]) > float(turns[("coding", "1")]["prompt_tokens_mean"])
+
+
+@pytest.mark.slow
+async def test_a_run_of_request_rates_only(tmp_path: Path):
+    """`concurrency: []` with request rates: open-loop phases only, nothing closed-loop measured."""
+    plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                           env=sim_env(0.2), variants=[{"name": "baseline"}, GOOD],
+                           suite_prompts=CONVERSATIONS[1:2] * 1 + [dict(CONVERSATIONS[1], id="q4")],
+                           run={"concurrency": [], "max_tokens": 16, "request_rate": [10],
+                                "slo": {"ttft_ms": 60000}})
+    plan = load_plan(plan_path)
+    assert plan.run.concurrency == [] and plan.run.repeats == 1
+    out = io.StringIO()
+    assert await consume(run_plan(plan, results_dir=tmp_path / "results"), out=out) == 0
+    run_dir = only_run_dir(tmp_path / "results")
+    assert run_dir is not None
+    rows = read_csv(run_dir / "requests.csv")
+    assert sorted({r["phase"] for r in rows}) == ["s@r10#r1"] and len(rows) == 4 and all(r["ok"] == "True" for r in rows)
+    assert read_csv(run_dir / "summary.csv") == []  # no closed-loop level: no rows there
+    by_rate = read_csv(run_dir / "summary_by_rate.csv")
+    assert sorted(r["variant"] for r in by_rate) == ["baseline", "eagle3"] and all(r["slo_met"] == "1.0" for r in by_rate)
+    assert "Request-rate phases" in out.getvalue()
+
+
+def test_a_run_needs_a_concurrency_level_or_a_request_rate(tmp_path: Path):
+    from harness.common.errors import InputError
+
+    plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                           variants=[{"name": "baseline"}], suite_prompts=CONVERSATIONS[1:2],
+                           run={"concurrency": []})
+    with pytest.raises(InputError) as err:
+        load_plan(plan_path)
+    text = str(err.value)
+    assert "plan.yaml" in text and "run.concurrency" in text and "a concurrency level or a request rate" in text

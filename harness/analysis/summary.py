@@ -113,8 +113,8 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     keys: list[tuple[str, int]] = []
     if not phases.empty:
         keys = sorted({(str(v), int(c)) for v, c in zip(phases["variant"], phases["concurrency"], strict=True)})
-    for name in variants:  # failed variants still get a row
-        if not any(k[0] == name for k in keys):
+    for name in variants:  # failed variants still get a row (not one that ran request-rate phases only)
+        if not any(k[0] == name for k in keys) and variants[name].get("status") != "ok":
             keys.append((name, 0))
     for name, conc in keys:
         meta = variants.get(name, {})

@@ -103,7 +103,9 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
     if argv is None:
         return []
     out: list[Finding] = []
-    max_batch = min(max(plan.run.concurrency), int(plan.server.max_running_requests))
+    # open-loop phases only: arrivals may fill every slot the server has
+    max_batch = min(max(plan.run.concurrency, default=int(plan.server.max_running_requests)),
+                    int(plan.server.max_running_requests))
     base = plan.baseline_of(v)
     base_argv = ctx.argvs.get(base.name) if v is not base else None
     out += ctx.engine.launch_findings(plan, v, argv, base_argv, ctx.parsed.get(v.name), ctx.version, ctx.arch,

@@ -230,6 +230,11 @@ class ReplayClient:
         """Non-streaming chat request with `return_meta_info` (SGLang >= 0.5.13); returns
         choices[0].meta_info (spec_verify_ct, completion_tokens, ...), or None when the server does not
         give it (older SGLang, another server, or any fault)."""
+        got = await self.complete_meta_text(req)
+        return got[1] if got else None
+
+    async def complete_meta_text(self, req: ReplayRequest) -> tuple[str, dict] | None:
+        """complete_meta, with the answer's text (a probe's next turn follows it): (text, meta_info)."""
         body = {**self.body(req, stream=False, chat=True), "return_meta_info": True}
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -238,10 +243,11 @@ class ReplayClient:
                     data = await resp.aread()
                 finally:
                     await resp.aclose()
-            meta = orjson.loads(data)["choices"][0].get("meta_info")
+            choice = orjson.loads(data)["choices"][0]
+            meta, text = choice.get("meta_info"), (choice.get("message") or {}).get("content") or ""
         except (openai.APIStatusError, *_FAULTS, *_MALFORMED):
             return None
-        return meta if isinstance(meta, dict) else None
+        return (str(text), meta) if isinstance(meta, dict) else None
 
     async def aclose(self) -> None:
         await self._client.close()

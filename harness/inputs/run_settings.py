@@ -25,7 +25,8 @@ class SLO(StrictModel):
 class RunSettings(StrictModel):
     """How the suites are replayed against each variant."""
 
-    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1, description="concurrency levels")
+    concurrency: list[int] = Field(default_factory=lambda: [1], description="closed-loop concurrency levels; "
+                                   "[] with request_rate: open-loop phases only")
     max_tokens: int = Field(default=256, gt=0, description="output cap per request (a prompt may override)")
     temperature: float = Field(default=0.0, ge=0, description="sampling temperature (0 = greedy)")
     warmup_requests: int = Field(default=2, ge=0, description="requests discarded before measuring "
@@ -92,8 +93,11 @@ class RunSettings(StrictModel):
 
     @model_validator(mode="after")
     def _resolve_repeats(self) -> RunSettings:
+        if not self.concurrency and not self.request_rate:
+            raise FieldProblem("is empty, and there is no request_rate: a run needs a concurrency level or a "
+                               "request rate", ("concurrency",))
         if self.repeats is None:  # resolved here, so plan.resolved.json records what ran
-            self.repeats = 3 if max(self.concurrency) > 1 else 1
+            self.repeats = 3 if max(self.concurrency, default=1) > 1 else 1
         if self.until_ci_pct is not None and self.max_repeats < self.repeats:
             raise FieldProblem(f"is {self.max_repeats}, below repeats ({self.repeats})", ("max_repeats",))
         return self

@@ -17,6 +17,14 @@ def rate_label(rate: float) -> str:
     return f"{rate:g}"
 
 
+def load_label(phase: str, concurrency: int) -> str:
+    """How a phase loads the server, for a progress line: "at concurrency 8", or "at 4 req/s (open loop)"
+    for a request-rate phase (`<suite>@r<rate>#r<repeat>`, concurrency 0)."""
+    if not concurrency and "@r" in phase:
+        return f"at {phase.rsplit('@r', 1)[1].split('#')[0]} req/s (open loop)"
+    return f"at concurrency {concurrency}"
+
+
 def arrival_offsets(n: int, rate: float, *, burstiness: float = 1.0, seed: str | int = 1) -> list[float]:
     """Seconds from the phase start at which each of `n` requests is sent. The first goes at 0 and each gap
     is gamma(shape=burstiness, mean=1/rate) (exponential, i.e. Poisson arrivals, at burstiness 1), as in
@@ -75,7 +83,7 @@ async def replay_at_rate(prompts: list[Any], offsets: list[float],
 def max_connections(plan: Any) -> int:
     """The client's connection cap: the highest concurrency, or every prompt of the largest suite when a
     request-rate phase may have them all in flight (a cap would queue arrivals inside the client)."""
-    widest = max(plan.run.concurrency)
+    widest = max(plan.run.concurrency, default=1)
     if getattr(plan.run, "request_rate", None):
         widest = max(widest, max(len(s.prompts) for s in plan.suites))
     return widest + 8

@@ -155,7 +155,7 @@ async def warmup(client: Any, plan: Any, variant: Any) -> int:
         return 0
     suite = plan.suites[0]
     prompts = suite.prompts
-    width = max(1, max(plan.run.concurrency))
+    width = max(1, max(plan.run.concurrency, default=1))
     reqs = [to_request(prompts[i % len(prompts)], suite, plan, request_id=f"warmup/{i}")
             for i in range(max(n, width))]
     ok = bool((await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled",
@@ -173,22 +173,31 @@ async def probe_meta(client: Any, plan: Any, prompts: list[Any], suite: Any, con
                      variant: str, phase: str, normalise_spec: Any) -> int:
     """Per-request spec stats on servers that only offer them non-streaming (SGLang 0.5.13-0.5.18):
     replay the phase's prompts once more with return_meta_info, outside every timed number. Under greedy
-    decoding the outputs, and so the acceptance, are the same as in the timed pass."""
+    decoding the outputs, and so the acceptance, are the same as in the timed pass; a conversation's later
+    turns follow the probe's own answers (harness.run.conversation), which greedy makes the timed pass's."""
+    from types import SimpleNamespace
+
+    from harness.run.conversation import converse
+
     sem = asyncio.Semaphore(max(1, concurrency))
     out = CsvAppender(run_dir / "spec_probe.csv", PROBE_COLUMNS)
     written = 0
 
-    async def one(prompt: Any) -> None:
+    async def send(req: Any) -> Any:
         nonlocal written
-        req = to_request(prompt, suite, plan)
         async with sem:
-            meta = await client.complete_meta(req)
-        if not meta:
-            return
-        vals = normalise_spec(meta, meta.get("completion_tokens"))
-        out.append({"variant": variant, "phase": phase, "request_id": req.request_id,
-                    "completion_tokens": meta.get("completion_tokens"), **vals})
-        written += 1
+            got = await client.complete_meta_text(req)
+        if got:
+            text, meta = got
+            vals = normalise_spec(meta, meta.get("completion_tokens"))
+            out.append({"variant": variant, "phase": phase, "request_id": req.request_id,
+                        "completion_tokens": meta.get("completion_tokens"), **vals})
+            written += 1
+        return SimpleNamespace(ok=bool(got), text=got[0] if got else "")  # no answer: no later turns
+
+    async def one(prompt: Any) -> None:
+        async for _ in converse(to_request(prompt, suite, plan), prompt, suite, send):
+            pass
 
     try:
         await asyncio.gather(*(one(p) for p in prompts))

@@ -14,6 +14,7 @@ from textual.app import App
 from textual.reactive import var
 
 from harness.common.errors import InputError
+from harness.run.arrivals import load_label
 from harness.tui import messages as msg
 from harness.tui.runproc import RUN_MULTI, RUN_PLAN, RunProcess
 from harness.tui.runthread import RunEvents, RunThread
@@ -177,7 +178,7 @@ class RunControl(App[int]):
     def _phase(self, m: msg.PhaseBegan) -> None:
         if self.run_state == "running":
             self.run_status = (
-                f"running: {m.variant} {m.phase} ({m.requests} requests at concurrency {m.concurrency})"
+                f"running: {m.variant} {m.phase} ({m.requests} requests {load_label(m.phase, m.concurrency)})"
             )
 
     @on(msg.ProgressUpdated)
