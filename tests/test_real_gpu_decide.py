@@ -140,3 +140,97 @@ def test_h200_plans_tell_draftbench_their_memory_fraction(tmp_path, monkeypatch)
         assert "--mem-fraction-static" not in plan.model.extra_args
         assert plan.server.mem_fraction_static is not None
         assert gpu_has_room(plan, len(plan.variants) - 1)
+
+
+def _script(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, DOC.parent.parent / "benchmarks" / "h200" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_serve_stage_plans_measure_the_kept_servers_as_endpoints(tmp_path, monkeypatch):
+    """decide.sh serve: the verdict and request-rate plans point at the two servers the warm run kept, name
+    what they expect of the EAGLE3 one, and load as plans; a warm run that kept only one is a clear error."""
+    import json
+
+    import yaml
+
+    from harness.inputs.config import load_plan
+
+    mod = _script("make_plan")
+    (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"name": "s", "prompts": [
+        {"id": f"p{i}", "category": "code", "text": f"x = {i}"} for i in range(8)]}))
+    monkeypatch.delenv("VARIANTS", raising=False)
+    mod.decide(str(tmp_path))
+    assert len((tmp_path / "bench.jsonl").read_text().splitlines()) == 8  # bench_serving's copy of the suite
+    warm = tmp_path / "warm-run"
+    warm.mkdir()
+    entries = [{"variant": "baseline", "pgid": 11, "port": 30001, "state": "started"},
+               {"variant": "baseline", "pgid": 11, "state": "kept"},
+               {"variant": "eagle3", "pgid": 12, "port": 30002, "state": "started"}]
+    (warm / "servers.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    with pytest.raises(SystemExit, match=r"did not keep \['eagle3'\]"):
+        mod.endpoints(str(tmp_path), str(warm))
+    with open(warm / "servers.jsonl", "a") as fh:
+        fh.write(json.dumps({"variant": "eagle3", "pgid": 12, "state": "kept"}) + "\n")
+    monkeypatch.setenv("RATES", "4,16")
+    mod.endpoints(str(tmp_path), str(warm))
+    verdict, rates = load_plan(tmp_path / "endpoints.yaml"), load_plan(tmp_path / "rates.yaml")
+    for plan in (verdict, rates):
+        assert [(v.name, v.endpoint) for v in plan.variants] == [("baseline", "http://127.0.0.1:30001"),
+                                                                ("eagle3", "http://127.0.0.1:30002")]
+        eagle = plan.variants[1]
+        assert (eagle.algorithm, eagle.num_steps, eagle.eagle_topk, eagle.num_draft_tokens) == ("EAGLE3", 3, 1, 4)
+    assert verdict.run.concurrency == [8] and verdict.run.repeats == 5 and not verdict.run.request_rate
+    assert rates.run.request_rate == [4.0, 16.0] and rates.run.slo is not None and rates.run.repeats == 1
+
+
+def _bench_files(tmp_path, base_rounds, spec_rounds, base_repeats, spec_repeats, ci, verdict):
+    import json
+
+    import pandas as pd
+
+    run, bench = tmp_path / "run", tmp_path / "bench"
+    run.mkdir(exist_ok=True)
+    bench.mkdir(exist_ok=True)
+    rows = [{"variant": v, "concurrency": 8, "repeat": i + 1, "output_tokens": tok, "wall_s": 1.0}
+            for v, reps in (("baseline", base_repeats), ("eagle3", spec_repeats)) for i, tok in enumerate(reps)]
+    pd.DataFrame(rows).to_csv(run / "phases.csv", index=False)
+    pd.DataFrame([{"variant": "baseline", "concurrency": 8, "speedup": 1.0, "speedup_ci_low": None,
+                   "speedup_ci_high": None, "verdict": "baseline", "ci_method": ""},
+                  {"variant": "eagle3", "concurrency": 8, "speedup": 1.1, "speedup_ci_low": ci[0],
+                   "speedup_ci_high": ci[1], "verdict": verdict, "ci_method": "t-repeats"}]).to_csv(
+        run / "summary.csv", index=False)
+    for v, rounds in (("baseline", base_rounds), ("eagle3", spec_rounds)):
+        for i, tok_s in enumerate(rounds, 1):
+            (bench / f"bench_serving-{v}-r{i}.jsonl").write_text(json.dumps({"output_throughput": tok_s}) + "\n")
+    return run, bench
+
+
+def test_verdict_against_bench_serving_spread(tmp_path):
+    mod = _script("verdict_vs_bench")
+    run, bench = _bench_files(tmp_path, [4000, 4400], [4400, 4600], [4000, 4200, 3800], [4400, 4500, 4300],
+                              (0.95, 1.25), "within-noise")
+    c = mod.compare(run, bench)
+    assert c["draftbench"]["eagle3"] == [4400.0, 4500.0, 4300.0] and c["bench_serving"]["baseline"] == [4000.0, 4400.0]
+    # every baseline round against every eagle3 round: 1.10, 1.15, 1.00, 1.045
+    assert [round(x, 3) for x in c["bench_serving_speedups"]] == [1.1, 1.15, 1.0, 1.045]
+    assert c["spread"]["bench_serving"]["baseline"] == pytest.approx(0.1)
+    assert c["inside_ci"] and not c["contradicted"] and c["consistent"]
+    # a "faster" verdict with a bench_serving pairing at 1.00 is contradicted, though inside the interval
+    run, bench = _bench_files(tmp_path, [4000, 4400], [4400, 4600], [4000, 4200, 3800], [4400, 4500, 4300],
+                              (0.95, 1.25), "faster")
+    c = mod.compare(run, bench)
+    assert c["inside_ci"] and c["contradicted"] and not c["consistent"]
+    # a pairing outside a narrow interval
+    run, bench = _bench_files(tmp_path, [4000, 4400], [4400, 4600], [4000, 4200, 3800], [4400, 4500, 4300],
+                              (1.05, 1.12), "faster")
+    c = mod.compare(run, bench)
+    assert not c["inside_ci"] and not c["consistent"]
+    # no bench_serving result: nothing to be consistent with
+    for f in bench.glob("*.jsonl"):
+        f.unlink()
+    assert not mod.compare(run, bench)["consistent"]

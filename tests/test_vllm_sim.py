@@ -24,7 +24,7 @@ def test_bad_flags_are_argparse_errors(extra):
 
 def test_metrics_counters_round_trip(tmp_path):
     ns = args.parse(["serve", str(tmp_path), "--speculative-config",
-                     '{"method": "eagle3", "model": "%s", "num_speculative_tokens": 3}' % tmp_path])
+                     f'{{"method": "eagle3", "model": "{tmp_path}", "num_speculative_tokens": 3}}'])
     sim = Sim.build(ns)
     before = parse_metrics(metrics_text(sim))
     for acc in (3, 1, 0, 2):

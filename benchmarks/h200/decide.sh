@@ -59,6 +59,13 @@ serve_runs() {  # the endpoints verdict, then the request rates: on servers draf
   timeout -s TERM -k 30 "${EP_S:-200}" $DB -m harness.cli run "$W/endpoints.yaml" --results-dir "$W/endpoints" || return 1
   timeout -s TERM -k 30 "${RATES_S:-120}" $DB -m harness.cli run "$W/rates.yaml" --results-dir "$W/rates" || return 2
 }
+serve_run() {  # NAME RESERVE_S WHAT [FLAGS]: draftbench run $W/NAME.yaml into $W/NAME, leaving RESERVE_S of SERVE_S
+  local name=$1 reserve=$2 what=$3; shift 3
+  stamp "draftbench run $name.yaml${*:+ $*}: $what"
+  timeout -s TERM -k 20 "$(left "$reserve")" $DB -m harness.cli run "$W/$name.yaml" --results-dir "$W/$name" "$@" 2>&1 |
+    grep -v "requests done" | tee "$S/$name-run.log"
+  stamp "$name run exited ${PIPESTATUS[0]}"
+}
 latest() { ls -d "$1"/*/ 2>/dev/null | sort | tail -1; }
 stop_kept() {  # RUN_DIR: every server a run kept (its servers.jsonl), by process group, TERM then KILL
   local pg pgs
@@ -152,19 +159,13 @@ prep)
   pack; exit $rc ;;
 serve)
   $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
-  stamp "draftbench run warm.yaml --keep-servers: both servers once, 8 prompts, 32 tokens, both kept"
-  timeout -s TERM -k 20 "$(left 200)" $DB -m harness.cli run "$W/warm.yaml" --results-dir "$W/warm" \
-      --keep-servers 2>&1 | grep -v "requests done" | tee "$S/warm-run.log"
-  stamp "warm run exited ${PIPESTATUS[0]}"
+  serve_run warm 200 "both servers once, 8 prompts, 32 tokens, both kept" --keep-servers
   WARM=$(latest "$W/warm")
   [ -n "$WARM" ] || { pack; exit 7; }
   cp "$WARM/servers.jsonl" "$S/warm-servers.jsonl"
   $DB benchmarks/h200/make_plan.py --endpoints "$W" "$WARM" $SIMFLAG || { stop_kept "$WARM"; pack; exit 7; }
   cp "$W/endpoints.yaml" "$W/rates.yaml" "$S/"
-  stamp "draftbench run endpoints.yaml: c8, ${ENDPOINT_REPEATS:-5} repeats, on the kept servers"
-  timeout -s TERM -k 20 "$(left 120)" $DB -m harness.cli run "$W/endpoints.yaml" --results-dir "$W/endpoints" 2>&1 |
-    grep -v "requests done" | tee "$S/endpoints-run.log"
-  stamp "endpoints run exited ${PIPESTATUS[0]}"
+  serve_run endpoints 120 "c8, ${ENDPOINT_REPEATS:-5} repeats, on the kept servers"
   EP=$(latest "$W/endpoints")
   stamp "bench_serving, two rounds per server, c8, on the same servers"
   mkdir -p /tmp/stub/datasets "$S/bench"
@@ -182,10 +183,7 @@ serve)
     done
   done
   [ -n "$EP" ] && $DB benchmarks/h200/verdict_vs_bench.py "$EP" "$S/bench" | tee "$S/verdict-vs-bench.md"
-  stamp "draftbench run rates.yaml: request rates ${RATES:-4,16} on the same servers"
-  timeout -s TERM -k 10 "$(left 25)" $DB -m harness.cli run "$W/rates.yaml" --results-dir "$W/rates" 2>&1 |
-    grep -v "requests done" | tee "$S/rates-run.log"
-  stamp "rates run exited ${PIPESTATUS[0]}"
+  serve_run rates 25 "request rates ${RATES:-4,16} on the same servers"
   RT=$(latest "$W/rates")
   stop_kept "$WARM"
   stamp "kept servers stopped"
