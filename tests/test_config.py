@@ -342,7 +342,7 @@ def test_baseline_rules(tmp_path):
         ("run", "repeats", 0, "run.repeats", "at least 1"),
         ("run", "warmup_requests", -1, "run.warmup_requests", "at least 0"),
         ("run", "temperature", -0.1, "run.temperature", "at least 0"),
-        ("run", "concurrency", [], "run.concurrency", "must not be empty"),
+        ("run", "concurrency", [], "run.concurrency", "a run needs a concurrency level or a request rate"),
         ("run", "concurrency", [2, 0], "run.concurrency[1]", "greater than 0"),
         ("run", "concurrency", [4, 4], "run.concurrency[1]", "listed twice"),
         ("run", "endpoint", "grpc", "run.endpoint", "'chat' or 'completions'"),

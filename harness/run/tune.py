@@ -32,6 +32,7 @@ from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.common import events as ev
 from harness.common.errors import InputError
+from harness.run.kept import kept_servers, stop_kept_servers
 from harness.run.rundir import new_run_dir, redact_plan, write_json
 
 STATE_FILE = "tune_state.json"
@@ -161,8 +162,6 @@ class _Tune:
         return {ids[i % len(ids)] for i in range(max(self.conc))} if ids else set()
 
     def kept_here(self) -> list[Any]:  # what this tune's sub-runs kept (harness.run.kept), oldest first
-        from harness.run.kept import kept_servers
-
         return sorted(kept_servers(self.dir), key=lambda k: k.started_wall)
 
     async def sub_run(self, plan: Any, sub: str) -> AsyncIterator[Any]:
@@ -223,9 +222,11 @@ class _Tune:
                           int(self.state["starts"]), len(self.grid))
 
     async def stop_kept(self) -> None:
-        from harness.run.kept import stop_kept_servers
-
-        await stop_kept_servers(self.plan, self.target, self.kept_here(), by="tune")
+        try:  # never in place of the error that ended the tune; the servers stay listed as kept
+            await stop_kept_servers(self.plan, self.target, self.kept_here(), by="tune")
+        except Exception as exc:
+            self.state["stop_failed"] = f"{type(exc).__name__}: {exc}"
+            self.save()
 
     @property
     def wide_name(self) -> str:
