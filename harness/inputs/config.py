@@ -27,6 +27,7 @@ from harness.inputs.plan_parts import (
     Model,
     Server,
     Target,
+    check_env_names,
 )
 from harness.inputs.run_settings import RunSettings
 from harness.inputs.suites import Suite, load_suite
@@ -74,13 +75,7 @@ class Variant(StrictModel):
         default_factory=dict, description="environment for this arm's server process, over target.env"
     )
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
-            if not ENV_NAME_RE.fullmatch(name):
-                raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
-        return env
+    _env_names = field_validator("env")(check_env_names)
 
     @field_validator("drafter", mode="before")
     @classmethod

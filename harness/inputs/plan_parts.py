@@ -16,6 +16,14 @@ NEEDS_DRAFTER = frozenset({"EAGLE3", "STANDALONE", "DFLASH"})
 SPEC_PARAMS = ("num_steps", "eagle_topk", "num_draft_tokens")
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # names that become file names: no "..", no "/"
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_env_names(cls: type, env: dict[str, str]) -> dict[str, str]:
+    """The `env` validator of the target and of a variant: every key must be a variable name."""
+    for name in env:
+        if not ENV_NAME_RE.fullmatch(name):
+            raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
+    return env
 VERSION_RE = re.compile(r"auto|\d+(\.\d+){1,3}([.-]?(post|rc|dev)\d*)?")
 def _algorithm(value: Any) -> Any:
     if isinstance(value, str):
@@ -97,13 +105,7 @@ class Target(StrictModel):
         default="auto", description="'auto' (asked on the target) or e.g. '0.33.0'; decides vLLM flag spellings"
     )
 
-    @field_validator("env")
-    @classmethod
-    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
-        for name in env:
-            if not ENV_NAME_RE.fullmatch(name):
-                raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
-        return env
+    _env_names = field_validator("env")(check_env_names)
 
     @field_validator("sglang_version", "vllm_version")
     @classmethod
