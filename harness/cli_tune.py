@@ -56,6 +56,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tn.add_argument("--no-preflight", action="store_true", help="skip preflight of the grid")
     tn.add_argument("--results-dir", default="results")
     tn.add_argument("--resume", metavar="TUNE_DIR", help="continue an interrupted tune")
+    tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from a tune "
+                    "directory's files (one copied back from a node, or made by an older draftbench); starts nothing")
     tn.add_argument("--write-plan", action="store_true", help="append the winning variant to the plan file")
 
 
@@ -64,8 +66,15 @@ def handlers() -> dict:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from harness.run.tune import TuneOptions, read_tune_plan
+    from harness.run.tune import TuneOptions, read_tune_plan, rebuild_report
 
+    if args.report:
+        if not (Path(args.report) / "tune_plan.json").exists():
+            raise InputError(args.report, None, None, "not a tune directory (no tune_plan.json)")
+        csv = rebuild_report(args.report)
+        print((Path(args.report) / "tune_report.txt").read_text(encoding="utf-8"), end="")
+        say(f"rebuilt {csv}")
+        return EXIT_OK
     if args.resume:
         if not (Path(args.resume) / "tune_plan.json").exists():
             raise InputError(args.resume, None, None, "not a tune directory (no tune_plan.json)")

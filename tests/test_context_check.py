@@ -40,3 +40,25 @@ async def test_check_reports_long_requests_per_suite(tmp_path):
     drafter = [f for f in findings if f.code == "max-position" and f.variant == "good-eagle3"]
     assert [f.what.split(" (")[0] for f in drafter] == [
         "suite mt: 2 of 4 requests go past the drafter's max_position_embeddings 2048"]
+
+
+async def test_check_warns_of_phases_too_small_to_decide(tmp_path):
+    from harness.checks.measurement import phase_findings
+
+    plan = prepare_demo(tmp_path)  # run.concurrency [1, 4]
+    plan.suites = [
+        # 3 prompts, one a 3-turn conversation: 5 requests per phase, under 4 x 4 but not under 4 x 1
+        Suite(name="few", prompts=[Prompt(id="a", text="a"), Prompt(id="b", text="b"),
+                                   Prompt(id="mt", text="c", followups=["d", "e"])]),
+        Suite(name="enough", prompts=[Prompt(id=f"p{i}", text="x") for i in range(16)]),
+    ]
+    found = [f for f in await run_checks(plan, LocalTarget()) if f.code == "phase-too-short"]
+    assert len(found) == 1 and found[0].severity == "warning"
+    assert found[0].what == "suite few: 5 requests per phase, fewer than 4 x concurrency at concurrency 4"
+    assert "at least 16 requests" in found[0].fix
+    plan.run.concurrency = [1, 8, 16]
+    assert [f.what for f in phase_findings(plan)] == [
+        "suite few: 5 requests per phase, fewer than 4 x concurrency at concurrency 8, 16",
+        "suite enough: 16 requests per phase, fewer than 4 x concurrency at concurrency 8, 16"]
+    plan.variants = [v for v in plan.variants if not v.is_speculative]  # a baseline alone has no verdict
+    assert phase_findings(plan) == []

@@ -7,7 +7,7 @@ file: each interval holds its speedup and decides its verdict; the speedup is to
 the interval above concurrency 1 is the t interval of the per-repeat log ratios in phases.csv, computed
 by hand; the concurrency-1 interval is the paired bootstrap over the prompts of the requests' timings;
 the doc quotes the fixture's numbers. `draftbench tune` did not run on the GPU in that session (no device
-time left), so there is no tune fixture yet. Last, the H200 plans tell draftbench their memory fraction
+time left); the next session's serve and tune stages are tests/test_real_gpu_serve_tune.py. Last, the H200 plans tell draftbench their memory fraction
 (the lesson of that run: a kept server was stopped because draftbench could not know it fitted).
 """
 

@@ -29,6 +29,7 @@ def _plan(tmp_path: Path):
     plan.target.env = dict(ENV)
     plan.run.max_tokens = 48
     plan.run.concurrency = CONC
+    plan.run.min_steady_s = 0.0  # 5 prompts of 48 tokens: only the request count can rule a phase too short
     return plan
 
 
@@ -124,7 +125,16 @@ def test_tune_budget_resume_and_the_answer(tmp_path):
     assert profile["validation"]["mean_consistency"]["passed"]
     assert profile["num_speculative_tokens"] == 15 and len(profile["marginal_accept_rates"]) == 15
     report = (tune_dir / "tune_report.txt").read_text()
-    assert "c1: best num_steps" in report and "P(accepted >= k)" in report
+    lines = {ln.split(":")[0]: ln for ln in report.splitlines() if ln.startswith(("c1:", "c4:"))}
+    # c1: 5 requests of a 1.2x config decide it (min_steady_s 0), unless a loaded machine widens the interval
+    assert lines["c1"].startswith(("c1: best num_steps", "c1: cannot tell")) and "no config" not in lines["c1"]
+    # c4: 5 requests can never fill 4 slots long enough: the answer says so, and preflight said it first
+    assert lines["c4"].startswith("c4: cannot tell: the best predicted (num_steps")
+    assert "too short to decide: 5 requests in a phase, fewer than 4 x 4" in lines["c4"]
+    assert "P(accepted >= k)" in report
+    warned = [e.message for e in first if isinstance(e, ev.TuneStage) and e.message.startswith("warning:")]
+    assert warned == ["warning: suite smoke: 5 requests per phase, fewer than 4 x concurrency at concurrency 4: "
+                      "a verification there cannot decide"]
     assert not os.environ.get("DRAFTBENCH_SIM_TIME_SCALE")  # the stand-in's knobs stay in the plan's env
 
 

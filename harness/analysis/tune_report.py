@@ -19,7 +19,8 @@ TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "co
                 "accept_len_measured", "step_ms", "tok_s_pred", "tok_s_measured", "speedup", "speedup_ci_low",
                 "speedup_ci_high", "measured", "speedup_pred", "step_ms_prior", "base_step_ms",
                 "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
-                "verdict", "status", "variant", "accept_len_pred_cost_prompts"]
+                "verdict", "status", "variant", "accept_len_pred_cost_prompts", "verdict_reason",
+                "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct"]
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 
@@ -42,6 +43,8 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
     step-cost phases), "" (step cost from the prior between measured neighbours; an estimate)."""
     verified = td.verified_rows(t.dir / "wide")
     cost_al = {c.name: td.measured_accept_len(t.dir / "cost", c.name) for c in measured}
+    cost_rows = td.verified_rows(t.dir / "cost")  # the step-cost phases: same prompts, same tokens, each config
+    base_name = t.plan.baseline.name
     # the step-cost phases replay the suites' first prompts: their own prediction is the like-for-like one
     cost_hist = tm.add_histograms(td.histograms_by_category(t.dir / "wide", t.wide_name, t.cost_sources()).values())
     rows = []
@@ -62,6 +65,11 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
                 else None
             tok_meas = _num(v.get("tok_s")) if v else None
             spd = _num(v.get("speedup")) if v else None
+            # measured in the step-cost phases, like for like with speedup_pred (decode only, same batch)
+            cr, br = cost_rows.get((cfg.name, c)), cost_rows.get((base_name, c))
+            phase_spd = _num(cr.get("speedup")) if cr else None
+            dec, bdec = (_num(cr.get("decode_tok_s")) if cr else None), (_num(br.get("decode_tok_s")) if br else None)
+            dec_spd = dec / bdec if dec and bdec else None
             rows.append({
                 "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk, "num_draft_tokens": cfg.num_draft_tokens,
                 "cuda_graph": cfg.cuda_graph, "concurrency": c, "accept_len_pred": al,
@@ -76,6 +84,8 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
                 "speedup_error_pct": _err(spd_pred, spd), "verdict": v.get("verdict") if v else None,
                 "status": status or ("verified" if v else "step-measured" if step is not None else "predicted"),
                 "variant": name, "accept_len_pred_cost_prompts": al_cost,
+                "verdict_reason": v.get("verdict_reason") if v else None, "step_phase_speedup": phase_spd,
+                "step_phase_decode_speedup": dec_spd, "decode_speedup_error_pct": _err(spd_pred, dec_spd),
             })
     return pd.DataFrame(rows, columns=TUNE_COLUMNS)
 
@@ -151,33 +161,55 @@ def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None
 
 
 def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int) -> list[str]:
-    """The answer per concurrency, in words."""
+    """The answer per concurrency, in words. A verified config's words follow its verdict (summary.csv:
+    `faster`, `slower`, `within-noise`, with `verdict_reason`), never the point estimate alone: a run that
+    cannot tell says so, whichever side of 1.00x its point falls on. An unverified one is a prediction and
+    says so."""
     out = []
     all_h = tm.add_histograms(hists.values())
     for c, b in sorted(best_per_concurrency(rows).items()):
         cfg = (f"num_steps {b['num_steps']}, eagle_topk {b['eagle_topk']}, num_draft_tokens "
                f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
-        spd = _num(b["speedup"])
-        lo, hi = _num(b["speedup_ci_low"]), _num(b["speedup_ci_high"])
-        point = spd if spd is not None else float(b["speedup_pred"])
-        beats = (lo > 1.0) if lo is not None else point > 1.0
-        undecided = lo is not None and hi is not None and lo <= 1.0 <= hi  # the run cannot tell
-        if beats or (undecided and point > 1.0):
-            got = (f"measured {spd:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else "")
-                   if spd is not None else "not verified")
-            if undecided:
-                got += ": within noise, this run cannot tell whether it beats the baseline (more repeats: " \
-                       "run.until_ci_pct)"
-            out.append(f"c{c}: best {cfg}: predicted {float(b['speedup_pred']):.2f}x, {got}")
+        pred = float(b["speedup_pred"])
+        spd = _num(b.get("speedup"))
+        lo, hi = _num(b.get("speedup_ci_low")), _num(b.get("speedup_ci_high"))
+        verdict = str(b.get("verdict") or "") if spd is not None else ""
+        if spd is not None and verdict not in ("faster", "slower", "within-noise"):
+            # a summary without a verdict (older runs): the interval decides, and without one nothing does
+            verdict = ("faster" if lo > 1.0 else "slower" if hi < 1.0 else "within-noise") \
+                if lo is not None and hi is not None else "within-noise"
+        got = (f"measured {spd:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else "")
+               if spd is not None else "")
+        if verdict == "faster" or (spd is None and pred > 1.0):
+            tail = got + ", faster than the baseline" if spd is not None else \
+                "not verified: a prediction from the step costs, not a measurement"
+            out.append(f"c{c}: best {cfg}: predicted {pred:.2f}x, {tail}")
+            continue
+        if verdict == "within-noise":
+            reason = str(b.get("verdict_reason") or "").strip()
+            reason = "" if reason == "nan" else reason
+            short = reason.startswith("too short")  # the guard's own words: "too short to decide: ..."
+            fix = ("more prompts in the suite decide it (repeats replay the same short phase)"
+                   if "requests in a phase" in reason else
+                   "longer phases (more prompts, or max_tokens) decide it" if short else
+                   "more repeats (run.repeats, run.until_ci_pct) decide it")
+            out.append(f"c{c}: cannot tell: the best predicted ({cfg}, {pred:.2f}x) {got}"
+                       + (f": {reason}" if short else ", within noise" + (f" ({reason})" if reason else ""))
+                       + f"; {fix}")
             continue
         k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
         weak = sorted(((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items()))
         where = (f"; acceptance drops below {COLLAPSE_BELOW:.0%} at position {k}"
                  f" (weakest: {', '.join(cat for _, cat in weak[:3])})" if k else "")
-        need = _num(b["break_even_accept_len"])
-        out.append(f"c{c}: no config beats the baseline: the best ({cfg}) needs accept length "
-                   f"{need:.2f} at its step cost and this drafter reaches {float(b['accept_len_pred']):.2f}"
-                   + (f" (measured {spd:.2f}x)" if spd is not None else "") + where)
+        need, reach = _num(b["break_even_accept_len"]), float(b["accept_len_pred"])
+        if need is not None and reach < need:
+            why = f"needs accept length {need:.2f} at its step cost and this drafter reaches {reach:.2f}"
+        else:  # the decode steps say it should win: what it loses is outside them
+            why = (f"reaches accept length {reach:.2f}" + (f" where its step cost needs {need:.2f}" if need else "")
+                   + f" (predicted {pred:.2f}x), so the loss is outside the decode steps (prefill, TTFT cost, "
+                   "scheduling)")
+        out.append(f"c{c}: no config beats the baseline: the best ({cfg}) {why}"
+                   + (f" ({got}, slower)" if spd is not None else " (predicted, not verified)") + where)
     return out
 
 

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import stats
+from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 DEFAULT_MIN_STEADY_S = 10.0
-MIN_REQUESTS_PER_SLOT = 4  # a phase needs at least 4 x concurrency requests
 VERDICT_COLUMNS = ["repeats", "mean_in_flight", "steady_s", "steady_tok_s", "too_short", "speedup_ci_low",
                    "speedup_ci_high", "ci_method", "verdict", "verdict_reason"]
 

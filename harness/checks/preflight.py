@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
-from harness.checks import compat, context
+from harness.checks import compat, context, measurement
 from harness.checks import environment as envc
 from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
 from harness.common.findings import PLAN_WIDE, Finding, error, sort_findings, warning
@@ -69,6 +69,7 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
         )
 
     findings += context.target_findings(plan, target_cfg)
+    findings += measurement.phase_findings(plan)
     arch = (ck.text_config(target_cfg).get("architectures") or [None])[0] if target_cfg else None
     ctxs: dict[str, _Context] = {}
     for v in plan.variants:  # each engine builds and judges the argv of its own variants

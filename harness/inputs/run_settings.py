@@ -14,6 +14,9 @@ def _rate(value: Any) -> Any:
     return float("inf") if isinstance(value, str) and value.strip().lower() in ("inf", ".inf") else value
 
 
+
+MIN_REQUESTS_PER_SLOT = 4  # a closed-loop phase with fewer than 4 x concurrency requests cannot decide
+
 class SLO(StrictModel):
     """Service-level limits for goodput (as guidellm's `slo`, vLLM's --goodput)."""
 

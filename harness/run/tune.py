@@ -73,6 +73,20 @@ def read_tune_plan(tune_dir: str | Path) -> tuple[Any, TuneOptions]:
     return Plan.model_validate(data["plan"]), TuneOptions(**data["options"])
 
 
+def rebuild_report(tune_dir: str | Path) -> Path:
+    """tune.csv, the profile, the heatmaps and the answer again from a tune directory's files alone
+    (tune_plan.json, tune_state.json and its run directories): nothing is started or measured. For a tune
+    that ran elsewhere (a GPU node), or one made before this version of the report."""
+    plan, opts = read_tune_plan(tune_dir)
+    t = _Tune(plan, opts, Path(tune_dir), Path(tune_dir), None, time.monotonic)
+    t.hists = td.histograms_by_category(t.dir / "wide", t.wide_name)
+    t.hist = tm.add_histograms(t.hists.values())
+    if not tm.steps_of(t.hist):
+        raise InputError(str(t.dir / "wide" / "requests.csv"), None, "spec_histogram",
+                         f"no per-request histograms of {t.wide_name}: nothing to predict from")
+    return t.report()
+
+
 class _Tune:
     def __init__(self, plan: Any, opts: TuneOptions, results_dir: Path, resume: Path | None, target: Any,
                  clock: Callable[[], float]):
@@ -208,6 +222,8 @@ class _Tune:
             if self.opts.preflight and not self.state.get("preflight_done"):
                 yield self.stage("preflight", f"{len(self.grid)} configs through preflight")
                 await self.preflight()
+                for w in self.state.get("warnings", []):  # said before the budget is spent, not after
+                    yield self.stage("preflight", f"warning: {w}: a verification there cannot decide")
             async for e in self.search():
                 yield e
             async for e in self.verify():
@@ -243,6 +259,7 @@ class _Tune:
         finally:
             if self.target is None:
                 await target.close()
+        self.state["warnings"] = [f.what for f in findings if f.code == "phase-too-short"]
         for f in findings:
             if f.severity == "error" and f.variant in {c.name for c in self.grid}:
                 self.state["rejected"].setdefault(f.variant, f"{f.code}: {f.message}")
