@@ -43,7 +43,9 @@ T0=$(date +%s)
 stamp() { echo "[decide.sh $STAGE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$S/timeline.txt"; }
 export MAX_TOKENS=${MAX_TOKENS:-384} MIN_STEADY_S=${MIN_STEADY_S:-3} REPEATS=${REPEATS:-3}
 TUNE_BUDGET=${TUNE_BUDGET:-480s} TUNE_CONC=${TUNE_CONC:-1,8} TUNE_STEPS=${TUNE_STEPS:-1,2,3,4,5}
-export TUNE_PROMPTS=${TUNE_PROMPTS:-16} TUNE_TOKENS=${TUNE_TOKENS:-192}
+# 64 prompts: the 2026-12-01 tune's 16 left both verifications too short to decide (16 requests at c8,
+# fewer than 4 x 8; a 2.6 s steady state at c1); its wide run's phases are seconds, so 64 costs ~40 s
+export TUNE_PROMPTS=${TUNE_PROMPTS:-64} TUNE_TOKENS=${TUNE_TOKENS:-192}
 # serve: every piece gets at most what is left of SERVE_S (the device call's 600 s, less packing)
 DEADLINE=$(( $(date +%s) + ${SERVE_S:-540} ))
 left() { local l=$(( DEADLINE - $(date +%s) - ${1:-0} )); [ "$l" -gt 0 ] && echo "$l" || echo 1; }
@@ -157,8 +159,8 @@ prep)
   rc=$?
   stamp "prep exited $rc"
   pack; exit $rc ;;
-serve)
-  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
+serve)  # rates.yaml replays tune-suite.yaml: RATE_PROMPTS (16) per rate, so both rates fit what SERVE_S leaves
+  TUNE_PROMPTS=${RATE_PROMPTS:-16} $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
   serve_run warm 200 "both servers once, 8 prompts, 32 tokens, both kept" --keep-servers
   WARM=$(latest "$W/warm")
   [ -n "$WARM" ] || { pack; exit 7; }

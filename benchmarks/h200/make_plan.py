@@ -115,7 +115,7 @@ def decide(workdir: str, sim: bool = False) -> None:
     WORKDIR/tune.yaml (tune stage): the suite's first TUNE_PROMPTS prompts, TUNE_TOKENS tokens, one repeat,
       with the probe pass, whose per-request histograms are what `draftbench tune` predicts from.
     WORKDIR/warm.yaml (warm stage): 8 prompts, 32 tokens, one repeat: the servers' one-off compiles.
-    Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32), TUNE_TOKENS (256).
+    Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32; decide.sh: 64), TUNE_TOKENS (256).
     --sim: the same settings on the stand-in (harness.sim) with the demo's checkpoints and a short suite of
     its own, so that every draftbench command of decide.sh can be tried here first."""
     work = Path(workdir).resolve()
