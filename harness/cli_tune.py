@@ -66,7 +66,8 @@ def handlers() -> dict:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from harness.run.tune import TuneOptions, read_tune_plan, rebuild_report
+    from harness.run.tune import TuneOptions, read_tune_plan
+    from harness.run.tune_view import rebuild_report
 
     if args.report:
         if not (Path(args.report) / "tune_plan.json").exists():

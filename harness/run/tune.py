@@ -32,12 +32,12 @@ from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.common import events as ev
 from harness.common.errors import InputError
+from harness.run import tune_plans as tp
 from harness.run.kept import kept_servers, stop_kept_servers
 from harness.run.rundir import new_run_dir, redact_plan, write_json
 
 STATE_FILE = "tune_state.json"
 PLAN_FILE = "tune_plan.json"
-COST_LOG_INTERVAL = 4  # decode iterations per log window in step-cost phases
 
 
 @dataclass
@@ -71,20 +71,6 @@ def read_tune_plan(tune_dir: str | Path) -> tuple[Any, TuneOptions]:
 
     data = json.loads((Path(tune_dir) / PLAN_FILE).read_text(encoding="utf-8"))
     return Plan.model_validate(data["plan"]), TuneOptions(**data["options"])
-
-
-def rebuild_report(tune_dir: str | Path) -> Path:
-    """tune.csv, the profile, the heatmaps and the answer again from a tune directory's files alone
-    (tune_plan.json, tune_state.json and its run directories): nothing is started or measured. For a tune
-    that ran elsewhere (a GPU node), or one made before this version of the report."""
-    plan, opts = read_tune_plan(tune_dir)
-    t = _Tune(plan, opts, Path(tune_dir), Path(tune_dir), None, time.monotonic)
-    t.hists = td.histograms_by_category(t.dir / "wide", t.wide_name)
-    t.hist = tm.add_histograms(t.hists.values())
-    if not tm.steps_of(t.hist):
-        raise InputError(str(t.dir / "wide" / "requests.csv"), None, "spec_histogram",
-                         f"no per-request histograms of {t.wide_name}: nothing to predict from")
-    return t.report()
 
 
 class _Tune:
@@ -138,42 +124,14 @@ class _Tune:
 
     # ---------------------------------------------------------------------------------------- derived plans
     def variant_dict(self, cfg: Config, name: str | None = None) -> dict[str, Any]:
-        base = self.tuned.model_dump(mode="json")
-        base.update(name=name or cfg.name, num_steps=cfg.num_steps, eagle_topk=cfg.eagle_topk,
-                    num_draft_tokens=cfg.num_draft_tokens, cuda_graph=cfg.cuda_graph, baseline=None)
-        return base
+        return tp.variant_dict(self.tuned, cfg, name)
 
     def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False) -> Any:
-        from harness.inputs.config import Plan
-
-        data = self.plan.resolved_dict()
-        base = self.plan.baseline.model_dump(mode="json")
-        data["variants"] = [*variants, base] if baseline_last else [base, *variants]
-        run = dict(data["run"], concurrency=self.conc, request_rate=[])  # closed-loop levels only
-        # short windows: enough clean ones at every batch size from a short phase (steps.py); the wide run
-        # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
-        data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
-                                                                      data["server"]["decode_log_interval"]))
-        if cost:  # decode-only: every request of a level starts together and runs to the same length
-            width = max(self.conc)
-            prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
-            cost_prompts = [{**{k: v for k, v in prompts[i % len(prompts)].items()
-                                if k in ("category", "messages", "text")}, "id": f"cost-{i}"}
-                            for i in range(width)]
-            data["suites"] = [{"name": "step-cost", "description": "decode-only step-cost phases",
-                               "prompts": cost_prompts}]
-            run.update(max_tokens=self.opts.cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
-                       warmup_requests=1)
-        data["run"] = run
-        data["name"] = f"{self.plan.name}-{'cost' if cost else 'wide'}"
-        plan = Plan.model_validate(data)
-        plan._source_path = self.plan.source_path or self.dir / PLAN_FILE  # provenance names a file
-        return plan
+        return tp.derived(self.plan, variants, self.conc, self.opts.cost_tokens, cost=cost,
+                          baseline_last=baseline_last, source=self.plan.source_path or self.dir / PLAN_FILE)
 
     def cost_sources(self) -> set[str]:
-        """The wide run's request ids (`<suite>/<prompt id>`) of the prompts the step-cost phases replay."""
-        ids = [f"{s['name']}/{p['id']}" for s in self.plan.resolved_dict()["suites"] for p in s["prompts"]]
-        return {ids[i % len(ids)] for i in range(max(self.conc))} if ids else set()
+        return tp.cost_sources(self.plan, self.conc)
 
     def kept_here(self) -> list[Any]:  # what this tune's sub-runs kept (harness.run.kept), oldest first
         return sorted(kept_servers(self.dir), key=lambda k: k.started_wall)

@@ -71,19 +71,40 @@ def _clean(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
+def _from_files(d: Path) -> tuple[_Tune, bool]:
+    """The tune of directory d as its files have it (resume=d: reads its state, writes nothing); True when
+    the wide run has the histograms every prediction comes from (then on t.hists and t.hist)."""
+    plan, opts = read_tune_plan(d)
+    t = _Tune(plan, opts, d.parent, d, None, time.monotonic)
+    hists = td.histograms_by_category(d / "wide", t.wide_name) if (d / "wide").is_dir() else {}
+    t.hists, t.hist = hists, tm.add_histograms(hists.values())
+    return t, bool(hists) and bool(tm.steps_of(t.hist))
+
+
+def rebuild_report(tune_dir: str | Path) -> Path:
+    """tune.csv, the profile, the heatmaps and the answer again from a tune directory's files alone
+    (tune_plan.json, tune_state.json and its run directories): nothing is started or measured. For a tune
+    that ran elsewhere (a GPU node), or one made before this version of the report."""
+    from harness.common.errors import InputError
+
+    d = Path(tune_dir)
+    t, ready = _from_files(d)
+    if not ready:
+        raise InputError(str(d / "wide" / "requests.csv"), None, "spec_histogram",
+                         f"no per-request histograms of {t.wide_name}: nothing to predict from")
+    return t.report()
+
+
 def load_tune(tune_dir: str | Path) -> TuneView:
     from harness.analysis import tune_report as tr
 
     d = Path(tune_dir)
-    plan, opts = read_tune_plan(d)
-    t = _Tune(plan, opts, d.parent, d, None, time.monotonic)  # resume=d: reads its state, writes nothing
-    state = t.state
-    hists = td.histograms_by_category(d / "wide", t.wide_name) if (d / "wide").is_dir() else {}
+    t, ready = _from_files(d)
+    state, opts, hists = t.state, t.opts, t.hists
     rows: list[dict[str, Any]] = []
     heatmaps: dict[int, str] = {}
     answer: list[str] = []
-    if hists and tm.steps_of(tm.add_histograms(hists.values())):
-        t.hists, t.hist = hists, tm.add_histograms(hists.values())
+    if ready:
         frame = tr.tune_rows(t, t.measured(), t.base_step())
         rows = [{k: _clean(r[k]) for k in ROW_KEYS} for r in frame.to_dict("records")]
         heatmaps = {c: tr.heatmap_text(frame, c) for c in t.conc}
