@@ -1,4 +1,5 @@
-"""YAML loading with a line map, and pydantic errors turned into one-line `InputError`s.
+"""YAML loading with a line map, and pydantic errors turned into one-line `InputError`s (their wording:
+harness.inputs.field_messages).
 
 `load_yaml` composes the YAML node graph first so that every mapping key and sequence item keeps
 its line, refuses duplicate keys (PyYAML would silently keep the last), then constructs plain data
@@ -8,9 +9,6 @@ problem in file order as `FILE:LINE: FIELD: message`. `StrictModel` is the base 
 
 from __future__ import annotations
 
-import difflib
-import types
-import typing
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -20,8 +18,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from yaml.constructor import SafeConstructor
 
 from harness.common.errors import InputError
+from harness.inputs.field_messages import PathPart, field_message
 
-PathPart = str | int
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real plan or suite; stops a stray multi-GB file early
 MAX_DEPTH = 100  # plans nest 4 levels; this only guards against crafted input
 
@@ -249,7 +247,7 @@ def _problem(
     extra = ctx.get("error")
     if isinstance(extra, FieldProblem):
         loc = _data_loc(data, (*loc, *extra.loc))
-    message = _message(model_cls, loc, err)
+    message = field_message(model_cls, loc, err)
     return InputError(src, linemap.line_of(loc), format_field(loc), message)
 
 
@@ -268,118 +266,6 @@ def _data_loc(data: Any, loc: tuple[PathPart, ...]) -> tuple[PathPart, ...]:
             break
         out.append(part)
     return tuple(out)
-
-
-def describe(value: Any) -> str:
-    """A short, plain description of a YAML value for messages."""
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return repr(value if len(value) <= 60 else value[:57] + "...")
-    return repr(value)
-
-
-_TYPE_WORDS = {
-    **dict.fromkeys(("int_type", "int_parsing", "int_from_float"), "an integer"),
-    **dict.fromkeys(("float_type", "float_parsing"), "a number"),
-    **dict.fromkeys(("bool_type", "bool_parsing"), "true or false"),
-    **dict.fromkeys(("list_type", "tuple_type"), "a list"),
-    **dict.fromkeys(("dict_type", "model_type", "model_attributes_type"), "a mapping (key: value)"),
-    "string_type": "a string",
-}
-
-
-def _message(model_cls: type[BaseModel], loc: tuple[PathPart, ...], err: Any) -> str:
-    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
-    if kind == "extra_forbidden":
-        name = str(loc[-1]) if loc else "?"
-        allowed = _allowed_fields(model_cls, loc[:-1])
-        close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
-        hint = (
-            f" (did you mean {close[0]!r}?)"
-            if close
-            else (f"; allowed: {', '.join(allowed)}" if allowed else "")
-        )
-        return f"unknown field {name!r}{hint}"
-    if kind == "missing":
-        return f"missing required field {str(loc[-1])!r}" if loc else "missing required field"
-    if kind in _TYPE_WORDS:
-        msg = f"expected {_TYPE_WORDS[kind]}, got {describe(value)}"
-        if kind == "string_type" and isinstance(value, int | float) and not isinstance(value, bool):
-            msg += f" (put it in quotes: '{value}')"
-        elif kind == "list_type" and isinstance(value, str):
-            msg += " (write one item per '- ' line, or [a, b] on one line)"
-        return msg
-    if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        words = {
-            "greater_than": ("greater than", "gt"),
-            "greater_than_equal": ("at least", "ge"),
-            "less_than": ("less than", "lt"),
-            "less_than_equal": ("at most", "le"),
-        }[kind]
-        return f"must be {words[0]} {_num(ctx.get(words[1]))}, got {describe(value)}"
-    if kind == "literal_error":
-        return f"must be {ctx.get('expected', '?')}, got {describe(value)}"
-    if kind in ("too_short", "too_long"):
-        if kind == "too_short" and ctx.get("min_length") == 1:
-            return "must not be empty"
-        bound = ctx.get("min_length") if kind == "too_short" else ctx.get("max_length")
-        return f"must have {'at least' if kind == 'too_short' else 'at most'} {bound} item(s)"
-    if kind == "string_too_short":
-        return "must not be empty"
-    if kind == "string_pattern_mismatch":
-        return f"{describe(value)} does not match the pattern {ctx.get('pattern')}"
-    if kind in ("value_error", "assertion_error") and "error" in ctx:
-        return str(ctx["error"])
-    msg = str(err.get("msg", "invalid value"))
-    return msg.removeprefix("Value error, ")
-
-
-def _num(v: Any) -> str:
-    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
-
-
-def _allowed_fields(model_cls: type[BaseModel], loc: tuple[PathPart, ...]) -> list[str]:
-    """Field names of the model found at `loc` inside `model_cls` (empty when not a model)."""
-    tp: Any = model_cls
-    for part in loc:
-        tp = _unwrap(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
-            field = tp.model_fields.get(part)
-            if field is None:
-                return []
-            tp = field.annotation
-        else:
-            args = typing.get_args(tp)
-            tp = args[-1] if args else None  # list[X] -> X, dict[K, V] -> V
-    tp = _unwrap(tp)
-    if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return list(tp.model_fields)
-    return []
-
-
-def _unwrap(tp: Any) -> Any:
-    """Strip Annotated and `X | None` down to the one non-None member, where there is one."""
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is typing.Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (typing.Union, types.UnionType):
-            members = [a for a in typing.get_args(tp) if a is not type(None)]
-            models = [a for a in members if isinstance(a, type) and issubclass(a, BaseModel)]
-            if len(models) == 1:
-                return models[0]
-            if len(members) != 1:
-                return tp
-            tp = members[0]
-        else:
-            return tp
 
 
 # ---------------------------------------------------------------- shared model plumbing
