@@ -85,15 +85,8 @@ class Server:
         self.started_at = time.monotonic()
         self.pgid = await self.target.spawn(self.argv, env=env, cwd=workdir, log_path=self.remote_log,
                                             pid_path=pid_path)
-        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port,
-                      "argv": redact_argv(self.argv), "remote_log": self.remote_log, "pid_path": pid_path,
-                      "target": self.target.name, "state": "started", "wall": round(time.time(), 3)})
-        local_log = self.run_dir / "logs" / f"{self.name}.log"
-        local_log.parent.mkdir(parents=True, exist_ok=True)
-        self._tail_task = asyncio.create_task(self._follow(local_log), name=f"tail-{self.name}")
-        host, lport = await self.target.forward(plan.server.host, self.port)
-        self.base_url = f"http://{host}:{lport}"
-        self.admin = self.engine.admin(self.base_url, self.api_key)
+        self._record_start(pid_path)
+        await self._attach(offset=0)
 
     async def adopt(self, kept: Any) -> None:
         """Take over a server an earlier run left running with this variant's exact launch command
@@ -105,11 +98,17 @@ class Server:
         self.remote_log = kept.remote_log
         self.secrets = secret_values(self._env(), self.argv)
         self.started_at = time.monotonic()
-        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
-                      "remote_log": self.remote_log, "pid_path": kept.pid_path, "target": self.target.name,
-                      "state": "started", "adopted_from": kept.started_by, "wall": round(time.time(), 3)})
+        self._record_start(kept.pid_path, adopted_from=kept.started_by)
         size = await self.target.run(["wc", "-c", self.remote_log], timeout=30)
-        offset = int(size.stdout.split()[0]) if size.rc == 0 and size.stdout.strip() else 0
+        await self._attach(offset=int(size.stdout.split()[0]) if size.rc == 0 and size.stdout.strip() else 0)
+
+    def _record_start(self, pid_path: str, **extra: Any) -> None:
+        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
+                      "remote_log": self.remote_log, "pid_path": pid_path, "target": self.target.name,
+                      "state": "started", **extra, "wall": round(time.time(), 3)})
+
+    async def _attach(self, *, offset: int) -> None:
+        """Follow its log from byte `offset` into the run directory, and reach its port (forwarded)."""
         local_log = self.run_dir / "logs" / f"{self.name}.log"
         local_log.parent.mkdir(parents=True, exist_ok=True)
         self._tail_task = asyncio.create_task(self._follow(local_log, offset), name=f"tail-{self.name}")
