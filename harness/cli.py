@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results-dir", default="results")
     run.add_argument("--keep-servers", action="store_true", help="leave the servers running at the end")
     run.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run (same plan)")
+    run.add_argument("--until-decided", action="store_true", help="run.stop: decided: more repeats of the rows "
+                     "still undecided, at looks fixed in advance (docs/metrics.md, the stopping rule)")
+    run.add_argument("--budget", metavar="DURATION", help="wall-clock budget (90s, 20m, 2h): planned before "
+                     "any server starts; no look is started that it cannot pay for")
 
     pl = sub.add_parser("parse-log", help="parse SGLang Decode/Prefill log lines into a CSV")
     pl.add_argument("file")
@@ -144,7 +148,24 @@ def _run(args: argparse.Namespace) -> int:
         plan = _load_plan(args.plan, args.results_dir)
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
+    _stop_rule(plan, args)
     return _execute(plan, args.results_dir, args.keep_servers, args.resume)
+
+
+def _stop_rule(plan, args: argparse.Namespace) -> None:
+    """--until-decided and --budget onto the plan's run settings; the budget planned before any start."""
+    from harness.cli_tune import _duration
+    from harness.run.budget import plan_budget
+
+    if getattr(args, "until_decided", False):
+        plan.run.stop = "decided"
+        plan.run.max_repeats = max(plan.run.max_repeats, plan.run.repeats)
+    if getattr(args, "budget", None):
+        try:
+            plan.run.budget_s = _duration(args.budget)
+        except argparse.ArgumentTypeError as exc:
+            raise InputError(None, None, "--budget", str(exc)) from None
+        say(plan_budget(plan, args.results_dir, plan.run.budget_s).words())
 
 
 def _demo(args: argparse.Namespace) -> int:

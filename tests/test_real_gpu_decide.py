@@ -58,7 +58,7 @@ def test_each_interval_holds_its_speedup_and_decides_the_verdict(summary):
         low, high, speedup = float(r["speedup_ci_low"]), float(r["speedup_ci_high"]), float(r["speedup"])
         assert low <= speedup <= high
         if _true(r["too_short"]):
-            want = "within-noise"
+            want = "within-noise"  # the vocabulary this fixture was written in (tests/verdict_vocab.py)
         else:
             want = "faster" if low > 1.0 else "slower" if high < 1.0 else "within-noise"
         assert r["verdict"] == want, r["verdict_reason"]

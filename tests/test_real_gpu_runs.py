@@ -154,7 +154,7 @@ def test_verdicts_on_the_h200_run():
     assert one.verdict == "slower" and one.ci_method == "bootstrap-prompts"
     assert one.speedup_ci_low < one.speedup < one.speedup_ci_high < 0.75
     assert by.loc[("wrong-flag-eagle", 1), "verdict"] == "faster"
-    assert eight.speedup < 0.6 and eight.too_short and eight.verdict == "within-noise"
+    assert eight.speedup < 0.6 and eight.too_short and eight.verdict == "too-short"
     assert eight.verdict_reason.startswith("too short to decide: steady state of")
     assert not bool(eight.slower_than_baseline)
     assert math.isclose(one.mean_in_flight, 1.0, abs_tol=0.01) and 7.0 < eight.mean_in_flight < 8.0

@@ -77,11 +77,19 @@ def test_verdict_rules():
     assert _verdict(1.02, 1.10, "t-repeats", "3 paired repeats", None, None)[0] == "faster"
     assert _verdict(0.80, 0.95, "t-repeats", "3 paired repeats", None, None)[0] == "slower"
     verdict, reason = _verdict(0.95, 1.05, "t-repeats", "3 paired repeats", None, None)
-    assert verdict == "within-noise" and "includes 1.00x" in reason
-    # a too-short phase in either arm never gets faster or slower, however narrow its interval
+    assert verdict == "undecided" and "includes 1.00x" in reason
+    # the whole interval inside 1.00x +- 3 %: equivalent, decided (also when it excludes 1.00x)
+    assert _verdict(0.98, 1.02, "t-repeats", "3 paired repeats", None, None)[0] == "equivalent"
+    assert _verdict(1.005, 1.025, "t-repeats", "3 paired repeats", None, None)[0] == "equivalent"
+    assert _verdict(0.98, 1.02, "t-repeats", "3 paired repeats", None, None, equivalence=0.01)[0] == "undecided"
+    # a too-short phase in either arm never gets a verdict, however narrow its interval
     verdict, reason = _verdict(2.0, 2.1, "bootstrap-prompts", "5 paired prompts", None, "steady state of 3.7 s")
-    assert verdict == "within-noise" and reason == "too short to decide: baseline: steady state of 3.7 s"
-    assert _verdict(None, None, "t-repeats", "1 paired repeats", None, None)[0] == "within-noise"
+    assert verdict == "too-short" and reason == "too short to decide: baseline: steady state of 3.7 s"
+    assert _verdict(None, None, "t-repeats", "1 paired repeats", None, None)[0] == "undecided"
+    # one repeat above concurrency 1 sees no noise between runs: never decided, however narrow
+    assert _verdict(1.9, 2.0, "bootstrap-windows", "windows", None, None)[0] == "undecided"
+    # a look's level is named in the reason
+    assert _verdict(1.2, 1.3, "t-repeats", "6 paired repeats", None, None, level=0.995)[1].startswith("99.5% CI")
 
 
 def test_needing_repeats():
@@ -126,7 +134,7 @@ def _arm(seed: int, spec: bool, lengths: list[int]) -> tuple[np.ndarray, np.ndar
 
 def test_prompt_bootstrap_covers_the_true_speedup():
     """c1, 16 prompts: the 95 % interval must cover the stand-in's expected speedup in >= 90 % of 200 seeds;
-    two baseline servers (true speedup 1.00) must read within-noise in >= 90 % of them."""
+    two baseline servers (true speedup 1.00) must never read faster or slower in more than 10 % of them."""
     truth = model.steady_tok_per_s(1, True, SHAPE, 1 + model.expected_accepted(PROFILE, 3)) \
         / model.steady_tok_per_s(1, True)
     covered = within = 0
@@ -139,7 +147,8 @@ def test_prompt_bootstrap_covers_the_true_speedup():
         covered += low <= truth <= high
         tt, st = _arm(10_000 + seed, False, lengths)
         _, low1, high1 = stats.paired_bootstrap_ratio(tt, st, tb, sb, samples=1000)
-        within += _verdict(low1, high1, "bootstrap-prompts", "16 paired prompts", None, None)[0] == "within-noise"
+        within += _verdict(low1, high1, "bootstrap-prompts", "16 paired prompts", None, None)[0] \
+            in ("undecided", "equivalent")
     assert 1.5 < truth < 2.5
     assert covered / len(seeds) >= 0.90, covered
     assert within / len(seeds) >= 0.90, within
@@ -162,7 +171,7 @@ def test_repeat_t_interval_covers_the_true_speedup():
         covered += low <= truth <= high
         same = [tok_s(seed * 100 + 20 + r, False) / tok_s(seed * 100 + 50 + r, False) for r in range(3)]
         _, low1, high1 = stats.t_interval_log(same)
-        within += _verdict(low1, high1, "t-repeats", "3 paired repeats", None, None)[0] == "within-noise"
+        within += _verdict(low1, high1, "t-repeats", "3 paired repeats", None, None)[0] in ("undecided", "equivalent")
     assert covered >= 180, covered
     assert within >= 180, within
 

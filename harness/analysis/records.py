@@ -62,6 +62,7 @@ class RequestRecord:
     ttft_answer_ms: float | None = None  # reasoning models: to the first answer token (ttft_ms: first of any kind)
     reasoning_tokens: int | None = None  # of output_tokens, the reasoning ones (where the server counts them)
     reasoning_chars: int = 0  # reasoning text received (hashed with the answer in text_sha)
+    replay_pass: int = 1  # which pass over the suite within its phase (phase sizing cycles a short suite)
 
 
 RECORD_COLUMNS = [f.name for f in fields(RequestRecord)]
@@ -133,7 +134,7 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
         request_rate=request_rate,
         ttft_answer_ms=(r.t_first_answer - r.t_send) * 1000.0 if getattr(r, "t_first_answer", None) else None,
         reasoning_tokens=getattr(r, "reasoning_tokens", None), reasoning_chars=len(getattr(r, "reasoning", "") or ""),
-        **spec_vals,
+        replay_pass=int(getattr(r, "replay_pass", 1) or 1), **spec_vals,
     )
 
 
@@ -142,8 +143,12 @@ class CsvAppender:
 
     def __init__(self, path: str | Path, columns: list[str]):
         self.path = Path(path)
-        self.columns = columns
         new = not self.path.exists() or self.path.stat().st_size == 0
+        if not new:  # a resumed run appends under the header the file already has (an older release's)
+            with open(self.path, newline="", encoding="utf-8") as fh:
+                header = next(csv.reader(fh), None)
+            columns = header or columns
+        self.columns = columns
         self._fh: IO[str] = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
         self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
         if new:

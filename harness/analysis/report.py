@@ -22,7 +22,7 @@ TABLE_COLUMNS = [
     ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
     ("itl_p50_ms", "ITL p50 ms", "{:.1f}"),
     ("speedup", "speedup", "{:.2f}x"),
-    ("speedup_ci", "95% CI", "{}"),  # derived from speedup_ci_low/high (table_cell)
+    ("speedup_ci", "CI", "{}"),  # derived from speedup_ci_low/high and ci_level (table_cell)
     ("verdict", "verdict", "{}"),
     ("break_even_accept_len", "break-even AL", "{:.2f}"),
     ("output_match", "same output", "{:.2f}"),
@@ -45,7 +45,10 @@ def table_cell(row: Any, col: str, spec: str) -> str:
         low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
         if fmt_cell(low, "{}") == "-" or fmt_cell(high, "{}") == "-":
             return "-"
-        return f"{float(low):.2f}-{float(high):.2f}"
+        level = row.get("ci_level")
+        tail = "" if fmt_cell(level, "{}") == "-" or abs(float(level) - 0.95) < 1e-9 else \
+            f" ({100 * float(level):.4g}%)"
+        return f"{float(low):.2f}-{float(high):.2f}{tail}"
     return fmt_cell(row.get(col), spec)
 
 
@@ -142,9 +145,12 @@ def render_table(df: pd.DataFrame) -> str:
     if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
         out.insert(0, f"SIMULATED: numbers from draftbench's {stand_ins(engines_of(df))}, not a GPU")
     out.append("")
-    out.append("* fastest at that concurrency, 95% CI above 1.00x   ! slower: 95% CI below 1.00x   "
+    out.append("CI: 95% interval of the speedup (the stopping rule's look level when shown)   "
+               "verdict: faster/slower (CI above/below 1.00x), equivalent (CI inside the band), undecided "
+               "(too wide: the reason says what decides it), too-short")
+    out.append("* fastest at that concurrency with a faster verdict   ! slower verdict   "
                "break-even AL: accept length needed at this variant's measured step cost to match the baseline")
     if "ci_method" in df and bool((df["ci_method"].astype(str) == "bootstrap-windows").any()):
-        out.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between runs "
-                   "(run.repeats >= 3 for a verdict)")
+        out.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between runs, so "
+                   "it stays undecided (run.repeats >= 3, or run.stop: decided)")
     return "\n".join(out)

@@ -29,8 +29,68 @@ def t975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
 
 
-def t_interval_log(ratios: list[float] | np.ndarray) -> tuple[float, float, float] | None:
-    """95 % t interval of the geometric mean of paired ratios (one per repeat): (estimate, low, high).
+def t_cdf(x: float, df: int) -> float:
+    """P(T <= x) for Student's t with df degrees of freedom (df >= 1), through the regularized incomplete
+    beta function: P(|T| > |x|) = I_{df/(df+x^2)}(df/2, 1/2)."""
+    if df < 1:
+        raise ValueError("df must be at least 1")
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + x * x))
+    return 1.0 - tail if x >= 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) by its continued fraction (Lentz), accurate to ~1e-12."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2 == 0:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            num = -((a + m) * (a + b + m) * x) / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + num / c
+        c = c if abs(c) > tiny else tiny
+        f *= c * d
+        if abs(1.0 - c * d) < 1e-14:
+            break
+    return front * (f - 1.0) / a
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The two-sided `level` quantile t_{(1+level)/2, df}. At level 0.95 it is the table above (t975), so
+    every fixed-design interval stays exactly what it was; other levels (the stopping rule's looks,
+    harness.analysis.sequential) are computed by bisection on t_cdf."""
+    if abs(level - 0.95) < 1e-12:
+        return t975(df)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"a confidence level lies between 0 and 1, got {level}")
+    target = (1.0 + level) / 2.0
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < target:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+def t_interval_log(ratios: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float, float] | None:
+    """`level` (95 %) t interval of the geometric mean of paired ratios (one per repeat): (estimate, low, high).
 
     log ratios are near-normal for throughput ratios, and with 2-5 repeats a bootstrap would only ever
     redraw the same few values; the t quantile pays for the small n honestly (df = n - 1)."""
@@ -38,23 +98,23 @@ def t_interval_log(ratios: list[float] | np.ndarray) -> tuple[float, float, floa
     if len(d) < 2 or not np.all(np.isfinite(d)):
         return None
     mean = float(d.mean())
-    half = t975(len(d) - 1) * float(d.std(ddof=1)) / math.sqrt(len(d))
+    half = t_quantile(level, len(d) - 1) * float(d.std(ddof=1)) / math.sqrt(len(d))
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def _bootstrap_t(est: float, ratios: np.ndarray, df: int) -> tuple[float, float, float] | None:
+def _bootstrap_t(est: float, ratios: np.ndarray, df: int, level: float = 0.95) -> tuple[float, float, float] | None:
     """est x exp(± t_{0.975,df} x the bootstrap standard error of log ratio). Plain percentiles of a ratio
     over 10-20 prompts cover the truth only ~90 % of the time (tests/test_stats.py); the t quantile widens
     the small-sample interval where it is too narrow and is the plain normal interval for many prompts."""
     logs = np.log(ratios[np.isfinite(ratios) & (ratios > 0)])
     if est <= 0 or len(logs) < 2:
         return None
-    half = t975(df) * float(logs.std(ddof=1))
+    half = t_quantile(level, df) * float(logs.std(ddof=1))
     return est, est * math.exp(-half), est * math.exp(half)
 
 
 def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndarray, time_b: np.ndarray, *,
-                           samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+                           samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
                            ) -> tuple[float, float, float] | None:
     """Bootstrap over prompts of (Σtok_v/Σtime_v) / (Σtok_b/Σtime_b): (estimate, low, high) (_bootstrap_t).
 
@@ -67,11 +127,11 @@ def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndar
     tv, sv, tb, sb = arrays
     idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
     ratio = (tv[idx].sum(1) / sv[idx].sum(1)) / (tb[idx].sum(1) / sb[idx].sum(1))
-    return _bootstrap_t(float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum())), ratio, n - 1)
+    return _bootstrap_t(float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum())), ratio, n - 1, level)
 
 
 def two_sample_bootstrap_ratio(a: np.ndarray, b: np.ndarray, *, samples: int = BOOTSTRAP_SAMPLES,
-                               seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float] | None:
+                               seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> tuple[float, float, float] | None:
     """Bootstrap of mean(a) / mean(b), a and b resampled independently (steady-state windows of two runs do
     not pair): (estimate, low, high) (_bootstrap_t, df from the smaller sample)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
@@ -81,7 +141,7 @@ def two_sample_bootstrap_ratio(a: np.ndarray, b: np.ndarray, *, samples: int = B
     ra = a[rng.integers(0, len(a), size=(samples, len(a)))].mean(1)
     rb = b[rng.integers(0, len(b), size=(samples, len(b)))].mean(1)
     ratio = ra / np.where(rb > 0, rb, np.nan)
-    return _bootstrap_t(float(a.mean() / b.mean()), ratio, min(len(a), len(b)) - 1)
+    return _bootstrap_t(float(a.mean() / b.mean()), ratio, min(len(a), len(b)) - 1, level)
 
 
 @dataclass(frozen=True)

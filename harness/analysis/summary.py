@@ -20,7 +20,7 @@ from harness.analysis import acceptance, engines_table, outputs
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
-from harness.analysis.verdicts import DEFAULT_MIN_STEADY_S, VERDICT_COLUMNS, add_verdicts
+from harness.analysis.verdicts import DEFAULT_EQUIVALENCE, DEFAULT_MIN_STEADY_S, VERDICT_COLUMNS, add_verdicts
 
 REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
                     "accept_rate", "tok_s", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "speedup",
@@ -35,6 +35,7 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "first_divergence", "flush_failed", "forced_acceptance", *VERDICT_COLUMNS,
                    "engine", "compared_with"]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
+DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.run.decide)
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
@@ -107,7 +108,8 @@ def _server_mean(ph: pd.DataFrame, column: str) -> float | None:
 
 def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,
               variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None, *,
-              min_steady_s: float = DEFAULT_MIN_STEADY_S, outputs_df: pd.DataFrame | None = None) -> pd.DataFrame:
+              min_steady_s: float = DEFAULT_MIN_STEADY_S, outputs_df: pd.DataFrame | None = None,
+              equivalence: float = DEFAULT_EQUIVALENCE, looks: dict | None = None) -> pd.DataFrame:
     """The comparison: one row per (variant, concurrency); intervals and verdicts: harness.analysis.verdicts."""
     rows: list[dict[str, Any]] = []
     keys: list[tuple[str, int]] = []
@@ -173,7 +175,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     engines_table.tag(df, variants)
     _relative_to_baseline(df, requests)
     _step_costs(df, requests, phases, windows, variants, outputs_df)
-    add_verdicts(df, requests, phases, min_steady_s=min_steady_s)
+    add_verdicts(df, requests, phases, min_steady_s=min_steady_s, equivalence=equivalence, looks=looks)
     engines_table.break_even_fallback(df)
     engines_table.compared_with(df)
     df = engines_table.with_cross_engine_rows(df)
@@ -241,8 +243,11 @@ def summarise_dir(run_dir: str | Path, read: tuple | None = None) -> pd.DataFram
         _read_csv(run_dir / "requests.csv"), _read_csv(run_dir / "phases.csv"),
         _read_csv(run_dir / "server_windows.csv"), read_variants(run_dir), _read_csv(run_dir / "spec_probe.csv"))
     requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)  # rate phases: goodput.py
-    return summarise(requests, phases, windows, variants, probe, min_steady_s=_min_steady_s(run_dir),
-                     outputs_df=_read_csv(run_dir / "outputs.csv"))
+    settings = _run_settings(run_dir)
+    return summarise(requests, phases, windows, variants, probe, outputs_df=_read_csv(run_dir / "outputs.csv"),
+                     min_steady_s=float(settings.get("min_steady_s", DEFAULT_MIN_STEADY_S)),
+                     equivalence=float(settings.get("equivalence", DEFAULT_EQUIVALENCE)),
+                     looks=read_looks(run_dir))
 
 
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
@@ -270,14 +275,31 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     return out
 
 
-def _min_steady_s(run_dir: Path) -> float:
-    """The run's own run.min_steady_s (plan.resolved.json), so a re-summary judges as the run did."""
+def _run_settings(run_dir: Path) -> dict[str, Any]:
+    """The run's own `run:` settings that judge a verdict (plan.resolved.json: min_steady_s, equivalence),
+    so a re-summary judges as the run did."""
     path = run_dir / "plan.resolved.json"
     with contextlib.suppress(OSError, ValueError, AttributeError, TypeError):
-        value = json.loads(path.read_text(encoding="utf-8")).get("run", {}).get("min_steady_s")
-        if value is not None:
-            return float(value)
-    return DEFAULT_MIN_STEADY_S
+        run = json.loads(path.read_text(encoding="utf-8")).get("run", {})
+        return {k: run[k] for k in ("min_steady_s", "equivalence") if run.get(k) is not None}
+    return {}
+
+
+def read_looks(run_dir: str | Path) -> dict[tuple[str, int], dict[str, Any]] | None:
+    """decisions.jsonl (run.stop: decided): the stopping rule's looks, in order; per (variant, concurrency)
+    the look it stopped at (the last one that included it). None when the run used a fixed design."""
+    path = Path(run_dir) / DECISIONS_FILE
+    if not path.exists():
+        return None
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            d = json.loads(line)
+            for row in d["rows"]:
+                out[(str(row["variant"]), int(row["concurrency"]))] = {
+                    "look": int(d["look"]), "looks": int(d["looks"]), "level": float(d["level"]),
+                    "repeats": int(row["repeats"])}
+    return out or None
 
 
 def load_summary(run_dir: str | Path) -> pd.DataFrame:

@@ -89,8 +89,11 @@ def measured_accept_len(run_dir: Path, variant: str) -> dict[int, float]:
 
 
 def verified_rows(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """(variant, concurrency) -> the summary row (tok_s, speedup and, where summary has them, the interval)."""
-    df = load_summary(run_dir)
+    """(variant, concurrency) -> the summary row (tok_s, speedup and, where summary has them, the interval),
+    judged from the records by today's rules (harness.analysis.verdicts), else summary.csv as stored."""
+    from harness.analysis.summary import summarise_dir
+
+    df = summarise_dir(run_dir) if (Path(run_dir) / "requests.csv").exists() else load_summary(run_dir)
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for row in df.to_dict("records") if not df.empty else []:
         out[(str(row["variant"]), int(row["concurrency"]))] = row

@@ -4,15 +4,21 @@ Per phase (one replay `suite@cN#rR`), from the requests' [t_send, t_end] interva
   mean_in_flight  time-averaged requests in flight over the phase (first send to last end);
   steady state    from the first instant all N slots are busy to the instant the tail starts;
   steady_tok_s    output tokens that arrived inside the steady state / its length.
-Per row (variant, concurrency) against the baseline row at the same concurrency, one interval method:
+Per row (variant, concurrency) against the baseline row at the same concurrency, one interval method, over
+the repeats both arms have (and, under run.stop: decided, those of the look the row stopped at):
   bootstrap-prompts  concurrency 1: paired bootstrap over prompts (each prompt's tokens and
-                     e2e time summed over repeats, in both arms);
+                     e2e time summed over repeats and passes, in both arms);
   t-repeats          concurrency > 1, >= 2 repeats in both arms: t interval of the mean log ratio of the
                      per-repeat tok/s, paired by repeat (same prompts, same order);
   bootstrap-windows  concurrency > 1, one repeat: bootstrap of steady-state window tok/s, arms drawn
-                     independently; it sees only noise within a run, never between runs.
-Verdict: faster when the interval's low end is above 1, slower when its high end is below 1, else
-within-noise; a row whose phases (or the baseline's) are too short to decide is within-noise.
+                     independently; it sees only noise within a run, never between runs, so it never decides.
+The interval's level is 95 %, or the stopping rule's look level (harness.analysis.sequential).
+Verdicts (docs/metrics.md):
+  faster / slower  the interval lies wholly above / below 1.00x (and not wholly inside the band);
+  equivalent       the whole interval lies inside 1.00x +- run.equivalence (3 %): decided, speculation
+                   does not pay here;
+  undecided        the interval is too wide for either; the reason says what would decide it;
+  too-short        a phase of this row or of its baseline is too short to decide, whatever its interval.
 """
 
 from __future__ import annotations
@@ -23,12 +29,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import sequential, stats
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 DEFAULT_MIN_STEADY_S = 10.0
+DEFAULT_EQUIVALENCE = 0.03
+DECIDED = ("faster", "slower", "equivalent")
+VERDICTS = (*DECIDED, "undecided", "too-short")
 VERDICT_COLUMNS = ["repeats", "mean_in_flight", "steady_s", "steady_tok_s", "too_short", "speedup_ci_low",
-                   "speedup_ci_high", "ci_method", "verdict", "verdict_reason"]
+                   "speedup_ci_high", "ci_method", "verdict", "verdict_reason", "ci_level", "decide_look",
+                   "needs_repeats", "needs_s"]
 
 
 def _arrivals(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -92,13 +102,27 @@ def _too_short(prof: pd.DataFrame, conc: int, min_steady_s: float) -> str | None
     return None
 
 
-def _per_prompt(requests: pd.DataFrame, name: str, conc: int) -> pd.DataFrame:
+def _replays(requests: pd.DataFrame, name: str, conc: int) -> pd.DataFrame:
     r = requests[(requests["variant"] == name) & (requests["concurrency"] == conc)
                  & (requests["ok"].astype(str) == "True")]
     r = r.assign(tok=pd.to_numeric(r["output_tokens"], errors="coerce"),
                  secs=pd.to_numeric(r["t_end"], errors="coerce") - pd.to_numeric(r["t_send"], errors="coerce"))
-    key = ["suite", "prompt_id"] if "suite" in r else ["prompt_id"]
-    return r.dropna(subset=["tok", "secs"]).groupby(key)[["tok", "secs"]].sum()
+    return r.dropna(subset=["tok", "secs"])
+
+
+def _per_prompt_pair(requests: pd.DataFrame, name: str, base: str, conc: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Both arms' tokens and seconds per prompt, over the replays (repeat, pass, turn) both arms made: a
+    variant whose phases cycled the suite fewer times is paired with the same passes of the baseline."""
+    v, b = _replays(requests, name, conc), _replays(requests, base, conc)
+    key = ["suite", "prompt_id"] if "suite" in v else ["prompt_id"]
+    replay = [c for c in ("repeat", "replay_pass", "request_id") if c in v and c in b]
+    if replay:
+        common = v.set_index(key + replay).index.intersection(b.set_index(key + replay).index)
+        v = v.set_index(key + replay).loc[common].reset_index()
+        b = b.set_index(key + replay).loc[common].reset_index()
+    v, b = v.groupby(key)[["tok", "secs"]].sum(), b.groupby(key)[["tok", "secs"]].sum()
+    common = v.index.intersection(b.index)
+    return v.loc[common], b.loc[common]
 
 
 def _per_repeat_tok_s(phases: pd.DataFrame, name: str, conc: int) -> pd.Series:
@@ -109,37 +133,48 @@ def _per_repeat_tok_s(phases: pd.DataFrame, name: str, conc: int) -> pd.Series:
 
 
 def _interval(requests: pd.DataFrame, phases: pd.DataFrame, prof_v: pd.DataFrame, prof_b: pd.DataFrame,
-              name: str, base: str, conc: int) -> tuple[tuple[float, float, float] | None, str, str]:
-    """(estimate, low, high) or None, the method, and what it rests on."""
+              name: str, base: str, conc: int, level: float = 0.95
+              ) -> tuple[tuple[float, float, float] | None, str, str, int]:
+    """(estimate, low, high) or None, the method, what it rests on, and its units (prompts or repeats)."""
     if conc == 1:
-        v, b = _per_prompt(requests, name, conc), _per_prompt(requests, base, conc)
-        common = v.index.intersection(b.index)
-        v, b = v.loc[common], b.loc[common]
+        v, b = _per_prompt_pair(requests, name, base, conc)
         est = stats.paired_bootstrap_ratio(v["tok"].to_numpy(), v["secs"].to_numpy(), b["tok"].to_numpy(),
-                                           b["secs"].to_numpy())
-        return est, "bootstrap-prompts", f"{len(common)} paired prompts"
+                                           b["secs"].to_numpy(), level=level)
+        return est, "bootstrap-prompts", f"{len(v)} paired prompts", len(v)
     rv, rb = _per_repeat_tok_s(phases, name, conc), _per_repeat_tok_s(phases, base, conc)
     common = rv.index.intersection(rb.index)
     if len(common) >= 2:
-        return stats.t_interval_log((rv.loc[common] / rb.loc[common]).to_numpy()), "t-repeats", \
-            f"{len(common)} paired repeats"
+        return stats.t_interval_log((rv.loc[common] / rb.loc[common]).to_numpy(), level), "t-repeats", \
+            f"{len(common)} paired repeats", len(common)
     wv = np.concatenate([w for w in prof_v["window_tok_s"] if len(w)] or [np.array([])])
     wb = np.concatenate([w for w in prof_b["window_tok_s"] if len(w)] or [np.array([])])
-    return stats.two_sample_bootstrap_ratio(wv, wb), "bootstrap-windows", \
-        "steady-state windows of 1 repeat: noise between runs not included"
+    return stats.two_sample_bootstrap_ratio(wv, wb, level=level), "bootstrap-windows", \
+        "steady-state windows of 1 repeat: noise between runs not included", 1
+
+
+def _only_repeats(frame: pd.DataFrame, repeats: int | None) -> pd.DataFrame:
+    if repeats is None or frame.empty or "repeat" not in frame:
+        return frame
+    return frame[pd.to_numeric(frame["repeat"], errors="coerce") <= repeats]
 
 
 def add_verdicts(df: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame, *,
-                 min_steady_s: float = DEFAULT_MIN_STEADY_S) -> None:
+                 min_steady_s: float = DEFAULT_MIN_STEADY_S, equivalence: float = DEFAULT_EQUIVALENCE,
+                 looks: dict[tuple[str, int], dict[str, Any]] | None = None) -> None:
     """Fill VERDICT_COLUMNS in the summary (its `speedup` and `baseline` are set) and make
-    `slower_than_baseline` follow the verdict."""
+    `slower_than_baseline` follow the verdict. `looks`: the stopping rule's record per (variant,
+    concurrency) (decisions.jsonl: the look's level and the repeats it covered); without one a row is
+    judged once, at 95 %, over every repeat."""
     profiles = phase_profiles(requests)
     for col in VERDICT_COLUMNS:
         df[col] = None
     base = df[df["baseline"].astype(bool)]
     for i, row in df.iterrows():
         name, conc = str(row["variant"]), int(row["concurrency"])
-        prof = profiles[(profiles["variant"] == name) & (profiles["concurrency"] == conc)]
+        look = (looks or {}).get((name, conc)) or {}
+        upto = look.get("repeats")
+        level = float(look.get("level", 0.95))
+        prof = _only_repeats(profiles[(profiles["variant"] == name) & (profiles["concurrency"] == conc)], upto)
         if prof.empty:
             continue
         steady = float(prof["steady_s"].sum())
@@ -156,32 +191,108 @@ def add_verdicts(df: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame,
                 df.at[i, "verdict"], df.at[i, "verdict_reason"] = "baseline", short or ""
             continue
         bname = str(b.iloc[0]["variant"])
-        prof_b = profiles[(profiles["variant"] == bname) & (profiles["concurrency"] == conc)]
+        reps = set(prof["repeat"])  # the baseline's repeats this row pairs with
+        prof_b = profiles[(profiles["variant"] == bname) & (profiles["concurrency"] == conc)
+                          & profiles["repeat"].isin(reps)]
         short_b = _too_short(prof_b, conc, min_steady_s)
-        est, method, basis = _interval(requests, phases, prof, prof_b, name, bname, conc)
+        rq, ph = _keep_repeats(requests, [name, bname], conc, reps), _keep_repeats(phases, [name, bname], conc, reps)
+        est, method, basis, units = _interval(rq, ph, prof, prof_b, name, bname, conc, level)
         speedup = float(row["speedup"])
         df.at[i, "ci_method"] = method
+        df.at[i, "ci_level"] = level
+        if look:
+            df.at[i, "decide_look"] = f"{look.get('look')}/{look.get('looks')}"
+        low = high = None
         if est is not None and est[0] > 0:
-            df.at[i, "speedup_ci_low"] = speedup * est[1] / est[0]
-            df.at[i, "speedup_ci_high"] = speedup * est[2] / est[0]
-        df.at[i, "verdict"], df.at[i, "verdict_reason"] = _verdict(
-            df.at[i, "speedup_ci_low"], df.at[i, "speedup_ci_high"], method, basis, short, short_b)
+            low = df.at[i, "speedup_ci_low"] = speedup * est[1] / est[0]
+            high = df.at[i, "speedup_ci_high"] = speedup * est[2] / est[0]
+        verdict, reason = _verdict(low, high, method, basis, short, short_b, equivalence=equivalence, level=level)
+        if verdict == "undecided":
+            need = _need(low, high, speedup, method, units, equivalence)
+            if need is not None:
+                per_unit = _unit_seconds(ph, [name, bname], conc, method)
+                df.at[i, "needs_repeats"] = need.units if method != "bootstrap-prompts" else None
+                df.at[i, "needs_s"] = round(per_unit * need.more, 1) if per_unit and method != "bootstrap-prompts" \
+                    else None
+                reason += "; " + _need_words(need, method, per_unit)
+        elif verdict == "too-short":
+            reason += "; " + _short_fix(short or short_b or "", conc)
+        df.at[i, "verdict"], df.at[i, "verdict_reason"] = verdict, reason
     df["slower_than_baseline"] = [None if r["baseline"] or r["verdict"] is None else r["verdict"] == "slower"
                                   for _, r in df.iterrows()]
 
 
+def _keep_repeats(frame: pd.DataFrame, names: list[str], conc: int, reps: set) -> pd.DataFrame:
+    """`frame` without the two arms' rows at `conc` from repeats outside `reps`."""
+    if frame.empty or "repeat" not in frame:
+        return frame
+    out = (frame["variant"].isin(names) & (frame["concurrency"] == conc)
+           & ~pd.to_numeric(frame["repeat"], errors="coerce").isin(reps))
+    return frame[~out]
+
+
+def _need(low: Any, high: Any, speedup: float, method: str, units: int, equivalence: float
+          ) -> sequential.Need | None:
+    if method == "bootstrap-windows":
+        return sequential.Need(2, 1)  # a second repeat: the first interval that sees noise between runs
+    if low is None or high is None or speedup <= 0:
+        return None
+    return sequential.units_needed(float(low), float(high), speedup, units, equivalence)
+
+
+def _unit_seconds(phases: pd.DataFrame, names: list[str], conc: int, method: str) -> float | None:
+    """Seconds one more repeat costs: both arms' mean phase wall time at this concurrency."""
+    if phases.empty or method == "bootstrap-prompts":
+        return None
+    ph = phases[phases["variant"].isin(names) & (phases["concurrency"] == conc)]
+    walls = pd.to_numeric(ph["wall_s"], errors="coerce").groupby(ph["variant"]).mean()
+    return float(walls.sum()) if len(walls) else None
+
+
+def _need_words(need: sequential.Need, method: str, per_unit: float | None) -> str:
+    if method == "bootstrap-prompts":
+        return f"needs ~{need.units} paired prompts ({need.more} more prompts in the suite; repeats replay the same ones)"
+    cost = f", ~{per_unit * need.more:.0f} s" if per_unit else ""
+    return f"needs ~{need.units} repeats ({need.more} more{cost}; run.stop: decided adds them)"
+
+
+def _short_fix(why: str, conc: int) -> str:
+    if "requests in a phase" in why:
+        return f"needs >= {MIN_REQUESTS_PER_SLOT * conc} requests per phase (phase sizing cycles the suite; raise run.max_phase_s)"
+    if "never" in why:
+        return f"needs {conc} requests in flight: more prompts than {conc} (or a lower concurrency)"
+    return "needs a longer steady state: raise run.max_phase_s (phase sizing cycles the suite) or add prompts"
+
+
+def level_label(level: Any) -> str:
+    try:
+        pct = 100.0 * float(level)
+    except (TypeError, ValueError):
+        return "95%"
+    return f"{pct:.1f}".rstrip("0").rstrip(".") + "%"
+
+
 def _verdict(low: Any, high: Any, method: str, basis: str, short: str | None,
-             short_b: str | None) -> tuple[str, str]:
+             short_b: str | None, *, equivalence: float = DEFAULT_EQUIVALENCE, level: float = 0.95
+             ) -> tuple[str, str]:
     if short or short_b:
-        return "within-noise", "too short to decide: " + (short or f"baseline: {short_b}")
+        return "too-short", "too short to decide: " + (short or f"baseline: {short_b}")
     if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return "within-noise", f"no interval ({method}, {basis})"
-    ci = f"95% CI {low:.2f}-{high:.2f}x ({method}, {basis})"
+        return "undecided", f"no interval ({method}, {basis})"
+    ci = f"{level_label(level)} CI {low:.2f}-{high:.2f}x ({method}, {basis})"
+    if method == "bootstrap-windows":
+        return "undecided", ci + ": one repeat cannot see the noise between runs"
+    if 1.0 - equivalence <= low and high <= 1.0 + equivalence:
+        return "equivalent", ci + f" lies inside the +-{equivalence:.0%} band"
     if low > 1.0:
         return "faster", ci
     if high < 1.0:
         return "slower", ci
-    return "within-noise", ci + " includes 1.00x"
+    return "undecided", ci + f" includes 1.00x and leaves the +-{equivalence:.0%} band"
+
+
+def is_decided(verdict: Any) -> bool:
+    return str(verdict) in DECIDED
 
 
 def half_width_pct(row: Any) -> float | None:
@@ -192,6 +303,19 @@ def half_width_pct(row: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return None if any(math.isnan(x) for x in (low, high, s)) or s <= 0 else 50.0 * (high - low) / s
+
+
+def undecided_rows(summary: pd.DataFrame) -> dict[tuple[str, int], int]:
+    """(variant, concurrency) of every speculative row the stopping rule may still decide -> the repeats its
+    reason says would decide it (0: unknown). too-short rows are left out: more repeats do not lengthen a
+    phase (phase sizing already ran to run.max_phase_s)."""
+    out: dict[tuple[str, int], int] = {}
+    for _, r in summary.iterrows():
+        if str(r.get("verdict")) != "undecided" or str(r.get("baseline")) == "True":
+            continue
+        need = r.get("needs_repeats")
+        out[(str(r["variant"]), int(r["concurrency"]))] = int(need) if need is not None and need == need else 0
+    return out
 
 
 def needing_repeats(summary: pd.DataFrame, until_ci_pct: float) -> set[str]:

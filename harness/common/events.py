@@ -63,6 +63,34 @@ class PhaseDone:
     phase: str
     wall_s: float
     server_accept_len: float | None
+    passes: int = 1  # passes over the suite (phase sizing)
+
+
+@dataclass(frozen=True)
+class PhaseSized:
+    """A phase whose suite is too short to decide in one pass cycles it (harness.run.sizing)."""
+
+    variant: str
+    phase: str
+    concurrency: int
+    prompts: int  # requests of one pass
+    one_pass_steady_s: float  # steady state one pass gives (measured on the phase's first pass)
+    passes: int  # planned passes
+    planned_s: float  # the steady state they give
+    capped: bool  # run.max_phase_s stopped it short of run.min_steady_s
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look of the stopping rule (run.stop: decided; harness.run.decide)."""
+
+    look: int
+    looks: int
+    level: float  # the interval level at this look
+    repeats: int
+    decided: tuple[str, ...]  # "variant@cN verdict" decided at this look
+    undecided: tuple[str, ...]  # "variant@cN" still open
+    detail: str = ""  # why the rule stopped (budget, cap) or what the next look adds
 
 
 @dataclass(frozen=True)

@@ -39,11 +39,26 @@ class RunSettings(StrictModel):
         "any level is above 1 (the speedup's interval there is over repeats), else 1")
     min_steady_s: float = Field(
         default=10.0, ge=0, description="a phase whose steady state (all slots busy) is shorter, or that has "
-        "fewer than 4 x concurrency requests, is too short to decide: its verdict stays within-noise")
+        "fewer than 4 x concurrency requests, is too short to decide (verdict too-short); phases cycle the "
+        "suite until they reach it (up to max_phase_s)")
+    max_phase_s: float = Field(
+        default=180.0, gt=0, description="the longest a phase may grow by cycling its suite to reach "
+        "min_steady_s and 4 x concurrency requests (docs/metrics.md, phase sizing)")
+    stop: Literal["fixed", "decided"] = Field(
+        default="fixed", description="fixed: run.repeats, one 95 % interval per row; decided: more repeats of "
+        "the rows still undecided, at looks fixed in advance (repeats, then doubling up to max_repeats), each "
+        "look's interval at its group-sequential level (docs/metrics.md, the stopping rule)")
+    equivalence: float = Field(
+        default=0.03, gt=0, lt=0.5, description="a speedup whose whole interval lies within 1.00x +- this "
+        "is equivalent (decided: speculation does not pay here)")
+    budget_s: float | None = Field(
+        default=None, gt=0, description="wall-clock budget of the run (draftbench run --budget): planned "
+        "before any server starts, and no look is started that it cannot pay for")
     until_ci_pct: float | None = Field(
         default=None, gt=0, description="add repeats (up to max_repeats) while a speedup's 95 % interval "
         "is wider than this many percent either side")
-    max_repeats: int = Field(default=10, ge=1, description="the most repeats until_ci_pct may run")
+    max_repeats: int = Field(default=10, ge=1, description="the most repeats until_ci_pct or stop: decided "
+                             "may run")
     request_timeout_s: float = Field(default=600, gt=0, description="per-request timeout")
     retries: int = Field(
         default=1, ge=0, le=10,
@@ -101,6 +116,6 @@ class RunSettings(StrictModel):
                                "request rate", ("concurrency",))
         if self.repeats is None:  # resolved here, so plan.resolved.json records what ran
             self.repeats = 3 if max(self.concurrency, default=1) > 1 else 1
-        if self.until_ci_pct is not None and self.max_repeats < self.repeats:
+        if (self.until_ci_pct is not None or self.stop == "decided") and self.max_repeats < self.repeats:
             raise FieldProblem(f"is {self.max_repeats}, below repeats ({self.repeats})", ("max_repeats",))
         return self

@@ -34,18 +34,21 @@ def next_turn(req: Any, answer: str, followup: str, request_id: str) -> Any:
 
 
 async def converse(first: Any, prompt: Any, suite: Any, send: Callable[[Any], Awaitable[Any]],
-                   stopped: Callable[[], bool] = lambda: False) -> AsyncIterator[tuple[Any, Any]]:
+                   stopped: Callable[[], bool] = lambda: False, *, replay_pass: int = 1,
+                   suffix: str = "") -> AsyncIterator[tuple[Any, Any]]:
     """Send `first` (turn 1, built by replay.to_request) and then each follow-up; yields (request, result)
     per turn, `result.turn` and `result.conversation_id` set. A failed turn ends the conversation: the
-    later turns have no answer to follow."""
+    later turns have no answer to follow. `replay_pass`/`suffix`: which pass over the suite this replay
+    is (harness.run.sizing): its request ids end in the suffix."""
     req, answer = first, ""
     followups = list(getattr(prompt, "followups", []) or [])
     for turn in range(1, 2 + len(followups)):
         if turn > 1:
-            req = next_turn(req, answer, followups[turn - 2], turn_request_id(suite, prompt, turn))
+            req = next_turn(req, answer, followups[turn - 2], turn_request_id(suite, prompt, turn) + suffix)
         result = await send(req)
         answer = result.text
         result.turn = turn
+        result.replay_pass = replay_pass
         result.conversation_id = conversation_id(suite, prompt)
         yield req, result
         if not result.ok or stopped():

@@ -54,7 +54,12 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
                      f"{'ok' if r.ok else 'ERROR ' + r.error})")
         elif isinstance(e, ev.PhaseDone):
             acc = f", server accept len {e.server_accept_len:.2f}" if e.server_accept_len else ""
-            say(f"[{e.variant}] {e.phase} done in {e.wall_s:.1f} s{acc}")
+            passes = f" ({e.passes} passes over the suite)" if e.passes > 1 else ""
+            say(f"[{e.variant}] {e.phase} done in {e.wall_s:.1f} s{passes}{acc}")
+        elif isinstance(e, ev.PhaseSized):
+            say(f"[{e.variant}] {sized_words(e)}")
+        elif isinstance(e, ev.Look):
+            say(look_words(e))
         elif isinstance(e, ev.VariantDone) and not e.ok:
             say(f"[{e.variant}] FAILED: server {e.detail} (last log lines in variants.jsonl)")
         elif isinstance(e, ev.Alarm):
@@ -72,3 +77,21 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
                 say(f"{errors} requests failed (recorded with their error in requests.csv)")
             result = EXIT_OK if e.complete and not errors else EXIT_FAILURES
     return result
+
+
+def sized_words(e: ev.PhaseSized) -> str:
+    """`c8: 64 prompts give ~2.7 s of steady state; replaying the suite 4x for ~11 s` (harness.run.sizing)."""
+    cap = " (run.max_phase_s caps it short of run.min_steady_s)" if e.capped else ""
+    return (f"c{e.concurrency}: {e.prompts} prompts give ~{e.one_pass_steady_s:.1f} s of steady state; "
+            f"replaying the suite {e.passes}x for ~{e.planned_s:.0f} s{cap}")
+
+
+def look_words(e: ev.Look) -> str:
+    """One look of the stopping rule, in a line (harness.run.decide)."""
+    head = f"look {e.look}/{e.looks} after {e.repeats} repeats ({100 * e.level:.4g}% intervals)"
+    parts = []
+    if e.decided:
+        parts.append("decided: " + ", ".join(e.decided))
+    if e.undecided:
+        parts.append("undecided: " + ", ".join(e.undecided))
+    return head + (": " + "; ".join(parts) if parts else "") + (f"; {e.detail}" if e.detail else "")

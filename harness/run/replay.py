@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.records import CsvAppender
 from harness.run.conversation import converse
+from harness.run.sizing import Sizer, pass_suffix
 
 PROBE_COLUMNS = ["variant", "phase", "request_id", "spec_verify_ct", "completion_tokens",
                  "spec_correct_drafts", "spec_proposed_drafts", "spec_accept_len", "spec_histogram"]
@@ -62,12 +64,28 @@ def to_request(prompt: Any, suite: Any, plan: Any, extra: dict | None = None, *,
 
 async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, concurrency: int,
                        extra: dict | None, *, watchdog: Callable[[], Awaitable[bool]] | None = None,
-                       ) -> AsyncIterator[tuple[Any, Any, Any]]:
+                       sizer: Sizer | None = None, order_key: str = "") -> AsyncIterator[tuple[Any, Any, Any]]:
     """Closed loop: `concurrency` workers pull prompts in order; yields (request, prompt, result) as each
-    finishes, one per turn of a multi-turn prompt. Stops early when the watchdog says the server is gone."""
+    finishes, one per turn of a multi-turn prompt. Stops early when the watchdog says the server is gone.
+    `sizer`: when a pass has been sent in full it may ask for another (harness.run.sizing): the same prompts
+    in an order seeded by `order_key` and the pass, request ids ending in `#p<pass>`."""
     pending: asyncio.Queue[Any] = asyncio.Queue()
     for p in prompts:
-        pending.put_nowait(p)
+        pending.put_nowait((p, 1))
+    exhausted = False
+
+    def refill() -> bool:
+        """The queue ran dry: one more pass, if the sizer wants one (synchronous: one worker decides)."""
+        nonlocal exhausted
+        if exhausted or sizer is None or not sizer.another():
+            exhausted = True
+            return False
+        again = list(prompts)
+        random.Random(f"{order_key}/p{sizer.passes}").shuffle(again)
+        for p in again:
+            pending.put_nowait((p, sizer.passes))
+        return True
+
     done: asyncio.Queue[Any] = asyncio.Queue()
     stop = asyncio.Event()
     check: asyncio.Future[bool] | None = None
@@ -96,12 +114,16 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
     async def worker() -> None:
         while not stop.is_set():
             try:
-                prompt = pending.get_nowait()
+                prompt, pass_no = pending.get_nowait()
             except asyncio.QueueEmpty:
+                if refill():
+                    continue
                 return
+            suffix = pass_suffix(pass_no)
+            first = to_request(prompt, suite, plan, extra, request_id=f"{suite.name}/{prompt.id}{suffix}")
             # one conversation holds its slot for all its turns (live multi-turn: harness.run.conversation)
-            async for req, result in converse(to_request(prompt, suite, plan, extra), prompt, suite,
-                                              lambda r: send(client, r, retries, stop, server_up), stop.is_set):
+            async for req, result in converse(first, prompt, suite, lambda r: send(client, r, retries, stop, server_up),
+                                              stop.is_set, replay_pass=pass_no, suffix=suffix):
                 await done.put((req, prompt, result))
 
     async def guard() -> None:
@@ -110,7 +132,11 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             if not await ask_watchdog():
                 return
 
-    workers = [asyncio.create_task(worker()) for _ in range(max(1, min(concurrency, len(prompts))))]
+    if sizer is not None:
+        sizer.start()
+    # a sized phase may cycle a suite shorter than its concurrency: every slot gets a worker
+    width = concurrency if sizer is not None else min(concurrency, len(prompts))
+    workers = [asyncio.create_task(worker()) for _ in range(max(1, width))]
     guard_task = asyncio.create_task(guard())
     all_workers = asyncio.gather(*workers)
     try:

@@ -26,11 +26,13 @@ from harness.common import events as ev
 from harness.common.aio import drain
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
+from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 from harness.run.adopt import launch
 from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
 from harness.run.conversation import request_ids, requests_per_pass
+from harness.run.decide import more_repeats
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
-from harness.run.kept import reap_leftovers
+from harness.run.kept import gpu_has_room, reap_leftovers
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
@@ -41,6 +43,7 @@ from harness.run.rundir import (
     write_json,
 )
 from harness.run.server import Server, ServerFailed
+from harness.run.sizing import Sizer, sized_passes
 from harness.run.target_facts import drafter_hash, gpus
 
 
@@ -84,6 +87,13 @@ class _Run:
         self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
         self.alarms = AlarmTracker(plan)
         self.versions: dict[str, str | None] = {}  # engine name -> version, asked once per engine
+        self.parked: dict[str, Server] = {}  # run.stop: decided keeps servers up between looks (GPU room rules)
+        self.metas: dict[str, dict[str, Any]] = {}  # a parked server's metadata, for the next look's record
+        self.pass_count: dict[tuple[str, str, int], int] = {}  # (variant, suite, conc) -> passes its phases run
+        self.warmed: set[str] = set()
+        self.probed: set[tuple[str, str]] = set()  # (variant, "suite@cN"): greedy acceptance is probed once
+        budget = getattr(plan.run, "budget_s", None)
+        self.deadline = time.monotonic() + float(budget) if budget else None  # run.budget_s (harness.run.decide)
         self.failures = 0
         self.failed: set[str] = set()
         self.request_errors = 0
@@ -101,6 +111,7 @@ class _Run:
         else:
             self.run_id, self.run_dir = new_run_dir(self.results_dir, plan.name)
         self.finished = finished_request_keys(self.run_dir / "requests.csv")
+        self.pass_count = sized_passes(self.run_dir / "phases.csv")
         self.done_requests = len(self.finished)  # a resumed run's progress counts what is already done
         self.records = CsvAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
         # greedy outputs, for the output check against the baseline (harness.analysis.outputs)
@@ -131,14 +142,15 @@ class _Run:
             import harness.client.stream  # noqa: F401  (the SDK import takes ~1 s: pay it before any server is ready)
 
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
+            # the stopping rule keeps servers up between looks (GPU room rules); all stop together at the end
+            park = plan.run.stop == "decided"
             for variant in ordered:
-                await self._run_variant(variant, self.versions[engine_of(plan, variant).name])
-            await self._until_ci(ordered)
+                await self._run_variant(variant, self.versions[engine_of(plan, variant).name], park=park)
+            await more_repeats(self, ordered)
             complete = self.failures == 0
         finally:
-            for s in self.servers:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._stop(s))
+            self.parked.clear()
+            await asyncio.shield(asyncio.gather(*(self._stop(s) for s in list(self.servers)), return_exceptions=True))
             for f in (self.records, self.phases, self.windows, *([self.outputs] if self.outputs else [])):
                 f.close()
             summary_csv = self._summarise(complete)
@@ -162,25 +174,21 @@ class _Run:
         })
 
     # ------------------------------------------------------------------------------------------------
-    async def _until_ci(self, ordered: list) -> None:
-        """run.until_ci_pct: one more repeat at a time of the baseline (the pairs need it) and of every
-        variant whose speedup interval is still wider, up to run.max_repeats."""
-        from harness.analysis.summary import summarise_dir
-        from harness.analysis.verdicts import needing_repeats
-
-        run = self.plan.run
-        for repeat in range(run.repeats + 1, (run.max_repeats if run.until_ci_pct else run.repeats) + 1):
-            wide = needing_repeats(summarise_dir(self.run_dir), run.until_ci_pct) - self.failed
-            if not wide:
-                return
-            again = [v for v in ordered if v.is_baseline or v.name in wide]
-            self.total_requests += requests_per_pass(self.plan) * len(again)
-            for variant in again:
-                await self._run_variant(variant, self.versions[engine_of(self.plan, variant).name], [repeat])
-
-    async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None) -> None:
+    async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None,
+                           only: set[int] | None = None, park: bool = False) -> None:
+        """Measure `variant`'s phases (those of `repeats` at the concurrencies `only`, default all). `park`:
+        leave its server up afterwards for the stopping rule's next look (harness.run.decide)."""
         name = variant.name
         engine = engine_of(self.plan, variant)
+        todo = self._phases(variant, repeats, only)
+        if not todo:
+            return  # resumed: nothing left for this variant
+        parked = self.parked.pop(name, None)
+        if parked is not None and await parked.alive():
+            await self._measure_on(variant, parked, dict(self.metas[name]), todo, park)
+            return
+        if parked is not None:
+            await self._stop(parked)
         meta: dict[str, Any] = {
             "variant": name, "engine": engine.name, "engine_version": version,
             "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
@@ -194,9 +202,6 @@ class _Run:
         # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
         forced = getattr(engine, "forced_acceptance", None)  # an engine without the switch: None
         meta["forced_acceptance"] = forced({**(self.plan.target.env or {}), **(variant.env or {})}) if forced else None
-        todo = self._phases(variant, repeats)
-        if not todo:
-            return  # resumed: nothing left for this variant
         key = api_key(self.plan, variant)
         server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
             if variant.is_existing else \
@@ -204,6 +209,10 @@ class _Run:
                    on_lines=lambda lines, s=name: self._on_lines(s, lines), api_key=key)
         self.servers.append(server)
         self._log_owner[name] = server
+        if self.parked and not gpu_has_room(self.plan, len(self.parked)):
+            for other in list(self.parked.values()):  # the stopping rule's parked servers yield the GPU first
+                self.parked.pop(other.name, None)
+                await self._stop(other)
         try:
             await launch(self, server, variant)  # adopts an offered server with the same command, or starts one
             meta.update({"port": server.port, "pgid": server.pgid,
@@ -222,21 +231,46 @@ class _Run:
                 self.alarms.set_graph_max_bs(name, graph_bs)
             meta["drafter_config_sha256"] = await drafter_hash(self.target, self.plan, variant)
             meta["gpus"] = await gpus(self.target, self.plan)
+        except ServerFailed as exc:
+            self._failed(server, meta, exc)
+            self._write_variant_meta(meta)
+            await self._stop(server)
+            return
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                meta["status"] = "interrupted"
+            self._write_variant_meta(meta)
+            await self._stop(server)
+            raise
+        self.metas[name] = dict(meta)
+        await self._measure_on(variant, server, meta, todo, park)
+
+    def _failed(self, server: Server, meta: dict[str, Any], exc: ServerFailed) -> None:
+        self.failures += 1
+        self.failed.add(server.name)
+        meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
+        self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
+        self.emit(ev.VariantDone(server.name, False, exc.reason))
+
+    async def _measure_on(self, variant: Any, server: Server, meta: dict[str, Any], todo: list, park: bool) -> None:
+        name = variant.name
+        up = False
+        try:
             await self._measure(variant, server, meta, todo)
             meta["status"] = "ok"
             self.emit(ev.VariantDone(name, True))
+            up = park
         except ServerFailed as exc:
-            self.failures += 1
-            self.failed.add(name)
-            meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
-            self.emit(ev.ServerState(name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
-            self.emit(ev.VariantDone(name, False, exc.reason))
+            self._failed(server, meta, exc)
         except asyncio.CancelledError:
             meta["status"] = "interrupted"  # --resume finishes it; its summary row must not read "running"
             raise
         finally:
             self._write_variant_meta(meta)
-            await self._stop(server)
+            if up:
+                self.parked[name] = server  # in self.servers still: stopped at the end, however the run ends
+            else:
+                await self._stop(server)
 
     async def _stop(self, server: Server) -> None:
         if server not in self.servers:
@@ -252,11 +286,14 @@ class _Run:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      "" if gone else "processes left after SIGKILL"))
 
-    def _phases(self, variant: Any, repeats: list[int] | None = None) -> list[tuple[str, Any, int, int, list[Any]]]:
+    def _phases(self, variant: Any, repeats: list[int] | None = None, only: set[int] | None = None
+                ) -> list[tuple[str, Any, int, int, list[Any]]]:
         out = []
+        rates = [] if only is not None else list(map(float, getattr(self.plan.run, "request_rate", [])))
+        levels = [c for c in self.plan.run.concurrency if only is None or c in only]
         for repeat in repeats or range(1, self.plan.run.repeats + 1):
             for suite in self.plan.suites:
-                for c in [*self.plan.run.concurrency, *map(float, getattr(self.plan.run, "request_rate", []))]:
+                for c in [*levels, *rates]:
                     pid = phase_id(suite.name, c, repeat) if not isinstance(c, float) else \
                         rate_phase_id(suite.name, c, repeat)
                     if isinstance(c, float):
@@ -286,7 +323,9 @@ class _Run:
         probe = engine.spec_mode(run, as_served(variant, meta), version)
         meta["per_request_spec"] = probe
         try:
-            await warmup(client, self.plan, variant)
+            if variant.name not in self.warmed:  # a parked server (the stopping rule's next look) is warm
+                await warmup(client, self.plan, variant)
+                self.warmed.add(variant.name)
             # a full collection stalls the event loop for tens of ms mid-stream: collect now, then keep the
             # long-lived objects out of later collections (vLLM's bench does the same)
             gc.collect()
@@ -313,9 +352,11 @@ class _Run:
         ok = err = 0
         engine = server.engine
         extra = engine.spec_request_extra(probe)
-        t0 = time.perf_counter()
         rate = self.phase_rate.get(pid)
-        replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive) if rate is None \
+        sizer = self._sizer(name, pid, suite, c, prompts) if rate is None else None
+        t0 = time.perf_counter()
+        replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive, sizer=sizer,
+                              order_key=f"{self.plan.run.seed}/{pid}") if rate is None \
             else replay_rate_phase(client, self.plan, prompts, suite, rate, extra, pid)
         async for req, prompt, result in replay:
             rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
@@ -343,16 +384,38 @@ class _Run:
             accept = engine.server_accept_len(info)
         await self._log_catch_up(server, mark)
         self.phase_tag[name] = None
+        passes = sizer.passes if sizer is not None else 1
+        if sizer is not None and sizer.fixed_passes is None:
+            self.pass_count[(name, suite.name, c)] = passes
         self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
                             "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
                             "wall_s": round(wall, 6), "server_accept_len": accept, "flush_ok": flushed,
-                            "last_gen_throughput": engine.last_gen_throughput(info), **server_side})
-        self.emit(ev.PhaseDone(name, pid, wall, accept))
-        if probe == "meta_info":
+                            "last_gen_throughput": engine.last_gen_throughput(info), **server_side,
+                            "passes": passes})
+        self.emit(ev.PhaseDone(name, pid, wall, accept, passes))
+        where = (name, pid.split("#")[0])
+        if probe == "meta_info" and where not in self.probed:  # greedy: every repeat and pass accepts alike
+            self.probed.add(where)
             self.phase_tag[name] = f"probe:{pid}"
             await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid,
                              engine.request_spec)
             self.phase_tag[name] = None
+
+    def _sizer(self, name: str, pid: str, suite: Any, c: int, prompts: list) -> Sizer | None:
+        """Phase sizing (harness.run.sizing) for a closed-loop phase over its whole suite; a resumed phase
+        that reruns only its unfinished prompts keeps its one pass."""
+        if len(prompts) != len(suite.prompts):
+            return None
+        run = self.plan.run
+        per_pass = sum(getattr(p, "turns", 1) for p in prompts)
+
+        def told(n: int, one: float, passes: int, planned: float, capped: bool) -> None:
+            self.total_requests += per_pass * (passes - 1)
+            self.emit(ev.PhaseSized(name, pid, c, n, one, passes, planned, capped))
+
+        return Sizer(prompts=per_pass, concurrency=c, min_steady_s=float(run.min_steady_s),
+                     max_phase_s=float(run.max_phase_s), min_requests=MIN_REQUESTS_PER_SLOT * c,
+                     fixed_passes=self.pass_count.get((name, suite.name, c)), on_plan=told)
 
     async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
         """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
