@@ -111,6 +111,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, str]:
     from harness.common import events as ev
+    from harness.run.progress import look_words, sized_words
     from harness.run.tune import tune
 
     task = asyncio.current_task()
@@ -131,7 +132,11 @@ async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, st
             if time.monotonic() - last >= PROGRESS_EVERY_S:
                 last = time.monotonic()
                 say(f"  {e.done}/{e.total} requests")
-        elif isinstance(e, ev.Alarm) and e.severity == "error":
+        elif isinstance(e, ev.PhaseSized):
+            say(f"  [{e.variant}] {sized_words(e)}")
+        elif isinstance(e, ev.Look):
+            say(f"  {look_words(e)}")
+        elif isinstance(e, ev.Alarm) and (e.severity == "error" or e.code == "one-off-compile"):
             say(f"  [{e.variant}] {e.code}: {e.message}")
         elif isinstance(e, ev.TuneDone):
             tune_dir = e.tune_dir
@@ -140,5 +145,6 @@ async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, st
                 print(report.read_text(encoding="utf-8"), flush=True)
             say(f"{e.starts} server starts for a grid of {e.grid_size}; stop: {e.stop_reason}")
             print(e.tune_dir, flush=True)
-            code = EXIT_OK if e.complete else EXIT_FAILURES
+            # stopped by its budget with an answer (measured or predicted): the tune did its job
+            code = EXIT_OK if e.complete or (e.answered and e.stop_reason == "budget") else EXIT_FAILURES
     return code, tune_dir

@@ -46,6 +46,7 @@ async def test_check_warns_of_phases_too_small_to_decide(tmp_path):
     from harness.checks.measurement import phase_findings
 
     plan = prepare_demo(tmp_path)  # run.concurrency [1, 4]
+    plan.run.phase_sizing = False  # on (the default), the suite is cycled until the phase decides: no warning
     plan.suites = [
         # 3 prompts, one a 3-turn conversation: 5 requests per phase, under 4 x 4 but not under 4 x 1
         Suite(name="few", prompts=[Prompt(id="a", text="a"), Prompt(id="b", text="b"),
@@ -60,5 +61,8 @@ async def test_check_warns_of_phases_too_small_to_decide(tmp_path):
     assert [f.what for f in phase_findings(plan)] == [
         "suite few: 5 requests per phase, fewer than 4 x concurrency at concurrency 8, 16",
         "suite enough: 16 requests per phase, fewer than 4 x concurrency at concurrency 8, 16"]
+    plan.run.phase_sizing = True
+    assert phase_findings(plan) == []
+    plan.run.phase_sizing = False
     plan.variants = [v for v in plan.variants if not v.is_speculative]  # a baseline alone has no verdict
     assert phase_findings(plan) == []

@@ -16,7 +16,10 @@
 #            request-rate run (RATES=4,16 per second, goodput under an SLO); then both servers are stopped
 #   verdict  draftbench run: baseline vs EAGLE3 at concurrency 1 and 8, run.repeats 3 (the speedup's
 #            interval and verdict), then sglang.bench_serving, two rounds, on the same kept servers
-#   tune     draftbench tune: the EAGLE3 variant's draft length at concurrency 1 and 8 within TUNE_BUDGET
+#   tune     draftbench tune: the EAGLE3 variant's draft length at concurrency 1 and 8 within TUNE_BUDGET (8m);
+#            its wide and verify runs stop when decided (looks after 2, 4, 6 repeats); the first EAGLE-3
+#            decode's one-off compile lands in a warmup (detected, charged once, kept out of every phase)
+#   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8)
 #   dry      here, without a GPU: the verdict and tune commands on draftbench's SGLang stand-in
 # Each stage packs what it made into $OUT/<stage>.tar.gz. Call it as
 #   set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/h200/decide.sh STAGE 2>&1 | tee $OUT/log
@@ -25,7 +28,7 @@
 # and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
 # that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|warm|serve|verdict|tune|dry|snapshot}
+STAGE=${1:?prep|warm|serve|verdict|tune|decided|dry|snapshot}
 if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
   tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
@@ -42,7 +45,7 @@ OUT=$(cd "$OUT" && pwd)
 T0=$(date +%s)
 stamp() { echo "[decide.sh $STAGE +$(( $(date +%s) - T0 ))s] $*" | tee -a "$S/timeline.txt"; }
 export MAX_TOKENS=${MAX_TOKENS:-384} MIN_STEADY_S=${MIN_STEADY_S:-3} REPEATS=${REPEATS:-3}
-TUNE_BUDGET=${TUNE_BUDGET:-480s} TUNE_CONC=${TUNE_CONC:-1,8} TUNE_STEPS=${TUNE_STEPS:-1,2,3,4,5}
+TUNE_BUDGET=${TUNE_BUDGET:-8m} TUNE_CONC=${TUNE_CONC:-1,8} TUNE_STEPS=${TUNE_STEPS:-1,2,3,4,5}
 # 64 prompts: the 2026-12-01 tune's 16 left both verifications too short to decide (16 requests at c8,
 # fewer than 4 x 8; a 2.6 s steady state at c1); its wide run's phases are seconds, so 64 costs ~40 s
 export TUNE_PROMPTS=${TUNE_PROMPTS:-64} TUNE_TOKENS=${TUNE_TOKENS:-192}
@@ -122,6 +125,11 @@ EOF
   TUNE_BUDGET=${DRY_TUNE_BUDGET:-150s} tune_run "$W/tune.yaml" "$W/tune" 400  # 1: stopped by its budget
   T=$(latest "$W/tune"); ls "$T"
   [ -f "$T/tune.csv" ] && [ -f "$T/speculation_profile.json" ] || exit 9
+  stamp "draftbench run --until-decided (stand-in)"
+  $DB benchmarks/h200/make_plan.py --decided "$W" "$T" || exit 3
+  timeout -s TERM -k 30 300 $DB -m harness.cli run "$W/decided.yaml" --results-dir "$W/decided" --until-decided \
+      > "$W/decided.log" 2>&1 || { tail -20 "$W/decided.log"; exit 7; }
+  grep -E "^look |verdict" "$W/decided.log"
   stamp "dry run passed"
   exit 0
 fi
@@ -210,14 +218,30 @@ verdict)
   for f in summary.csv phases.csv requests.csv.gz; do [ -f "$RUN/$f" ] && cp "$RUN/$f" "$S/"; done
   tar -czf "$S/run.tar.gz" -C "$(dirname "$RUN")" --exclude=requests.csv "$(basename "$RUN")"
   pack ;;
+decided)  # draftbench run --until-decided: baseline against the tune stage's pick at c8, on decide.yaml's suite
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
+  T=$(latest "$W/tune"); [ -n "$T" ] || { echo "decide.sh decided: no tune directory in $W/tune: run the tune stage first"; exit 6; }
+  $DB benchmarks/h200/make_plan.py --decided "$W" "$T" || exit 3
+  cp "$W/decided.yaml" "$S/"
+  stamp "draftbench run decided.yaml --until-decided"
+  timeout -s TERM -k 30 "${DECIDED_S:-540}" $DB -m harness.cli run "$W/decided.yaml" --results-dir "$W/decided" \
+      --until-decided 2>&1 | grep -v "requests done" | tee "$S/decided-run.log"
+  stamp "draftbench run --until-decided exited ${PIPESTATUS[0]}"
+  RUN=$(latest "$W/decided")
+  [ -n "$RUN" ] || { pack; exit 7; }
+  $DB -m harness.cli summary "$RUN" > "$S/summary-table.txt" 2>&1
+  [ -f "$RUN/requests.csv" ] && gzip -kf "$RUN/requests.csv"
+  tar -czf "$S/decided-run.tar.gz" -C "$(dirname "$RUN")" --exclude=requests.csv "$(basename "$RUN")"
+  pack ;;
 tune)
   $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
   cp "$W/tune.yaml" "$S/"
   stamp "draftbench tune eagle3 --concurrency $TUNE_CONC --steps $TUNE_STEPS --budget $TUNE_BUDGET"
-  tune_run "$W/tune.yaml" "$W/tune" "${TUNE_S:-500}" 2>&1 | tee "$S/tune.log"
+  tune_run "$W/tune.yaml" "$W/tune" "${TUNE_S:-570}" 2>&1 | grep -v " requests$" | tee "$S/tune.log"
   stamp "draftbench tune exited ${PIPESTATUS[0]}"
   T=$(latest "$W/tune")
-  [ -n "$T" ] && tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" "$(basename "$T")"
+  [ -n "$T" ] && (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
+  [ -n "$T" ] && tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
   [ -n "$T" ] && for f in tune.csv speculation_profile.json; do find "$T" -name "$f" -exec cp {} "$S/" \; ; done
   pack ;;
 *) echo "unknown stage $STAGE"; exit 2 ;;

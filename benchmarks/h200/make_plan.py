@@ -148,8 +148,10 @@ def decide(workdir: str, sim: bool = False) -> None:
     runs = {"decide": ({"max_tokens": int(os.environ.get("MAX_TOKENS", "384")), "order": "shuffled",
                         "repeats": int(os.environ.get("REPEATS", "3")), "min_steady_s": floor,
                         "per_request_spec": "off"}, suite_path),
+            # the stopping rule's looks in the tune's wide and verify runs: 2, 4, 6 repeats (99.5/99.5/96 %)
             "tune": ({"max_tokens": int(os.environ.get("TUNE_TOKENS", "256")), "order": "shuffled",
-                      "repeats": 1, "min_steady_s": floor}, work / "tune-suite.yaml"),
+                      "repeats": 2, "max_repeats": int(os.environ.get("TUNE_MAX_REPEATS", "6")),
+                      "min_steady_s": floor}, work / "tune-suite.yaml"),
             # decide.sh warm: one short pass through both servers, so that the first EAGLE-3 server's one-off
             # JIT compile (about 2 minutes in its first decode on a fresh machine) is paid before measuring
             "warm": ({"max_tokens": 32, "repeats": 1, "warmup_requests": 8, "per_request_spec": "off"},
@@ -207,8 +209,36 @@ def endpoints(workdir: str, warm_run: str, sim: bool = False) -> None:
         print(f"plan at {work / f'{name}.yaml'}: endpoints {[v['endpoint'] for v in variants]}, run {plan['run']}")
 
 
+def decided(workdir: str, tune_dir: str, concurrency: int = 8) -> None:
+    """WORKDIR/decided.yaml (decide.sh decided): baseline against the tune's pick at `concurrency`, for
+    `draftbench run --until-decided`: the pick is the config its answer names there (a verified `faster`
+    row, else the best predicted one), on decide.yaml's suite and settings, looks after 2, 4 and 8 repeats."""
+    import pandas as pd
+
+    work = Path(workdir).resolve()
+    rows = pd.read_csv(Path(tune_dir) / "tune.csv")
+    at = rows[rows["concurrency"] == concurrency]
+    fast = at[(at["measured"] == "verified") & (at["verdict"] == "faster")]
+    pick = (fast.loc[fast["speedup"].idxmax()] if not fast.empty else
+            at.loc[pd.to_numeric(at["speedup_pred"], errors="coerce").idxmax()])
+    plan = yaml.safe_load((work / "decide.yaml").read_text())
+    spec = next(v for v in plan["variants"] if v.get("algorithm"))
+    spec.update(name=f"pick-s{int(pick.num_steps)}k{int(pick.eagle_topk)}d{int(pick.num_draft_tokens)}",
+                num_steps=int(pick.num_steps), eagle_topk=int(pick.eagle_topk),
+                num_draft_tokens=int(pick.num_draft_tokens), cuda_graph=bool(pick.cuda_graph))
+    plan["variants"] = [v for v in plan["variants"] if not v.get("algorithm")][:1] + [spec]
+    plan["name"] = plan["name"].replace("decide", "decided")
+    plan["run"].update(concurrency=[concurrency], repeats=2, max_repeats=int(os.environ.get("DECIDED_MAX_REPEATS", "8")),
+                       stop="decided")
+    (work / "decided.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    print(f"plan at {work / 'decided.yaml'}: baseline vs {spec['name']} at c{concurrency} (tune's pick: "
+          f"{pick.status}, verdict {pick.verdict}), run {plan['run']}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--endpoints"]:
+    if sys.argv[1:2] == ["--decided"]:
+        decided(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["--endpoints"]:
         endpoints(sys.argv[2], sys.argv[3], sim="--sim" in sys.argv[4:])
     elif sys.argv[1:2] == ["--tiny"]:
         tiny(sys.argv[2])

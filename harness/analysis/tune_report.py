@@ -6,6 +6,8 @@ installed) and the answer in words. Everything derives from the tune's run direc
 from __future__ import annotations
 
 import json
+import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,8 @@ TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "co
                 "speedup_ci_high", "measured", "speedup_pred", "step_ms_prior", "base_step_ms",
                 "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
                 "verdict", "status", "variant", "accept_len_pred_cost_prompts", "verdict_reason",
-                "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct"]
+                "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct", "speedup_pred_low",
+                "speedup_pred_high", "step_source", "ci_level"]
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 
@@ -70,7 +73,12 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
             phase_spd = _num(cr.get("speedup")) if cr else None
             dec, bdec = (_num(cr.get("decode_tok_s")) if cr else None), (_num(br.get("decode_tok_s")) if br else None)
             dec_spd = dec / bdec if dec and bdec else None
+            lo_hi = _prior_range(cfg, c, measured, base, al) if prior is not None else (None, None)
             rows.append({
+                "speedup_pred_low": lo_hi[0], "speedup_pred_high": lo_hi[1],
+                "step_source": (getattr(t, "step_source", {}).get(cfg, "step-cost phases") if step is not None else
+                                "prior" if prior is not None else ""),
+                "ci_level": _num(v.get("ci_level")) if v else None,
                 "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk, "num_draft_tokens": cfg.num_draft_tokens,
                 "cuda_graph": cfg.cuda_graph, "concurrency": c, "accept_len_pred": al,
                 "accept_len_measured": al_meas, "step_ms": step, "tok_s_pred": tok_pred, "tok_s_measured": tok_meas,
@@ -88,6 +96,25 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
                 "step_phase_decode_speedup": dec_spd, "decode_speedup_error_pct": _err(spd_pred, dec_spd),
             })
     return pd.DataFrame(rows, columns=TUNE_COLUMNS)
+
+
+def _prior_range(cfg: Config, c: int, measured: dict[Config, dict[int, float]], base: dict[int, float],
+                 al: float | None) -> tuple[float | None, float | None]:
+    """The predicted speedup's range for a config whose step cost is the prior's guess: a verify step costs
+    at least a plain decode step and, for a chain of the same graph setting, no more than the nearest
+    measured longer chain (or, with none longer, the guess itself doubled)."""
+    if not al or not base.get(c):
+        return None, None
+    longer = [v[c] for m, v in measured.items() if c in v and m.eagle_topk == cfg.eagle_topk
+              and m.cuda_graph == cfg.cuda_graph and m.num_steps > cfg.num_steps]
+    shorter = [v[c] for m, v in measured.items() if c in v and m.eagle_topk == cfg.eagle_topk
+               and m.cuda_graph == cfg.cuda_graph and m.num_steps < cfg.num_steps]
+    guess = tm.prior_step_ms(cfg, c, measured)
+    hi_step = min(longer) if longer else (2.0 * guess if guess else None)
+    lo_step = max(shorter) if shorter else base[c]
+    if not hi_step:
+        return None, None
+    return tm.predicted_speedup(al, hi_step, base[c]), tm.predicted_speedup(al, lo_step, base[c])
 
 
 def best_per_concurrency(rows: pd.DataFrame) -> dict[int, dict[str, Any]]:
@@ -144,9 +171,17 @@ def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None
         import matplotlib.pyplot as plt
     except ImportError:
         return None
+    with warnings.catch_warnings():  # a 1 x 1 grid's singular axis limits: no library warning reaches the terminal
+        warnings.simplefilter("ignore")
+        return _heatmap(plt, rows, concurrency, path)
+
+
+def _heatmap(plt: Any, rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
     r = rows[rows["concurrency"] == concurrency].copy()
     r["speedup_pred"] = pd.to_numeric(r["speedup_pred"], errors="coerce")
     grid = r.pivot_table(index="num_steps", columns="num_draft_tokens", values="speedup_pred", aggfunc="max")
+    if grid.empty:
+        return None
     fig, ax = plt.subplots(figsize=(6, 4))
     im = ax.imshow(grid.values, cmap="RdYlGn", vmin=0.5, vmax=max(1.5, float(grid.max().max() or 1.5)))
     ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
@@ -160,56 +195,138 @@ def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None
     return path
 
 
-def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int) -> list[str]:
-    """The answer per concurrency, in words. A verified config's words follow its verdict (summary.csv:
-    `faster`, `slower`, `within-noise`, with `verdict_reason`), never the point estimate alone: a run that
-    cannot tell says so, whichever side of 1.00x its point falls on. An unverified one is a prediction and
-    says so."""
-    out = []
+def _cfg_words(b: Any) -> str:
+    return (f"num_steps {b['num_steps']}, eagle_topk {b['eagle_topk']}, num_draft_tokens "
+            f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
+
+
+def launch_flags(b: Any, algorithm: str = "EAGLE3", draft_path: str | None = None) -> str:
+    """The SGLang launch flags of a tune row's config, to paste after `python -m sglang.launch_server`."""
+    argv = ["--speculative-algorithm", algorithm or "EAGLE3"]
+    if draft_path:
+        argv += ["--speculative-draft-model-path", str(draft_path)]
+    argv += ["--speculative-num-steps", str(b["num_steps"]), "--speculative-eagle-topk", str(b["eagle_topk"]),
+             "--speculative-num-draft-tokens", str(b["num_draft_tokens"])]
+    if not bool(b["cuda_graph"]) or str(b["cuda_graph"]) == "False":
+        argv.append("--disable-cuda-graph")
+    return shlex.join(argv)
+
+
+def _got(b: Any) -> str:
+    spd, lo, hi = _num(b.get("speedup")), _num(b.get("speedup_ci_low")), _num(b.get("speedup_ci_high"))
+    if spd is None:
+        return ""
+    level = _num(b.get("ci_level"))
+    label = f"{100 * level:.4g}%" if level is not None else "95%"
+    return f"measured {spd:.2f}x" + (f" ({label} CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else "")
+
+
+def _verdict_of(b: Any) -> str:
+    """A verified row's verdict; a summary from before the verdict columns: its interval decides."""
+    verdict = str(b.get("verdict") or "")
+    if verdict in ("faster", "slower", "equivalent", "undecided", "too-short"):
+        return verdict
+    if verdict == "within-noise":  # an older summary's words
+        return "too-short" if str(b.get("verdict_reason") or "").startswith("too short") else "undecided"
+    lo, hi = _num(b.get("speedup_ci_low")), _num(b.get("speedup_ci_high"))
+    if lo is None or hi is None:
+        return "undecided"
+    return "faster" if lo > 1.0 else "slower" if hi < 1.0 else "undecided"
+
+
+def _pred_words(b: Any) -> str:
+    pred = _num(b.get("speedup_pred"))
+    if pred is None:
+        return ""
+    lo, hi = _num(b.get("speedup_pred_low")), _num(b.get("speedup_pred_high"))
+    rng = f", range {lo:.2f}-{hi:.2f}x from the step-cost prior" if lo is not None and hi is not None \
+        and str(b.get("measured") or "") in ("", "nan") else ""
+    return f"predicted {pred:.2f}x{rng}"
+
+
+def _loss_why(b: Any, hists: dict[str, list[int]], positions: int) -> str:
     all_h = tm.add_histograms(hists.values())
-    for c, b in sorted(best_per_concurrency(rows).items()):
-        cfg = (f"num_steps {b['num_steps']}, eagle_topk {b['eagle_topk']}, num_draft_tokens "
-               f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
-        pred = float(b["speedup_pred"])
-        spd = _num(b.get("speedup"))
-        lo, hi = _num(b.get("speedup_ci_low")), _num(b.get("speedup_ci_high"))
-        verdict = str(b.get("verdict") or "") if spd is not None else ""
-        if spd is not None and verdict not in ("faster", "slower", "within-noise"):
-            # a summary without a verdict (older runs): the interval decides, and without one nothing does
-            verdict = ("faster" if lo > 1.0 else "slower" if hi < 1.0 else "within-noise") \
-                if lo is not None and hi is not None else "within-noise"
-        got = (f"measured {spd:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else "")
-               if spd is not None else "")
-        if verdict == "faster" or (spd is None and pred > 1.0):
-            tail = got + ", faster than the baseline" if spd is not None else \
-                "not verified: a prediction from the step costs, not a measurement"
-            out.append(f"c{c}: best {cfg}: predicted {pred:.2f}x, {tail}")
+    k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
+    weak = sorted(((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items()))
+    where = (f"; acceptance drops below {COLLAPSE_BELOW:.0%} at position {k}"
+             f" (weakest: {', '.join(cat for _, cat in weak[:3])})" if k else "")
+    need, reach = _num(b.get("break_even_accept_len")), _num(b.get("accept_len_pred"))
+    pred = _num(b.get("speedup_pred"))
+    if need is not None and reach is not None and reach < need:
+        return f"needs accept length {need:.2f} at its step cost and this drafter reaches {reach:.2f}" + where
+    return ((f"reaches accept length {reach:.2f}" if reach is not None else "its accept length")
+            + (f" where its step cost needs {need:.2f}" if need else "")
+            + (f" (predicted {pred:.2f}x)" if pred is not None else "")
+            + ", so the loss is outside the decode steps (prefill, TTFT cost, scheduling)" + where)
+
+
+def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, algorithm: str = "EAGLE3",
+           draft_path: str | None = None) -> list[str]:
+    """The answer per concurrency, in words, from what the tune has: the config to use with its verdict and
+    interval (a verified row's words follow its verdict, never the point estimate alone), or
+    "speculation does not pay here" (equivalent or slower), or "cannot tell yet" with what would decide it;
+    the best predicted config when it is not the one measured; the launch flags to paste; and what is left
+    to decide. A tune stopped by its budget still answers from the wide run's histograms and step costs."""
+    out: list[str] = []
+    if rows.empty:
+        return out
+    for c in sorted({int(x) for x in rows["concurrency"]}):
+        g = rows[rows["concurrency"] == c]
+        pred_rows = g[pd.to_numeric(g["speedup_pred"], errors="coerce").notna()]
+        best_pred = pred_rows.loc[pd.to_numeric(pred_rows["speedup_pred"]).idxmax()] if not pred_rows.empty else None
+        ver = g[(g["measured"] == "verified") & pd.to_numeric(g["speedup"], errors="coerce").notna()]
+        best = None
+        if not ver.empty:
+            fast = ver[[_verdict_of(r) == "faster" for _, r in ver.iterrows()]]
+            pool = fast if not fast.empty else ver
+            best = pool.loc[pd.to_numeric(pool["speedup"]).idxmax()]
+        use = None
+        if best is not None:
+            verdict, got, cfg = _verdict_of(best), _got(best), _cfg_words(best)
+            pred = _pred_words(best)
+            pred = f"; {pred}" if pred else ""
+            if verdict == "faster":
+                use = best
+                out.append(f"c{c}: use {cfg}: {got}, faster than the baseline{pred}")
+            elif verdict == "equivalent":
+                out.append(f"c{c}: speculation does not pay here (equivalent): the best measured ({cfg}) {got} "
+                           f"lies within the equivalence band of 1.00x{pred}")
+            elif verdict == "slower":
+                out.append(f"c{c}: speculation does not pay here (slower): no config beats the baseline: the best "
+                           f"({cfg}) {_loss_why(best, hists, positions)} ({got}, slower)")
+            else:
+                reason = str(best.get("verdict_reason") or "").strip()
+                reason = "" if reason == "nan" else reason
+                out.append(f"c{c}: cannot tell yet ({verdict}): the best measured ({cfg}) {got}"
+                           + (f": {reason}" if reason else ": no interval") + pred)
+        elif best_pred is not None:
+            pred = float(best_pred["speedup_pred"])
+            cfg = _cfg_words(best_pred)
+            if pred > 1.0:
+                use = best_pred
+                out.append(f"c{c}: best predicted {cfg}: {_pred_words(best_pred)}, not verified: a prediction from "
+                           "the step costs, not a measurement")
+            else:
+                out.append(f"c{c}: no config beats the baseline: the best ({cfg}) "
+                           f"{_loss_why(best_pred, hists, positions)} (predicted, not verified)")
+        else:
+            out.append(f"c{c}: nothing to predict from: no step cost of the baseline at this concurrency")
             continue
-        if verdict == "within-noise":
-            reason = str(b.get("verdict_reason") or "").strip()
-            reason = "" if reason == "nan" else reason
-            short = reason.startswith("too short")  # the guard's own words: "too short to decide: ..."
-            fix = ("more prompts in the suite decide it (repeats replay the same short phase)"
-                   if "requests in a phase" in reason else
-                   "longer phases (more prompts, or max_tokens) decide it" if short else
-                   "more repeats (run.repeats, run.until_ci_pct) decide it")
-            out.append(f"c{c}: cannot tell: the best predicted ({cfg}, {pred:.2f}x) {got}"
-                       + (f": {reason}" if short else ", within noise" + (f" ({reason})" if reason else ""))
-                       + f"; {fix}")
-            continue
-        k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
-        weak = sorted(((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items()))
-        where = (f"; acceptance drops below {COLLAPSE_BELOW:.0%} at position {k}"
-                 f" (weakest: {', '.join(cat for _, cat in weak[:3])})" if k else "")
-        need, reach = _num(b["break_even_accept_len"]), float(b["accept_len_pred"])
-        if need is not None and reach < need:
-            why = f"needs accept length {need:.2f} at its step cost and this drafter reaches {reach:.2f}"
-        else:  # the decode steps say it should win: what it loses is outside them
-            why = (f"reaches accept length {reach:.2f}" + (f" where its step cost needs {need:.2f}" if need else "")
-                   + f" (predicted {pred:.2f}x), so the loss is outside the decode steps (prefill, TTFT cost, "
-                   "scheduling)")
-        out.append(f"c{c}: no config beats the baseline: the best ({cfg}) {why}"
-                   + (f" ({got}, slower)" if spd is not None else " (predicted, not verified)") + where)
+        shown = use if use is not None else best
+        if best_pred is not None and shown is not None and _cfg_words(best_pred) != _cfg_words(shown):
+            ahead = _num(best_pred.get("speedup_pred")) or 0.0
+            here = _num(shown.get("speedup_pred")) or _num(shown.get("speedup")) or 0.0
+            if ahead > here * 1.02:
+                out.append(f"  best predicted: {_cfg_words(best_pred)}: {_pred_words(best_pred)} "
+                           f"({str(best_pred.get('status') or 'predicted')}), not verified")
+        if use is not None:
+            out.append(f"  launch flags: {launch_flags(use, algorithm, draft_path)}")
+        left = g[g["status"].astype(str) == "predicted"]
+        if not left.empty:
+            names = ", ".join(f"steps {r['num_steps']}" if int(r["eagle_topk"]) == 1 else
+                              f"{r['num_steps']}/{r['eagle_topk']}/{r['num_draft_tokens']}" for _, r in left.iterrows())
+            out.append(f"  left to decide: {len(left)} configs predicted only ({names}): "
+                       "draftbench tune --resume DIR --budget 5m measures them")
     return out
 
 
@@ -238,7 +355,8 @@ def render(t: Any, rows: pd.DataFrame) -> str:
     lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state['starts'])} server starts for a grid "
              f"of {len(t.grid)}; stop: {t.state['stop_reason'] or 'unfinished'}; "
              f"{float(t.state['spent_s']):.0f} s of {t.opts.budget_s:.0f} s", ""]
-    lines += answer(rows, t.hists, positions) + ["", "P(accepted >= k) per category (wide run, topk 1):"]
+    lines += answer(rows, t.hists, positions, algorithm=t.tuned.spec_algorithm or "EAGLE3",
+                    draft_path=str(t.tuned.drafter.path)) + ["", "P(accepted >= k) per category (wide run, topk 1):"]
     cats = list(dict.fromkeys(curves["category"]))
     lines.append(f"{'category':<14}" + "".join(f"{k:>7}" for k in range(1, positions + 1)))
     for cat in cats:

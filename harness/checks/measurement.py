@@ -1,7 +1,7 @@
-"""Phases too small to decide, found before the run: a closed-loop phase replays a suite once, one request
-per prompt turn, and a phase of fewer than MIN_REQUESTS_PER_SLOT x concurrency requests is "too short to
-decide" in every verdict (harness.analysis.verdicts), so hours of measurement at that level would end in
-`within-noise` whatever the speedup. Repeats do not help: they replay the same small phase."""
+"""Phases too small to decide, found before the run: a phase of fewer than MIN_REQUESTS_PER_SLOT x concurrency
+requests is "too short to decide" in every verdict (harness.analysis.verdicts). Phase sizing (run.phase_sizing,
+on by default: harness.run.sizing) cycles such a suite until the phase is long enough, so this warns only
+where it is off, as in tune's decode-only step-cost phases. Repeats do not help: they replay the same phase."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 def phase_findings(plan: Any) -> list[Finding]:
     """One warning per suite that is too small for some of the plan's concurrency levels."""
-    if not any(v.is_speculative for v in plan.variants):
-        return []  # no verdict to decide
+    if not any(v.is_speculative for v in plan.variants) or plan.run.phase_sizing:
+        return []  # no verdict to decide, or phase sizing cycles the suite until it can
     out = []
     for suite in plan.suites:
         n = sum(int(p.turns) for p in suite.prompts)
@@ -27,8 +27,8 @@ def phase_findings(plan: Any) -> list[Finding]:
             PLAN_WIDE, "phase-too-short",
             f"suite {suite.name}: {n} requests per phase, fewer than {MIN_REQUESTS_PER_SLOT} x concurrency at "
             f"concurrency {levels}",
-            "every verdict at that level stays within-noise (too short to decide), whatever the speedup; "
+            "with run.phase_sizing off, every verdict at that level is too-short, whatever the speedup; "
             "more repeats replay the same short phase",
-            f"give the suite at least {MIN_REQUESTS_PER_SLOT * most} requests (import-suite --sample), or drop "
-            f"concurrency {levels} from run.concurrency"))
+            f"turn run.phase_sizing on (it cycles the suite), give the suite at least {MIN_REQUESTS_PER_SLOT * most} "
+            f"requests (import-suite --sample), or drop concurrency {levels} from run.concurrency"))
     return out

@@ -152,6 +152,7 @@ class TuneDone:
     tune_csv: str
     starts: int  # server starts the tune made
     grid_size: int
+    answered: bool = False  # an answer per concurrency (measured, or predicted from what the budget bought)
 
 
 Event = (

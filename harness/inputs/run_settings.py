@@ -41,6 +41,9 @@ class RunSettings(StrictModel):
         default=10.0, ge=0, description="a phase whose steady state (all slots busy) is shorter, or that has "
         "fewer than 4 x concurrency requests, is too short to decide (verdict too-short); phases cycle the "
         "suite until they reach it (up to max_phase_s)")
+    phase_sizing: bool = Field(
+        default=True, description="cycle a suite too short to decide in one pass (off: tune's decode-only "
+        "step-cost phases, whose length is their output tokens)")
     max_phase_s: float = Field(
         default=180.0, gt=0, description="the longest a phase may grow by cycling its suite to reach "
         "min_steady_s and 4 x concurrency requests (docs/metrics.md, phase sizing)")

@@ -169,7 +169,7 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             await guard_task
 
 
-async def warmup(client: Any, plan: Any, variant: Any) -> int:
+async def warmup(client: Any, plan: Any, variant: Any, timing: dict | None = None) -> int:
     """Warmup requests are excluded from every number. One sampled request first: the first sampled
     request can trigger a one-time compile on a fresh server (seen on the H200, GPU.md). Then
     `warmup_requests` requests, at least as many as the plan's highest concurrency and sent that many
@@ -184,15 +184,22 @@ async def warmup(client: Any, plan: Any, variant: Any) -> int:
     width = max(1, max(plan.run.concurrency, default=1))
     reqs = [to_request(prompts[i % len(prompts)], suite, plan, request_id=f"warmup/{i}")
             for i in range(max(n, width))]
-    ok = bool((await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled",
-                                              temperature=0.7))).ok)
+    first = await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled", temperature=0.7))
+    ok = bool(first.ok)
     sem = asyncio.Semaphore(width)
+    times: list[float] = []
 
     async def one(req: Any) -> bool:
         async with sem:
-            return bool((await client.stream(req)).ok)
+            got = await client.stream(req)
+            times.append(got.t_end - got.t_send)
+            return bool(got.ok)
 
-    return ok + sum(await asyncio.gather(*(one(r) for r in reqs)))
+    done = ok + sum(await asyncio.gather(*(one(r) for r in reqs)))
+    if timing is not None:  # a first decode far slower than the rest: a one-off compile (harness.run.runner)
+        timing["first_s"] = first.t_end - first.t_send
+        timing["rest_s"] = sorted(times)[len(times) // 2] if times else None
+    return done
 
 
 async def probe_meta(client: Any, plan: Any, prompts: list[Any], suite: Any, concurrency: int, run_dir: Path,

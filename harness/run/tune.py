@@ -32,6 +32,7 @@ from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.common import events as ev
 from harness.common.errors import InputError
+from harness.run import tune_budget as tb
 from harness.run import tune_plans as tp
 from harness.run.kept import kept_servers, stop_kept_servers
 from harness.run.rundir import new_run_dir, redact_plan, write_json
@@ -97,6 +98,8 @@ class _Tune:
         if path.exists():
             self.state.update(json.loads(path.read_text(encoding="utf-8")))
         self._spent_before = float(self.state["spent_s"])
+        self.step_source: dict[Config, str] = {}
+        self.answered = False
         self._t0 = clock()
 
     # ---------------------------------------------------------------------------------------- bookkeeping
@@ -126,9 +129,11 @@ class _Tune:
     def variant_dict(self, cfg: Config, name: str | None = None) -> dict[str, Any]:
         return tp.variant_dict(self.tuned, cfg, name)
 
-    def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False) -> Any:
+    def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False,
+                budget_s: float | None = None) -> Any:
         return tp.derived(self.plan, variants, self.conc, self.opts.cost_tokens, cost=cost,
-                          baseline_last=baseline_last, source=self.plan.source_path or self.dir / PLAN_FILE)
+                          baseline_last=baseline_last, source=self.plan.source_path or self.dir / PLAN_FILE,
+                          budget_s=budget_s)
 
     def cost_sources(self) -> set[str]:
         return tp.cost_sources(self.plan, self.conc)
@@ -167,8 +172,11 @@ class _Tune:
                                          "options": asdict(self.opts)})
         complete = False
         try:
+            for line in tb.plan_words(self):  # what the budget buys, before any server starts
+                yield self.stage("plan", line)
             yield self.stage("wide", f"wide run {self.wide.name} + baseline over the plan's suites")
-            wide_plan = self.derived([self.variant_dict(self.wide, self.wide_name)], cost=False)
+            wide_plan = self.derived([self.variant_dict(self.wide, self.wide_name)], cost=False,
+                                     budget_s=self.opts.budget_s - self.spent() - tb.cost_reserve(self))
             async for e in self.sub_run(wide_plan, "wide"):
                 yield e
             self.hists = td.histograms_by_category(self.dir / "wide", self.wide_name)
@@ -193,7 +201,7 @@ class _Tune:
         yield self.stage("report", "tune.csv, speculation_profile.json, the answer")
         csv = self.report()
         yield ev.TuneDone(str(self.dir), complete, str(self.state["stop_reason"]), str(csv),
-                          int(self.state["starts"]), len(self.grid))
+                          int(self.state["starts"]), len(self.grid), answered=bool(self.answered))
 
     async def stop_kept(self) -> None:
         try:  # never in place of the error that ended the tune; the servers stay listed as kept
@@ -224,13 +232,26 @@ class _Tune:
         self.state["preflight_done"] = True
         self.save()
 
-    def measured(self) -> dict[Config, dict[int, float]]:
+    def measured(self, fallback: bool = False) -> dict[Config, dict[int, float]]:
+        """Step ms per config and concurrency: its step-cost phases (what the search goes by). `fallback`
+        (the report): the longest chain's also from the wide run's own decode windows when the budget left
+        it no step-cost phase, so a tune stopped by its budget still predicts every config."""
         cost = self.dir / "cost"
         out = {c: td.step_costs(cost, c.name, self.conc) for c in self.grid}
-        return {c: v for c, v in out.items() if v}
+        out = {c: v for c, v in out.items() if v}
+        if fallback and self.wide not in out:
+            wide = td.step_costs(self.dir / "wide", self.wide_name, self.conc)
+            if wide:
+                out[self.wide] = wide
+                self.step_source[self.wide] = "the wide run's decode windows"
+        return out
 
-    def base_step(self) -> dict[int, float]:
-        return td.step_costs(self.dir / "cost", self.plan.baseline.name, self.conc)
+    def base_step(self, fallback: bool = False) -> dict[int, float]:
+        got = td.step_costs(self.dir / "cost", self.plan.baseline.name, self.conc)
+        if not fallback:
+            return got
+        wide = td.step_costs(self.dir / "wide", self.plan.baseline.name, self.conc)
+        return {**wide, **got}  # the step-cost phases where measured, else the wide run's own windows
 
     def accept(self, cfg: Config) -> float | None:
         if cfg.eagle_topk == 1:
@@ -257,7 +278,13 @@ class _Tune:
         return float(td.startup_seconds(self.dir / "wide") or 0.0) * 2
 
     def verify_cost(self) -> float:
-        return float(self.state["stage_s"].get(f"wide/{self.wide_name}", 0.0))
+        """A verify run's seconds: the wide run's speculative stage, less a one-off compile it paid (charged
+        once per machine, never again: harness.run.runner._one_off)."""
+        from harness.analysis.summary import read_variants
+
+        stage = float(self.state["stage_s"].get(f"wide/{self.wide_name}", 0.0))
+        compile_s = float(read_variants(self.dir / "wide").get(self.wide_name, {}).get("compile_s") or 0.0)
+        return max(0.0, stage - compile_s)
 
     async def search(self) -> AsyncIterator[Any]:
         done = {c.name for c in self.grid} & set(td.variant_status(self.dir / "cost"))
@@ -366,8 +393,11 @@ class _Tune:
     def report(self) -> Path:
         from harness.analysis import tune_report as tr
 
-        measured, base = self.measured(), self.base_step() if hasattr(self, "hist") else {}
         if not hasattr(self, "hist"):
             return self.dir / "tune.csv"
+        measured, base = self.measured(fallback=True), self.base_step(fallback=True)
         rows = tr.tune_rows(self, measured, base)
-        return tr.write_outputs(self, rows)
+        out = tr.write_outputs(self, rows)
+        self.answered = any(line.startswith("c") and "nothing to predict" not in line
+                            for line in tr.answer(rows, self.hists, self.wide.num_steps))
+        return out

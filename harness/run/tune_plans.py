@@ -22,7 +22,7 @@ def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, 
 
 
 def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tokens: int, *, cost: bool,
-            baseline_last: bool = False, source: str | Path) -> Any:
+            baseline_last: bool = False, source: str | Path, budget_s: float | None = None) -> Any:
     """The plan's baseline and `variants` at closed-loop levels `conc`; `cost`: the step-cost phases."""
     from harness.inputs.config import Plan
 
@@ -43,7 +43,11 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
         data["suites"] = [{"name": "step-cost", "description": "decode-only step-cost phases",
                            "prompts": cost_prompts}]
         run.update(max_tokens=cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
-                   warmup_requests=1)
+                   warmup_requests=1, phase_sizing=False, stop="fixed")
+    elif not run.get("until_ci_pct"):  # the wide and verify runs stop when their rows are decided
+        run.update(stop="decided", max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
+    if budget_s is not None:
+        run["budget_s"] = max(1.0, float(budget_s))
     data["run"] = run
     data["name"] = f"{plan.name}-{'cost' if cost else 'wide'}"
     out = Plan.model_validate(data)

@@ -105,10 +105,11 @@ def load_tune(tune_dir: str | Path) -> TuneView:
     heatmaps: dict[int, str] = {}
     answer: list[str] = []
     if ready:
-        frame = tr.tune_rows(t, t.measured(), t.base_step())
+        frame = tr.tune_rows(t, t.measured(fallback=True), t.base_step(fallback=True))
         rows = [{k: _clean(r[k]) for k in ROW_KEYS} for r in frame.to_dict("records")]
         heatmaps = {c: tr.heatmap_text(frame, c) for c in t.conc}
-        answer = tr.answer(frame, hists, t.wide.num_steps)
+        answer = tr.answer(frame, hists, t.wide.num_steps, algorithm=t.tuned.spec_algorithm or "EAGLE3",
+                           draft_path=str(t.tuned.drafter.path))
     else:  # the wide run has not finished: the grid, nothing predicted yet
         for cfg in t.grid:
             status = (
