@@ -11,7 +11,6 @@ import contextlib
 import gc
 import json
 import platform
-import random
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
@@ -26,13 +25,13 @@ from harness.common import events as ev
 from harness.common.aio import drain
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
-from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 from harness.run.adopt import launch
-from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
-from harness.run.conversation import request_ids, requests_per_pass
+from harness.run.arrivals import max_connections, replay_rate_phase
+from harness.run.conversation import requests_per_pass
 from harness.run.decide import more_repeats
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
 from harness.run.kept import gpu_has_room, reap_leftovers
+from harness.run.run_phases import one_off, phase_id, plan_phases, rate_phase_id, sizer_for  # noqa: F401
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
@@ -43,19 +42,8 @@ from harness.run.rundir import (
     write_json,
 )
 from harness.run.server import Server, ServerFailed
-from harness.run.sizing import Sizer, sized_passes
+from harness.run.sizing import sized_passes
 from harness.run.target_facts import drafter_hash, gpus
-
-COMPILE_MIN_S = 20.0  # a first decode this slow, and COMPILE_RATIO x the rest, is a compile (docs/real-gpu.md)
-COMPILE_RATIO = 10.0
-
-
-def phase_id(suite: str, concurrency: int, repeat: int) -> str:
-    return f"{suite}@c{concurrency}#r{repeat}"
-
-
-def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
-    return f"{suite}@r{rate_label(rate)}#r{repeat}"
 
 
 async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
@@ -183,7 +171,7 @@ class _Run:
         leave its server up afterwards for the stopping rule's next look (harness.run.decide)."""
         name = variant.name
         engine = engine_of(self.plan, variant)
-        todo = self._phases(variant, repeats, only)
+        todo = plan_phases(self, variant, repeats, only)
         if not todo:
             return  # resumed: nothing left for this variant
         parked = self.parked.pop(name, None)
@@ -289,29 +277,6 @@ class _Run:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      "" if gone else "processes left after SIGKILL"))
 
-    def _phases(self, variant: Any, repeats: list[int] | None = None, only: set[int] | None = None
-                ) -> list[tuple[str, Any, int, int, list[Any]]]:
-        out = []
-        rates = [] if only is not None else list(map(float, getattr(self.plan.run, "request_rate", [])))
-        levels = [c for c in self.plan.run.concurrency if only is None or c in only]
-        for repeat in repeats or range(1, self.plan.run.repeats + 1):
-            for suite in self.plan.suites:
-                for c in [*levels, *rates]:
-                    pid = phase_id(suite.name, c, repeat) if not isinstance(c, float) else \
-                        rate_phase_id(suite.name, c, repeat)
-                    if isinstance(c, float):
-                        self.phase_rate[pid], c = c, 0  # open loop: records and phases say concurrency 0
-                    prompts = list(suite.prompts)
-                    if getattr(self.plan.run, "order", "suite") == "shuffled":
-                        # same seed for every variant: all arms see the same order (TTFT depends on it)
-                        random.Random(f"{self.plan.run.seed}/{pid}").shuffle(prompts)
-                    prompts = [p for p in prompts  # a conversation is redone unless all its turns finished
-                               if any((variant.name, pid, r) not in self.finished for r in request_ids(suite, p))]
-                    if prompts:
-                        out.append((pid, suite, c, repeat, prompts))
-        return out
-
-    # ------------------------------------------------------------------------------------------------
     async def _measure(self, variant: Any, server: Server, meta: dict[str, Any], todo: list) -> None:
         from harness.client.stream import ReplayClient
         from harness.run.replay import warmup
@@ -330,7 +295,7 @@ class _Run:
                 timing: dict[str, Any] = {}
                 await warmup(client, self.plan, variant, timing)
                 self.warmed.add(variant.name)
-                self._one_off(variant.name, meta, timing)
+                one_off(self, variant.name, meta, timing)
             # a full collection stalls the event loop for tens of ms mid-stream: collect now, then keep the
             # long-lived objects out of later collections (vLLM's bench does the same)
             gc.collect()
@@ -358,7 +323,7 @@ class _Run:
         engine = server.engine
         extra = engine.spec_request_extra(probe)
         rate = self.phase_rate.get(pid)
-        sizer = self._sizer(name, pid, suite, c, prompts) if rate is None else None
+        sizer = sizer_for(self, name, pid, suite, c, prompts) if rate is None else None
         t0 = time.perf_counter()
         replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive, sizer=sizer,
                               order_key=f"{self.plan.run.seed}/{pid}") if rate is None \
@@ -405,35 +370,6 @@ class _Run:
             await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid,
                              engine.request_spec)
             self.phase_tag[name] = None
-
-    def _one_off(self, name: str, meta: dict[str, Any], timing: dict[str, Any]) -> None:
-        """The warmup's first (sampled) request far slower than the rest: a one-off compile, seen for the
-        first EAGLE-3 decode on a fresh H200 (~2 min). It stays out of every measured phase (the warmup is
-        never measured); recorded as `compile_s` so budgets charge it once per machine (harness.run.tune)."""
-        first, rest = timing.get("first_s"), timing.get("rest_s")
-        meta["warmup_first_s"] = round(first, 3) if first is not None else None
-        if first is None or rest is None or first < COMPILE_MIN_S or first < COMPILE_RATIO * max(rest, 0.05):
-            return
-        meta["compile_s"] = round(first - rest, 1)
-        self.emit(ev.Alarm(name, "info", "one-off-compile",
-                           f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the warmup: "
-                           "a one-off compile, charged once per machine and kept out of every measured phase"))
-
-    def _sizer(self, name: str, pid: str, suite: Any, c: int, prompts: list) -> Sizer | None:
-        """Phase sizing (harness.run.sizing) for a closed-loop phase over its whole suite; a resumed phase
-        that reruns only its unfinished prompts keeps its one pass."""
-        run = self.plan.run
-        if len(prompts) != len(suite.prompts) or not run.phase_sizing:
-            return None
-        per_pass = sum(getattr(p, "turns", 1) for p in prompts)
-
-        def told(n: int, one: float, passes: int, planned: float, capped: bool) -> None:
-            self.total_requests += per_pass * (passes - 1)
-            self.emit(ev.PhaseSized(name, pid, c, n, one, passes, planned, capped))
-
-        return Sizer(prompts=per_pass, concurrency=c, min_steady_s=float(run.min_steady_s),
-                     max_phase_s=float(run.max_phase_s), min_requests=MIN_REQUESTS_PER_SLOT * c,
-                     fixed_passes=self.pass_count.get((name, suite.name, c)), on_plan=told)
 
     async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
         """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
