@@ -58,4 +58,13 @@ def test_installed_wheel_runs_the_demo_from_an_empty_directory(tmp_path):
         assert variant in demo.stdout, demo.stdout
     runs = [d for d in results.iterdir() if d.is_dir() and not d.name.startswith(".")]
     assert len(runs) == 1 and (runs[0] / "summary.csv").is_file(), sorted(p.name for p in results.iterdir())
+    # the demo decides every row, at concurrency 1 and 4 (phase sizing and the stopping rule, docs/metrics.md)
+    import pandas as pd
+
+    summary = pd.read_csv(runs[0] / "summary.csv")
+    spec = summary[summary["baseline"].astype(str) != "True"]
+    assert len(spec) == 6 and set(spec["concurrency"]) == {1, 4}
+    assert spec["verdict"].isin(["faster", "slower", "equivalent"]).all(), spec[["variant", "concurrency", "verdict"]]
+    by = spec.set_index(["variant", "concurrency"])["verdict"]
+    assert by[("good-eagle3", 1)] == "faster" and by[("seed-weak-eagle3", 4)] == "slower"
     assert list(empty.iterdir()) == []  # nothing written to the working directory

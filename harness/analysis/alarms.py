@@ -1,7 +1,10 @@
 """Live alarms during a run, from the server's log windows and from the summary table.
 
 `AlarmTracker.feed(variant, window)` watches each `Decode batch` window as it arrives:
-  drafter-inert    accept len exactly 1.00 for several windows in a row (no draft token accepted);
+  drafter-inert    accept len exactly 1.00 for several windows in a row (no draft token accepted) from a
+                   drafter that has accepted nothing so far: one that accepted drafts before is not inert (on the
+                   H200 a phase's last request, generating past its answer under ignore_eos, read 1.00 for ten
+                   windows in a row from a head that accepts 4.6 tokens per step everywhere else);
   cuda-graph-off   `cuda graph: False` windows while the variant runs with CUDA graphs enabled.
 `AlarmTracker.compare(summary)` looks at the finished comparison:
   slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the break-even accept
@@ -19,6 +22,7 @@ from typing import Any
 from harness.common.events import Alarm
 
 INERT_WINDOWS = 3  # accept len 1.00 this many windows in a row -> the drafter is inert
+ACCEPTING = 1.3  # a window at or above this shows the drafter accepting (random weights read <= 1.10)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class AlarmTracker:
         self.infos = _infos(source)
         self.inert_windows = inert_windows
         self.inert_run: dict[str, int] = {}
+        self.accepted: set[str] = set()  # variants that have shown a window with drafts accepted
         self.counts: dict[tuple[str, str], int] = {}
         self.fired: set[tuple[str, str]] = set()
 
@@ -126,9 +131,11 @@ class AlarmTracker:
         accept = getattr(window, "accept_len", None)
         if accept is not None and info.speculative is not False:
             inert = round(float(accept), 2) == 1.0
+            if float(accept) >= ACCEPTING:
+                self.accepted.add(variant)
             run = self.inert_run.get(variant, 0) + 1 if inert else 0
             self.inert_run[variant] = run
-            if run >= self.inert_windows:
+            if run >= self.inert_windows and variant not in self.accepted:
                 out += self._once(
                     variant,
                     "drafter-inert",

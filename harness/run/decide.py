@@ -47,6 +47,14 @@ async def _until_ci(run: Any, ordered: list) -> None:
             await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], [repeat])
 
 
+def interleaved(plan: Any) -> bool:
+    """May every variant's server stay up at once (harness.run.kept.gpu_has_room)? Then the stopping rule
+    runs the arms repeat by repeat, side by side in time, on servers started once."""
+    from harness.run.kept import gpu_has_room
+
+    return plan.run.stop == "decided" and gpu_has_room(plan, max(0, len(plan.variants) - 1))
+
+
 def _spec_rows(run: Any) -> list[tuple[str, int]]:
     return [(v.name, c) for v in run.plan.variants if not v.is_baseline and v.name not in run.failed
             for c in run.plan.run.concurrency]
@@ -95,13 +103,19 @@ async def _decided(run: Any, ordered: list) -> None:
     for look, repeats in enumerate(schedule, start=1):
         if look > 1:
             prev = schedule[look - 2]
-            for variant in ordered:
-                concs = {c for v, c in open_rows if v == variant.name or variant.is_baseline}
-                if not concs or variant.name in run.failed:
-                    continue
-                run.total_requests += _requests_of(run, concs) * (repeats - prev)
-                await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name],
-                                       list(range(prev + 1, repeats + 1)), concs, park=True)
+            # every server kept up: repeat by repeat, each arm's repeat r right after the baseline's, so a
+            # drift of the machine over minutes falls inside each pair (the H200 moved 20 % in a minute);
+            # without the room for it, each variant's repeats in one go (one start per variant and look)
+            rounds = [[r] for r in range(prev + 1, repeats + 1)] if interleaved(run.plan) else \
+                [list(range(prev + 1, repeats + 1))]
+            for reps in rounds:
+                for variant in ordered:
+                    concs = {c for v, c in open_rows if v == variant.name or variant.is_baseline}
+                    if not concs or variant.name in run.failed:
+                        continue
+                    run.total_requests += _requests_of(run, concs) * len(reps)
+                    await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], reps, concs,
+                                           park=True)
             open_rows = [r for r in open_rows if r[0] not in run.failed]
         level = sequential.look_level(look, looks)
         write_look(run, look, looks, level, open_rows, repeats)

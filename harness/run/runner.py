@@ -28,7 +28,7 @@ from harness.inputs.endpoints import api_key
 from harness.run.adopt import launch
 from harness.run.arrivals import max_connections, replay_rate_phase
 from harness.run.conversation import requests_per_pass
-from harness.run.decide import more_repeats
+from harness.run.decide import interleaved, more_repeats
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
 from harness.run.kept import gpu_has_room, reap_leftovers
 from harness.run.run_phases import one_off, phase_id, plan_phases, rate_phase_id, sizer_for  # noqa: F401
@@ -135,8 +135,14 @@ class _Run:
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
             # the stopping rule keeps servers up between looks (GPU room rules); all stop together at the end
             park = plan.run.stop == "decided"
-            for variant in ordered:
-                await self._run_variant(variant, self.versions[engine_of(plan, variant).name], park=park)
+            if park and interleaved(plan):  # every server stays up: repeat by repeat, the arms side by side
+                for repeat in range(1, plan.run.repeats + 1):
+                    for variant in ordered:
+                        await self._run_variant(variant, self.versions[engine_of(plan, variant).name], [repeat],
+                                                park=True)
+            else:
+                for variant in ordered:
+                    await self._run_variant(variant, self.versions[engine_of(plan, variant).name], park=park)
             await more_repeats(self, ordered)
             complete = self.failures == 0
         finally:
@@ -258,6 +264,7 @@ class _Run:
             raise
         finally:
             self._write_variant_meta(meta)
+            self.metas[name] = dict(meta)  # the next look's record carries what this one learnt (compile_s)
             if up:
                 self.parked[name] = server  # in self.servers still: stopped at the end, however the run ends
             else:
