@@ -6,10 +6,8 @@ through draftbench's own code (summarise_dir, the tune's report) and by hand whe
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,27 +16,20 @@ import pytest
 
 from harness.analysis import stats
 from harness.analysis.sequential import look_level, look_schedule
+from tests.fixture_dirs import unpacked
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1" / "decided"
 DOC = Path(__file__).parent.parent / "docs" / "real-gpu.md"
 
 
-def _unpacked(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    for gz in dst.rglob("*.gz"):
-        gz.with_suffix("").write_bytes(gzip.decompress(gz.read_bytes()))
-        gz.unlink()
-    return dst
-
-
 @pytest.fixture(scope="module")
 def tune_dir(tmp_path_factory) -> Path:
-    return _unpacked(FIX / "tune", tmp_path_factory.mktemp("h200") / "tune")
+    return unpacked(FIX / "tune", tmp_path_factory.mktemp("h200") / "tune")
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    return _unpacked(FIX / "run", tmp_path_factory.mktemp("h200") / "run")
+    return unpacked(FIX / "run", tmp_path_factory.mktemp("h200") / "run")
 
 
 def _looks(path: Path) -> list[dict]:

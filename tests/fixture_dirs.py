@@ -1,0 +1,14 @@
+"""The H200 fixtures are stored with their large records gzipped: a test reads a copy with them expanded."""
+
+import gzip
+import shutil
+from pathlib import Path
+
+
+def unpacked(src: Path, dst: Path) -> Path:
+    """A copy of a fixture directory with every .gz file expanded (the records as the run wrote them)."""
+    shutil.copytree(src, dst)
+    for gz in dst.rglob("*.gz"):
+        gz.with_suffix("").write_bytes(gzip.decompress(gz.read_bytes()))
+        gz.unlink()
+    return dst
