@@ -93,42 +93,48 @@ def test_the_answer_never_calls_an_undecided_config_a_loss_or_a_win():
 
     from harness.analysis.tune_report import answer
 
-    def rows(lo, hi, spd, verdict=None, reason=None, need=2.0, pred=1.2):
+    def rows(lo, hi, spd, verdict=None, reason=None, need=2.0, pred=1.2, measured="verified", level=None):
         return pd.DataFrame([{"concurrency": 1, "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
-                              "cuda_graph": True, "measured": "verified", "speedup_pred": pred, "speedup": spd,
+                              "cuda_graph": True, "measured": measured, "speedup_pred": pred, "speedup": spd,
                               "speedup_ci_low": lo, "speedup_ci_high": hi, "break_even_accept_len": need,
-                              "accept_len_pred": 2.4, "verdict": verdict, "verdict_reason": reason}])
+                              "accept_len_pred": 2.4, "verdict": verdict, "verdict_reason": reason,
+                              "status": "verified" if measured == "verified" else "predicted", "ci_level": level}])
 
     hists = {"code": [10, 20, 30, 40]}
-    faster = answer(rows(1.05, 1.3, 1.15, "faster"), hists, 3)[0]
-    assert faster.startswith("c1: best num_steps 3") and faster.endswith("faster than the baseline")
-    noise = answer(rows(0.9, 1.4, 1.1, "within-noise"), hists, 3)[0]  # the interval straddles 1.00
-    assert noise.startswith("c1: cannot tell: the best predicted (num_steps 3") and "within noise" in noise
-    assert "no config" not in noise and "measured 1.10x (95% CI 0.90-1.40)" in noise
+    faster = answer(rows(1.05, 1.3, 1.15, "faster", level=0.995), hists, 3, draft_path="/d")
+    assert faster[0] == ("c1: use num_steps 3, eagle_topk 1, num_draft_tokens 4, CUDA graphs on: measured 1.15x "
+                         "(99.5% CI 1.05-1.30), faster than the baseline; predicted 1.20x")
+    assert faster[1] == ("  launch flags: --speculative-algorithm EAGLE3 --speculative-draft-model-path /d "
+                         "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+    noise = answer(rows(0.9, 1.4, 1.1, "undecided", "95% CI 0.90-1.40x includes 1.00x; needs ~9 repeats"), hists, 3)
+    assert noise[0].startswith("c1: cannot tell yet (undecided): the best measured (num_steps 3")
+    assert "measured 1.10x (95% CI 0.90-1.40): 95% CI 0.90-1.40x includes 1.00x; needs ~9 repeats" in noise[0]
+    assert "no config" not in noise[0] and not any("launch flags" in ln for ln in noise)
     # the H200's c8 (docs/real-gpu.md): predicted 2.18x, a 16-request phase measured 0.75x (0.39-1.43); the
     # point below 1.00 must not turn "cannot tell" into "no config beats the baseline"
-    h200 = answer(rows(0.39, 1.43, 0.75, "within-noise", "too short to decide: 16 requests in a phase, fewer "
+    h200 = answer(rows(0.39, 1.43, 0.75, "too-short", "too short to decide: 16 requests in a phase, fewer "
                        "than 4 x 8", need=2.29, pred=2.18), hists, 3)[0]
-    assert h200.startswith("c1: cannot tell") and "no config" not in h200
+    assert h200.startswith("c1: cannot tell yet (too-short)") and "no config" not in h200
     assert "measured 0.75x (95% CI 0.39-1.43): too short to decide: 16 requests in a phase" in h200
-    assert h200.endswith("more prompts in the suite decide it (repeats replay the same short phase)")
-    assert noise.endswith("more repeats (run.repeats, run.until_ci_pct) decide it")
-    # its c1: an interval above 1.00 on a phase too short to decide is still not a win: the verdict rules
-    short = answer(rows(1.59, 1.88, 1.73, "within-noise", "too short to decide: steady state of 2.6 s, under 3 s"),
-                   hists, 3)[0]
-    assert short.startswith("c1: cannot tell") and "faster than" not in short
-    assert short.endswith("longer phases (more prompts, or max_tokens) decide it")
+    # a summary from before the new verdicts: within-noise reads as too-short or undecided, never a win
+    old = answer(rows(1.59, 1.88, 1.73, "within-noise", "too short to decide: steady state of 2.6 s, under 3 s"),
+                 hists, 3)[0]
+    assert old.startswith("c1: cannot tell yet (too-short)") and "faster than" not in old
+    equivalent = answer(rows(0.99, 1.02, 1.0, "equivalent"), hists, 3)[0]
+    assert equivalent.startswith("c1: speculation does not pay here (equivalent): the best measured (num_steps 3")
     slower = answer(rows(0.7, 0.9, 0.8, "slower", need=2.6), hists, 3)[0]
-    assert slower.startswith("c1: no config beats the baseline") and "needs accept length 2.60" in slower
-    assert "this drafter reaches 2.40" in slower and "(measured 0.80x (95% CI 0.70-0.90), slower)" in slower
+    assert slower.startswith("c1: speculation does not pay here (slower): no config beats the baseline")
+    assert "needs accept length 2.60" in slower and "this drafter reaches 2.40" in slower
+    assert "(measured 0.80x (95% CI 0.70-0.90), slower)" in slower
     # slower although its step costs say it should win (2.40 reached, 2.00 needed): the loss is elsewhere
     elsewhere = answer(rows(0.7, 0.9, 0.8, "slower"), hists, 3)[0]
     assert "needs accept length" not in elsewhere and "outside the decode steps" in elsewhere
     # no verdict column (an older summary): the interval decides; no interval: nothing is decided
-    assert answer(rows(1.05, 1.3, 1.15), hists, 3)[0].endswith("faster than the baseline")
-    assert answer(rows(None, None, 1.15), hists, 3)[0].startswith("c1: cannot tell")
-    # not verified: a prediction, said as one
-    unverified = answer(rows(None, None, None), hists, 3)[0]
-    assert unverified.startswith("c1: best num_steps 3") and "not verified" in unverified
-    loss = answer(rows(None, None, None, need=3.0, pred=0.8), hists, 3)[0]
+    assert answer(rows(1.05, 1.3, 1.15), hists, 3)[0].endswith("faster than the baseline; predicted 1.20x")
+    assert answer(rows(None, None, 1.15), hists, 3)[0].startswith("c1: cannot tell yet (undecided)")
+    # not verified: a prediction, said as one, with its flags and what is left to decide
+    unverified = answer(rows(None, None, None, measured=""), hists, 3)
+    assert unverified[0].startswith("c1: best predicted num_steps 3") and "not verified" in unverified[0]
+    assert unverified[-1].startswith("  left to decide: 1 configs predicted only (steps 3)")
+    loss = answer(rows(None, None, None, need=3.0, pred=0.8, measured=""), hists, 3)[0]
     assert loss.startswith("c1: no config beats the baseline") and "(predicted, not verified)" in loss
