@@ -91,7 +91,9 @@ def write_plan(
         },
         "variants": variants,
         "suites": [{"name": "s", "prompts": suite_prompts}],
-        "run": {"warmup_requests": 0, "repeats": 1, **run},  # run.repeats would default to 3 above c1
+        # run.repeats would default to 3 above c1; phase sizing (on by default) would cycle these small suites
+        # to run.min_steady_s: these plans count their requests, so it is off unless a test turns it on
+        "run": {"warmup_requests": 0, "repeats": 1, "phase_sizing": False, **run},
     }
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
     return path

@@ -43,7 +43,8 @@ async def _events(plan) -> tuple[list, Path]:
 async def test_phase_sizing_cycles_a_short_suite_until_it_can_decide(tmp_path: Path):
     plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
                            env=sim_env(0.3), variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(5),
-                           run={"concurrency": [4], "max_tokens": 24, "repeats": 2, "min_steady_s": 0.5})
+                           run={"concurrency": [4], "max_tokens": 24, "repeats": 2, "min_steady_s": 0.5,
+                                "phase_sizing": True})
     seen, run_dir = await _events(load_plan(plan_path))
     sized = [e for e in seen if isinstance(e, ev.PhaseSized)]
     # 5 prompts at concurrency 4: at least 16 requests per phase, so at least 4 passes; said before it runs on
@@ -74,7 +75,7 @@ async def test_the_stopping_rule_decides_each_row_at_its_own_look(tmp_path: Path
                            env=sim_env(0.5), variants=[{"name": "baseline"}, GOOD, WEAK],
                            suite_prompts=prompts(6),
                            run={"concurrency": [1, 4], "max_tokens": 24, "repeats": 1, "max_repeats": 3,
-                                "stop": "decided", "min_steady_s": 1.0})
+                                "stop": "decided", "min_steady_s": 1.0, "phase_sizing": True})
     seen, run_dir = await _events(load_plan(plan_path))
     looks = [json.loads(line) for line in (run_dir / "decisions.jsonl").read_text().splitlines()]
     assert [d["look"] for d in looks] == list(range(1, len(looks) + 1)) and looks[0]["looks"] == 3
@@ -113,7 +114,7 @@ async def test_a_look_the_budget_cannot_pay_for_is_not_started(tmp_path: Path):
     plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
                            env=sim_env(0.3), variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(6),
                            run={"concurrency": [4], "max_tokens": 24, "repeats": 1, "max_repeats": 8,
-                                "stop": "decided", "min_steady_s": 0.5, "budget_s": 1})
+                                "stop": "decided", "min_steady_s": 0.5, "budget_s": 1, "phase_sizing": True})
     seen, run_dir = await _events(load_plan(plan_path))
     looks = [e for e in seen if isinstance(e, ev.Look)]
     assert len(looks) == 1 and looks[0].detail.startswith("budget: the next look (2 repeats) needs ~")
@@ -138,7 +139,7 @@ async def test_consume_prints_the_sizing_and_the_looks(tmp_path: Path, capsys):
     plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
                            env=sim_env(0.3), variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(3),
                            run={"concurrency": [2], "max_tokens": 16, "repeats": 1, "max_repeats": 2,
-                                "stop": "decided", "min_steady_s": 0.3})
+                                "stop": "decided", "min_steady_s": 0.3, "phase_sizing": True})
     rc = await consume(run_plan(load_plan(plan_path), results_dir=tmp_path / "results"), out=io.StringIO())
     err = capsys.readouterr().err
     assert rc == 0
