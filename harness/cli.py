@@ -139,13 +139,14 @@ def _load_plan(path: str, results_dir: str = "results"):
 
 
 def _run(args: argparse.Namespace) -> int:
+    from harness.demo import load_ready_plan
     from harness.run.resume import resume_plan
 
     given = args.plan_flag or args.plan
     if args.plan_flag and args.plan and args.plan_flag != args.plan:
         raise InputError(None, None, "plan", f"two plans given ({args.plan}, --plan {args.plan_flag}): give one")
     if args.resume:
-        resumed = resume_plan(args.resume, given)
+        resumed = resume_plan(args.resume, given, load=load_ready_plan)
         for change in resumed.applied:
             say(f"resuming with {change} (measures nothing)")
         if resumed.file_differs:

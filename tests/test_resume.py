@@ -242,7 +242,7 @@ def test_a_harmless_change_resumes_and_the_run_keeps_its_plan(tmp_path: Path, re
     resolved = (run_dir / "plan.resolved.json").read_bytes()
     rc, _, err = _cli("run", "--resume", str(run_dir), "--plan", str(edited))
     assert rc == 0, err[-3000:]
-    assert "resuming with run.request_timeout_s: 600.0 -> 321 (measures nothing)" in err
+    assert "resuming with run.request_timeout_s: 600.0 -> 321.0 (measures nothing)" in err
     assert (run_dir / "plan.resolved.json").read_bytes() == resolved
     assert_same_figures(run_dir, reference)
 

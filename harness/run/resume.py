@@ -36,22 +36,24 @@ class ResumePlan:
     file_differs: list[str] = field(default_factory=list)  # no plan given: how the plan file differs now
 
 
-def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None) -> ResumePlan:
-    """The plan to resume `run_dir` with (see the module). `plan_path`: a plan the user passed."""
-    from harness.inputs.config import Plan
+def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, load: Any = None) -> ResumePlan:
+    """The plan to resume `run_dir` with (see the module). `plan_path`: a plan the user passed; `load(path,
+    results_dir)` reads a plan file (default `load_plan`; the CLI's also readies the demo's checkpoints)."""
+    from harness.inputs.config import Plan, load_plan
 
     run_dir = Path(run_dir)
+    read = load or (lambda path, _results: load_plan(path))
     prov = _read_json(run_dir / "provenance.json", run_dir, "not a run directory (no provenance.json)")
     resolved_path = run_dir / RESOLVED
     if not resolved_path.exists():  # a run directory from before plan.resolved.json: its plan file is all there is
-        return ResumePlan(_legacy_plan(run_dir, prov, plan_path))
+        return ResumePlan(_legacy_plan(run_dir, prov, plan_path, read))
     stored = _read_json(resolved_path, resolved_path, "cannot be read")
     original = prov.get("plan_file") or ""
     source = Path(plan_path) if plan_path else (Path(original) if original and Path(original).is_file() else None)
     current = None
     if source is not None:
         try:
-            current = _load(source, run_dir)
+            current = _load(source, run_dir, read)
         except InputError:
             if plan_path:
                 raise
@@ -207,12 +209,10 @@ def _read_json(path: Path, where: Path, message: str) -> dict:
     return data
 
 
-def _load(path: Path, run_dir: Path) -> Any:
-    from harness.demo import load_ready_plan
-
+def _load(path: Path, run_dir: Path, read: Any) -> Any:
     if not path.is_file():
         raise InputError(str(path), None, None, "plan file not found")
-    return load_ready_plan(path, run_dir.parent)  # the demo's checkpoints sit next to its runs
+    return read(path, run_dir.parent)  # the demo's checkpoints sit next to its runs
 
 
 def _validate(model: Any, data: dict, path: Path) -> Any:
@@ -225,12 +225,12 @@ def _validate(model: Any, data: dict, path: Path) -> Any:
         raise InputError(str(path), None, ".".join(str(p) for p in err["loc"]), err["msg"]) from None
 
 
-def _legacy_plan(run_dir: Path, prov: dict, plan_path: str | Path | None) -> Any:
+def _legacy_plan(run_dir: Path, prov: dict, plan_path: str | Path | None, read: Any) -> Any:
     plan_file = str(plan_path or prov.get("plan_file") or "")
     if not Path(plan_file).is_file():
         raise InputError(str(run_dir / "provenance.json"), None, "plan_file",
                          f"the run's plan file is gone: {plan_file}")
-    plan = _load(Path(plan_file), run_dir)
+    plan = _load(Path(plan_file), run_dir, read)
     if prov.get("target_workdir"):
         plan.target.workdir = prov["target_workdir"]
     return plan
