@@ -81,6 +81,12 @@ def test_a_gone_plan_file_still_resumes_unless_a_secret_is_needed(tmp_path):
     with pytest.raises(InputError) as err:
         resume_plan(run_dir)
     assert err.value.field == "target.env.HF_TOKEN" and "is redacted and the run's plan file is gone" in str(err.value)
+    (tmp_path / "c").mkdir()
+    run_dir, plan_file = _run_dir(tmp_path / "c")
+    plan_file.write_text("name: [unclosed\n")  # broken since: its error is the reason given
+    with pytest.raises(InputError) as err:
+        resume_plan(run_dir)
+    assert err.value.field == "target.env.HF_TOKEN" and f"is redacted and {plan_file}:" in str(err.value)
 
 
 def test_a_changed_plan_is_refused_with_every_difference_listed(tmp_path):

@@ -50,13 +50,14 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, loa
     stored = _read_json(resolved_path, resolved_path, "cannot be read")
     original = prov.get("plan_file") or ""
     source = Path(plan_path) if plan_path else (Path(original) if original and Path(original).is_file() else None)
-    current = None
+    current, unreadable = None, ""
     if source is not None:
         try:
             current = _load(source, run_dir, read)
-        except InputError:
+        except InputError as exc:
             if plan_path:
                 raise
+            unreadable = str(exc)  # the run's own plan still resumes, unless a redacted value is needed
     out = ResumePlan(None)
     data = stored
     if current is not None:
@@ -73,7 +74,8 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, loa
             out.file_differs = [describe(d) for d in harmful]
         data = _restore(data, current.resolved_dict(), ())
     else:
-        _no_secrets(stored, resolved_path, original)
+        _no_secrets(stored, resolved_path, unreadable or (f"the run's plan file is gone ({original})" if original
+                                                          else "the run names no plan file"))
     plan = _validate(Plan, data, resolved_path)
     plan._source_path = source if source is not None else (Path(original) if original else None)
     out.plan = plan
@@ -178,18 +180,17 @@ def _restore(stored: Any, current: Any, path: tuple) -> Any:
     return stored
 
 
-def _no_secrets(stored: Any, resolved_path: Path, plan_file: str, path: tuple = ()) -> None:
+def _no_secrets(stored: Any, resolved_path: Path, why: str, path: tuple = ()) -> None:
     """Without a readable plan file, a redacted value cannot be restored: refuse rather than pass it on."""
     if stored == REDACTED:
-        gone = f"the run's plan file is gone ({plan_file})" if plan_file else "the run names no plan file"
         raise InputError(str(resolved_path), None, render(path),
-                         f"is redacted and {gone}: pass the plan that holds it with --plan")
+                         f"is redacted and {why}: pass the plan that holds it with --plan")
     if isinstance(stored, dict):
         for k, v in stored.items():
-            _no_secrets(v, resolved_path, plan_file, (*path, k))
+            _no_secrets(v, resolved_path, why, (*path, k))
     elif isinstance(stored, list):
         for i, v in enumerate(stored):
-            _no_secrets(v, resolved_path, plan_file, (*path, i))
+            _no_secrets(v, resolved_path, why, (*path, i))
 
 
 def _show(value: Any) -> str:
