@@ -10,9 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
+from harness.analysis.attempts import (
+    ATTEMPT_COLUMNS,
+    CountingAppender,
+    done_phases,
+    final_tables,
+    start_attempt,
+)
+from harness.analysis.records import CsvAppender
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
 from harness.run.lock import RunDirLock
@@ -168,3 +177,32 @@ def test_the_lock_dies_with_its_holder_and_is_not_inherited(tmp_path):
     finally:
         holder.kill()
         os.kill(child, 9)
+
+
+def test_attempts_leave_out_the_rows_of_a_cut_phase(tmp_path):
+    """Rows of a phase written before its last attempt began are superseded, in every file; other phases'
+    rows, and rows written before any attempt was logged, are kept."""
+    cols = ["variant", "phase", "request_id", "ok"]
+    records = CountingAppender(tmp_path / "requests.csv", cols)
+    windows = CountingAppender(tmp_path / "server_windows.csv", ["variant", "phase", "line"])
+    log = CsvAppender(tmp_path / "attempts.csv", ATTEMPT_COLUMNS)
+    done = done_phases(tmp_path)
+    whole = lambda: {"requests.csv": pd.read_csv(tmp_path / "requests.csv")}  # noqa: E731
+    records.append({"variant": "v", "phase": "a", "request_id": "p0", "ok": True})
+    assert final_tables(tmp_path, whole())["requests.csv"].shape[0] == 1  # no attempts yet: everything
+    assert start_attempt(log, done, "v", "b", records, windows, None) == 1
+    records.append({"variant": "v", "phase": "b", "request_id": "p0", "ok": False})  # cut here
+    windows.append({"variant": "v", "phase": "b", "line": 7})
+    assert start_attempt(log, done, "v", "b", records, windows, None) == 2  # the resume
+    records.append({"variant": "v", "phase": "b", "request_id": "p0", "ok": True})
+    records.append({"variant": "v", "phase": "b", "request_id": "p1", "ok": True})
+    windows.append({"variant": "v", "phase": "b", "line": 3})
+    for f in (records, windows, log):
+        f.close()
+    assert records.rows == 4 and CountingAppender(tmp_path / "requests.csv", cols).rows == 4
+    tables = {n: pd.read_csv(tmp_path / n) for n in ("requests.csv", "server_windows.csv")}
+    final = final_tables(tmp_path, tables)
+    assert list(zip(final["requests.csv"].phase, final["requests.csv"].ok, strict=True)) == [
+        ("a", True), ("b", True), ("b", True)]
+    assert final["server_windows.csv"].line.tolist() == [3]
+    assert done_phases(tmp_path).attempts == {("v", "b"): 2}

@@ -45,8 +45,8 @@ class CountingAppender(CsvAppender):
     """A CsvAppender that knows how many data rows its file holds (the start of the next attempt)."""
 
     def __init__(self, path: str | Path, columns: list[str]):
-        self.rows = count_rows(Path(path))
         super().__init__(path, columns)
+        self.rows = count_rows(self.path)  # after opening: whatever the opening repaired is what counts
 
     def append(self, row: dict[str, Any]) -> None:
         super().append(row)
