@@ -1,6 +1,7 @@
 """What a resume runs and who may run it, without a server: the plan comes from the run directory's
 plan.resolved.json (a changed plan is refused with the differences, a harmless change is taken, redacted
-values come from the plan file), and a run directory has one holder at a time (harness.run.lock)."""
+values come from the plan file), a run directory has one holder at a time (harness.run.lock), and a phase's
+superseded attempts are left out of the tables (harness.analysis.attempts)."""
 
 from __future__ import annotations
 
