@@ -36,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("plan", nargs="?", help="plan YAML file")
     run.add_argument("--results-dir", default="results")
     run.add_argument("--keep-servers", action="store_true", help="leave the servers running at the end")
-    run.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run (same plan)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run with the plan it started with "
+                     "(RUN_DIR/plan.resolved.json)")
+    run.add_argument("--plan", dest="plan_flag", metavar="PLAN", help="with --resume: a changed plan, accepted only "
+                     "when what changed measures nothing (timeouts, retries, keep_running); else refused")
     run.add_argument("--until-decided", action="store_true", help="run.stop: decided: more repeats of the rows "
                      "still undecided, at looks fixed in advance (docs/metrics.md, the stopping rule)")
     run.add_argument("--budget", metavar="DURATION", help="wall-clock budget (90s, 20m, 2h): planned before "
@@ -140,12 +143,22 @@ def _load_plan(path: str, results_dir: str = "results"):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.run.rundir import read_resume_plan
+    from harness.demo import load_ready_plan
+    from harness.run.resume import resume_plan
 
+    given = args.plan_flag or args.plan
+    if args.plan_flag and args.plan and args.plan_flag != args.plan:
+        raise InputError(None, None, "plan", f"two plans given ({args.plan}, --plan {args.plan_flag}): give one")
     if args.resume:
-        plan = read_resume_plan(args.resume)
-    elif args.plan:
-        plan = _load_plan(args.plan, args.results_dir)
+        resumed = resume_plan(args.resume, given, load=load_ready_plan)
+        for change in resumed.applied:
+            say(f"resuming with {change} (measures nothing)")
+        if resumed.file_differs:
+            say(f"note: the plan file differs from the run's plan in {len(resumed.file_differs)} fields (first: "
+                f"{resumed.file_differs[0]}); resuming the run's own plan, {Path(args.resume) / 'plan.resolved.json'}")
+        plan = resumed.plan
+    elif given:
+        plan = _load_plan(given, args.results_dir)
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     _stop_rule(plan, args)

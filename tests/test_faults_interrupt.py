@@ -1,6 +1,7 @@
 """Interrupting `draftbench run` (Ctrl-C, SIGTERM, the terminal closing): the servers it started are
 stopped (unless --keep-servers), finished requests stay on disk, the run is marked incomplete, and
-`draftbench run --resume RUN_DIR` finishes it without re-running anything."""
+`draftbench run --resume RUN_DIR` finishes it without re-running a finished phase (the one it cut is replayed
+whole; its first attempt's rows stay on disk and are left out of every table: harness.analysis.attempts)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.summary import read_tables
 from tests.faults_helpers import (
     GOOD,
     SIM_LAUNCHER,
@@ -92,6 +94,7 @@ def _assert_interrupted(run_dir: Path) -> list[dict[str, str]]:
 
 
 def _assert_resumes(run_dir: Path, before: list[dict[str, str]]) -> None:
+    done = {(p["variant"], p["phase"]) for p in read_csv(run_dir / "phases.csv")}
     cli = Cli(["run", "--resume", str(run_dir)])
     try:
         rc, out, err = cli.finish(timeout=120)
@@ -100,8 +103,11 @@ def _assert_resumes(run_dir: Path, before: list[dict[str, str]]) -> None:
     assert rc == 0, err[-3000:]
     rows = read_csv(run_dir / "requests.csv")
     assert rows[: len(before)] == before  # appended to, never rewritten
-    keys = request_keys(rows)
+    final = read_tables(run_dir, ("requests.csv",))[0]
+    keys = list(zip(final["variant"], final["phase"], final["request_id"], strict=True))
     assert Counter(keys) == Counter(expected_keys(VARIANTS, N_PROMPTS, REPEATS))  # each exactly once
+    # what is left out: the rows of the cut phase's first attempt, nothing of a finished phase
+    assert len(rows) - len(final) == sum((r["variant"], r["phase"]) not in done for r in before)
     assert all(r["ok"] == "True" for r in rows)
     assert json.loads((run_dir / "provenance.json").read_text())["status"] == "complete"
     phases = [(p["variant"], p["phase"]) for p in read_csv(run_dir / "phases.csv")]

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-import pandas as pd
 from textual.widgets import SelectionList
 
 from harness.analysis.runs import list_runs, narrow_plan, suite_names
+from harness.analysis.summary import read_tables
 from harness.run.runner import run_plan
 from harness.tui import messages as msg
 from harness.tui.app import build_app
@@ -90,7 +91,7 @@ async def test_an_interrupted_run_resumes_from_results(tmp_path):
     launched = rec.of(msg.RunLaunched)
     assert len(launched) == 2 and launched[1].run_dir == run_dir
     assert set(launched[1].variants) == {"baseline", "good-eagle3"}  # what the run measured, not the plan file
-    requests = pd.read_csv(f"{run_dir}/requests.csv")
+    requests = read_tables(Path(run_dir), ("requests.csv",))[0]  # a cut phase's first attempt left out
     per_phase = requests.groupby(["variant", "phase"]).size()
     assert set(requests["variant"]) == {"baseline", "good-eagle3"}
     assert (per_phase == per_phase.iloc[0]).all()  # nothing measured twice

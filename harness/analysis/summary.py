@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import acceptance, engines_table, outputs
+from harness.analysis.attempts import final_tables
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
@@ -239,15 +240,21 @@ def summarise_dir(run_dir: str | Path, read: tuple | None = None) -> pd.DataFram
     """The summary of a run directory's records as they stand (also mid-run: every row is flushed);
     `read`: (requests, phases, windows, variants, probe) the caller already has."""
     run_dir = Path(run_dir)
-    requests, phases, windows, variants, probe = read or (
-        _read_csv(run_dir / "requests.csv"), _read_csv(run_dir / "phases.csv"),
-        _read_csv(run_dir / "server_windows.csv"), read_variants(run_dir), _read_csv(run_dir / "spec_probe.csv"))
+    requests, phases, windows, variants, probe = read or read_tables(run_dir)
     requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)  # rate phases: goodput.py
     settings = _run_settings(run_dir)
-    return summarise(requests, phases, windows, variants, probe, outputs_df=_read_csv(run_dir / "outputs.csv"),
+    return summarise(requests, phases, windows, variants, probe, outputs_df=read_tables(run_dir, ("outputs.csv",))[0],
                      min_steady_s=float(settings.get("min_steady_s", DEFAULT_MIN_STEADY_S)),
                      equivalence=float(settings.get("equivalence", DEFAULT_EQUIVALENCE)),
                      looks=read_looks(run_dir))
+
+
+def read_tables(run_dir: Path, names: tuple[str, ...] = ("requests.csv", "phases.csv", "server_windows.csv",
+                                                          "variants.jsonl", "spec_probe.csv")) -> tuple:
+    """The run directory's tables as the summary reads them: rows of a phase's superseded attempts (a
+    resumed run reruns an unfinished phase whole) are left out (harness.analysis.attempts)."""
+    tables = final_tables(run_dir, {n: _read_csv(run_dir / n) for n in names if n != "variants.jsonl"})
+    return tuple(read_variants(run_dir) if n == "variants.jsonl" else tables[n] for n in names)
 
 
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
@@ -257,11 +264,7 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
         from harness.analysis.nodes import merge_node_summaries
 
         return merge_node_summaries(run_dir)
-    requests = _read_csv(run_dir / "requests.csv")
-    phases = _read_csv(run_dir / "phases.csv")
-    windows = _read_csv(run_dir / "server_windows.csv")
-    probe = _read_csv(run_dir / "spec_probe.csv")
-    variants = read_variants(run_dir)
+    requests, phases, windows, variants, probe = read_tables(run_dir)
     df = summarise_dir(run_dir, (requests, phases, windows, variants, probe))
     out = run_dir / "summary.csv"
     df.to_csv(out, index=False)

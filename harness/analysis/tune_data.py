@@ -12,8 +12,13 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.steps import step_ms_by_batch
-from harness.analysis.summary import _read_csv, load_summary
+from harness.analysis.summary import load_summary, read_tables
 from harness.analysis.tune_model import add_histograms, parse_histogram
+
+
+def _read_csv(path: Path) -> Any:
+    """A run directory's table as the summary reads it: a resumed phase's superseded rows left out."""
+    return read_tables(path.parent, (path.name,))[0]
 
 
 def histograms_by_category(run_dir: Path, variant: str, ids: set[str] | None = None) -> dict[str, list[int]]:

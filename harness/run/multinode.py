@@ -22,7 +22,8 @@ from harness.analysis.nodes import NODES_DIR, NODES_FILE, merge_node_summaries, 
 from harness.common import events as ev
 from harness.common.aio import drain
 from harness.run.conversation import requests_per_pass
-from harness.run.rundir import leftover_servers, new_run_dir, write_json
+from harness.run.lock import RunDirLock
+from harness.run.rundir import leftover_servers, new_run_dir, redact_plan, write_json
 from harness.run.runner import run_plan
 
 REACH_TIMEOUT_S = 30.0
@@ -148,10 +149,15 @@ class _Multi:
 
     async def main(self) -> None:
         state = self._load_state()
+        with RunDirLock(self.run_dir):  # a second run of this directory stops here, having touched nothing
+            await self._main(state)
+
+    async def _main(self, state: dict[str, Any]) -> None:
         if self.resume_dir is not None:
             await self._move_from_lost_nodes(state)
         write_json(self.run_dir / NODES_FILE, state)
-        write_json(self.run_dir / "plan.resolved.json", self.plan.resolved_dict())
+        if self.resume_dir is None or not (self.run_dir / "plan.resolved.json").exists():  # a resume keeps it
+            write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
         write_json(self.run_dir / "provenance.json", {
             "run_id": self.run_dir.name, "plan": self.plan.name, "status": "running",
             "plan_file": str(Path(getattr(self.plan, "source_path", None) or "").resolve()),

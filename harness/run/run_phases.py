@@ -10,7 +10,6 @@ from typing import Any
 from harness.common import events as ev
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 from harness.run.arrivals import rate_label
-from harness.run.conversation import request_ids
 from harness.run.sizing import Sizer
 
 COMPILE_MIN_S = 20.0  # a first decode this slow, and COMPILE_RATIO x the rest, is a compile (docs/real-gpu.md)
@@ -41,9 +40,7 @@ def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: 
                 if getattr(run.plan.run, "order", "suite") == "shuffled":
                     # same seed for every variant: all arms see the same order (TTFT depends on it)
                     random.Random(f"{run.plan.run.seed}/{pid}").shuffle(prompts)
-                prompts = [p for p in prompts  # a conversation is redone unless all its turns finished
-                           if any((variant.name, pid, r) not in run.finished for r in request_ids(suite, p))]
-                if prompts:
+                if (variant.name, pid) not in run.done.phases:  # no phase row: replayed whole (attempts.py)
                     out.append((pid, suite, c, repeat, prompts))
     return out
 
@@ -63,8 +60,8 @@ def one_off(run: Any, name: str, meta: dict[str, Any], timing: dict[str, Any]) -
 
 
 def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) -> Sizer | None:
-    """Phase sizing (harness.run.sizing) for a closed-loop phase over its whole suite; a resumed phase
-    that reruns only its unfinished prompts keeps its one pass."""
+    """Phase sizing (harness.run.sizing) for a closed-loop phase over its whole suite (a resumed phase is
+    replayed whole: harness.analysis.attempts)."""
     settings = run.plan.run
     if len(prompts) != len(suite.prompts) or not settings.phase_sizing:
         return None

@@ -52,44 +52,10 @@ def write_json(path: str | Path, data: Any) -> None:
 
 
 def read_resume_plan(run_dir: str | Path) -> Any:
-    """The plan of an interrupted run, re-read from its file with the run's recorded overrides."""
-    from harness.common.errors import InputError
-    from harness.inputs.config import load_plan
+    """The plan of an interrupted run: its own plan.resolved.json (harness.run.resume)."""
+    from harness.run.resume import resume_plan
 
-    prov_path = Path(run_dir) / "provenance.json"
-    if not prov_path.exists():
-        raise InputError(str(run_dir), None, None, "not a run directory (no provenance.json)")
-    prov = json.loads(prov_path.read_text(encoding="utf-8"))
-    plan_file = prov.get("plan_file") or ""
-    if not Path(plan_file).exists():
-        raise InputError(str(prov_path), None, "plan_file", f"the run's plan file is gone: {plan_file}")
-    plan = load_plan(plan_file)
-    if prov.get("target_workdir"):
-        plan.target.workdir = prov["target_workdir"]
-    return _as_run(plan, Path(run_dir) / "plan.resolved.json")
-
-
-def _as_run(plan: Any, resolved_path: Path) -> Any:
-    """The plan cut back to what the run measured (a TUI run picks variants, suites, concurrency, repeats):
-    names and run settings from plan.resolved.json; the rest (env, secrets) from the plan file as it is now."""
-    try:
-        resolved = json.loads(resolved_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return plan
-    names = {v.get("name") for v in resolved.get("variants") or []}
-    suites = {s.get("name") for s in resolved.get("suites") or []}
-    variants = [v for v in plan.variants if v.name in names] or plan.variants
-    kept_suites = [s for s in plan.suites if s.name in suites]
-    extra = [s for s in resolved.get("suites") or [] if s.get("name") not in {k.name for k in kept_suites}]
-    if extra:  # a suite picked from suites/ that the plan file does not name: as the run recorded it
-        from harness.inputs.suites import Suite
-
-        kept_suites += [Suite.model_validate(s) for s in extra]
-    run = resolved.get("run") or {}
-    keys = ("concurrency", "max_tokens", "repeats", "max_repeats")
-    run_changes = {k: run[k] for k in keys if k in run and hasattr(plan.run, k)}
-    return plan.model_copy(update={"variants": variants, "suites": kept_suites or plan.suites,
-                                   "run": plan.run.model_copy(update=run_changes)})
+    return resume_plan(run_dir).plan
 
 
 # ---- secrets: what lands in the run directory is shared; values of secret-looking names never do ----------

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from harness.analysis import attempts as tries
 from harness.analysis.alarms import AlarmTracker
 from harness.analysis.outputs import OUTPUT_COLUMNS
-from harness.analysis.records import RECORD_COLUMNS, CsvAppender, finished_request_keys, make_record
+from harness.analysis.records import RECORD_COLUMNS, CsvAppender, make_record
 from harness.common import events as ev
 from harness.common.aio import drain
 from harness.engines import engine_of
@@ -31,6 +32,7 @@ from harness.run.conversation import requests_per_pass
 from harness.run.decide import interleaved, more_repeats
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
 from harness.run.kept import gpu_has_room, reap_leftovers
+from harness.run.lock import RunDirLock
 from harness.run.run_phases import one_off, phase_id, plan_phases, rate_phase_id, sizer_for  # noqa: F401
 from harness.run.rundir import (
     PHASE_COLUMNS,
@@ -93,23 +95,29 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------------
     async def main(self) -> None:
-        from harness.targets import open_target
-
-        plan = self.plan
         if self.resume_dir:
             self.run_dir = self.resume_dir
             self.run_id = self.run_dir.name
         else:
-            self.run_id, self.run_dir = new_run_dir(self.results_dir, plan.name)
-        self.finished = finished_request_keys(self.run_dir / "requests.csv")
+            self.run_id, self.run_dir = new_run_dir(self.results_dir, self.plan.name)
+        with RunDirLock(self.run_dir):  # a second run of this directory stops here, having touched nothing
+            await self._main()
+
+    async def _main(self) -> None:
+        from harness.targets import open_target
+
+        plan = self.plan
+        # done = a phases.csv row; an unfinished phase is rerun whole (harness.analysis.attempts says why)
+        self.done = tries.done_phases(self.run_dir)
+        self.done_requests = self.done.requests  # a resumed run's progress counts what is already done
         self.pass_count = sized_passes(self.run_dir / "phases.csv")
-        self.done_requests = len(self.finished)  # a resumed run's progress counts what is already done
-        self.records = CsvAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
+        self.records = tries.CountingAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
         # greedy outputs, for the output check against the baseline (harness.analysis.outputs)
-        self.outputs = CsvAppender(self.run_dir / "outputs.csv", OUTPUT_COLUMNS) \
+        self.outputs = tries.CountingAppender(self.run_dir / "outputs.csv", OUTPUT_COLUMNS) \
             if float(plan.run.temperature) == 0.0 else None
         self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
-        self.windows = CsvAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
+        self.windows = tries.CountingAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
+        self.attempts = CsvAppender(self.run_dir / tries.ATTEMPTS_FILE, tries.ATTEMPT_COLUMNS)
         complete = False
         try:
             if self.target is None:
@@ -148,7 +156,8 @@ class _Run:
         finally:
             self.parked.clear()
             await asyncio.shield(asyncio.gather(*(self._stop(s) for s in list(self.servers)), return_exceptions=True))
-            for f in (self.records, self.phases, self.windows, *([self.outputs] if self.outputs else [])):
+            for f in (self.records, self.phases, self.windows, self.attempts,
+                      *([self.outputs] if self.outputs else [])):
                 f.close()
             summary_csv = self._summarise(complete)
             if self.own_target and self.target is not None:
@@ -158,7 +167,8 @@ class _Run:
                              {"request_errors": self.request_errors}))
 
     def _write_provenance(self, versions: dict[str, str | None], status: str) -> None:
-        write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
+        if not (self.resume_dir and (self.run_dir / "plan.resolved.json").exists()):  # a resume keeps the run's plan
+            write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
         write_json(self.run_dir / "provenance.json", {
             "draftbench_version": harness.__version__, "run_id": self.run_id, "status": status,
             "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
@@ -323,6 +333,7 @@ class _Run:
                                f"{pid}: the cache flush before the phase failed; the server's accept length "
                                "and counters for this phase include earlier requests and are left out"))
         before = await server.admin.histograms()
+        tries.start_attempt(self.attempts, self.done, name, pid, self.records, self.windows, self.outputs)
         self.phase_tag[name] = pid
         self.emit(ev.PhaseStarted(name, pid, suite.name, c, len(prompts)))
         tokens = 0
