@@ -14,11 +14,11 @@ from pathlib import Path
 import harness
 from harness.common.errors import (
     EXIT_BAD_INPUT,
-    EXIT_FAILURES,
     EXIT_INTERRUPTED,
     EXIT_OK,
     HarnessError,
     InputError,
+    PreflightFailed,
     say,
 )
 
@@ -31,12 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run the built-in comparison on the SGLang stand-in (no GPU needed)")
     demo.add_argument("--results-dir", default="results")
     demo.add_argument("--keep-servers", action="store_true")
+    add_no_check(demo)
 
     run = sub.add_parser("run", help="run a plan: start servers, replay suites, compare")
     run.add_argument("plan", nargs="?", help="plan YAML file")
     run.add_argument("--results-dir", default="results")
     run.add_argument("--keep-servers", action="store_true", help="leave the servers running at the end")
     run.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run (same plan)")
+    add_no_check(run)
 
     pl = sub.add_parser("parse-log", help="parse SGLang Decode/Prefill log lines into a CSV")
     pl.add_argument("file")
@@ -89,6 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_no_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-check", action="store_true", help="skip the preflight (`draftbench check`) that "
+                   "otherwise stops the command on an error before any server starts")
+
+
+def gate(plan, where: str | None, args: argparse.Namespace, variants=None) -> None:
+    """The preflight of a command that starts servers (harness.run.gate); PreflightFailed: exit 2."""
+    if getattr(args, "no_check", False):
+        return
+    from harness.run.gate import require_preflight
+
+    asyncio.run(require_preflight(plan, where, variants=variants))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sim-server"]:  # every flag belongs to the stand-in's SGLang-compatible parser
@@ -107,12 +123,13 @@ def main(argv: list[str] | None = None) -> int:
                    "import-suite": _import_suite, "compare": _compare, **retrain_handlers(), **breakeven_handlers(),
                    **tune_handlers()}[args.command]
         return handler(args)
-    except InputError as exc:
+    except PreflightFailed as exc:
+        for line in exc.lines:
+            say(f"error: {line}")
+        return exc.exit_code
+    except HarnessError as exc:  # InputError: 2 (bad input), others: 1
         say(f"error: {exc}")
-        return EXIT_BAD_INPUT
-    except HarnessError as exc:
-        say(f"error: {exc}")
-        return EXIT_FAILURES
+        return exc.exit_code
     except KeyboardInterrupt:
         say("interrupted")
         return EXIT_INTERRUPTED
@@ -144,6 +161,7 @@ def _run(args: argparse.Namespace) -> int:
         plan = _load_plan(args.plan, args.results_dir)
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
+    gate(plan, args.resume or args.plan, args)
     return _execute(plan, args.results_dir, args.keep_servers, args.resume)
 
 
@@ -151,6 +169,7 @@ def _demo(args: argparse.Namespace) -> int:
     from harness.demo import prepare_demo
 
     plan = prepare_demo(args.results_dir)
+    gate(plan, "plans/demo.yaml", args)
     return _execute(plan, args.results_dir, args.keep_servers, None)
 
 
@@ -196,7 +215,7 @@ def _check(args: argparse.Namespace) -> int:
 
     findings = asyncio.run(go())
     print(findings_json(findings) if args.json else render_findings(findings))
-    return EXIT_FAILURES if has_errors(findings) else EXIT_OK
+    return EXIT_BAD_INPUT if has_errors(findings) else EXIT_OK  # a failed preflight is bad input
 
 
 def _parse_log(args: argparse.Namespace) -> int:

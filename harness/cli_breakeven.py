@@ -34,6 +34,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     be.add_argument("--concurrency", type=_ints, default=None, metavar="N,M",
                     help="concurrencies (default: the plan's)")
     be.add_argument("--results-dir", default="results")
+    from harness.cli import add_no_check
+
+    add_no_check(be)
 
 
 def handlers() -> dict:
@@ -44,11 +47,14 @@ def _breakeven(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from harness.analysis.breakeven import render_forced_table
-    from harness.cli import _load_plan
+    from harness.cli import _load_plan, gate
     from harness.run.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
     from harness.run.progress import consume
 
     plan = _load_plan(args.plan, args.results_dir)
+    forced = next((v for v in plan.variants if v.name == args.variant), None)
+    if forced is not None:  # an unknown variant is run_breakeven's own error
+        gate(plan, args.plan, args, variants=[forced.name, plan.baseline_of(forced).name])
     lens = args.accept_lens or list(DEFAULT_ACCEPT_LENS)
     run_dir: list[str] = []
 

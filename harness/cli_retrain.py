@@ -30,6 +30,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("--retry-errors", action="store_true", help="try rows recorded as errors again")
     rg.add_argument("--request-timeout", type=float)
     rg.add_argument("--results-dir", default="results")
+    from harness.cli import add_no_check
+
+    add_no_check(rg)
 
     tr = sub.add_parser("train", help="launch a SpecForge EAGLE-3 training job on the plan's target")
     tr.add_argument("plan")
@@ -74,6 +77,10 @@ def _regen(args: argparse.Namespace) -> int:
     plan = _plan(args.plan, args.results_dir)
     if not Path(args.input).exists():
         raise InputError(args.input, None, None, "input file not found")
+    if not args.endpoint:  # it starts the plan's baseline server(s): their preflight first
+        from harness.cli import gate
+
+        gate(plan, args.plan, args, variants=[plan.baseline.name])
 
     async def go() -> int:
         last, final = 0.0, None

@@ -9,11 +9,15 @@ EXIT_INTERRUPTED = 130
 
 
 class HarnessError(Exception):
-    """A failure with a message meant for the user (no traceback)."""
+    """A failure with a message meant for the user (no traceback); `exit_code` is the process's."""
+
+    exit_code = EXIT_FAILURES
 
 
 class InputError(HarnessError):
     """Bad user input, located by file, line and field."""
+
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, path: str | None, line: int | None, field: str | None, message: str):
         self.path = path
@@ -30,6 +34,16 @@ class InputError(HarnessError):
         if self.field:
             head += f"{self.field}: "
         return head + self.message
+
+
+class PreflightFailed(HarnessError):
+    """The preflight found errors before any server started: one line per error (the check's own words)."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, lines: list[str]):
+        self.lines = list(lines)
+        super().__init__("\n".join(self.lines))
 
 
 def say(msg: str) -> None:
