@@ -19,12 +19,14 @@ from harness.common.errors import (
     HarnessError,
     InputError,
     PreflightFailed,
+    exit_code_table,
     say,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.")
+    p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.",
+                                epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"draftbench {harness.__version__}")
     sub = p.add_subparsers(dest="command")
 

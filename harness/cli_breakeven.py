@@ -7,7 +7,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from harness.common.errors import EXIT_INTERRUPTED, InputError, say
+from harness.common.errors import EXIT_INTERRUPTED, HarnessError, say
 
 
 def _floats(text: str) -> list[float]:
@@ -59,6 +59,12 @@ def _breakeven(args: argparse.Namespace) -> int:
     run_dir: list[str] = []
 
     async def go() -> int:
+        import signal
+
+        task = asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # as `draftbench run`: a clean stop, servers stopped
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+
         async def events():
             async for event in run_breakeven(plan, args.variant, lens, concurrency=args.concurrency,
                                              results_dir=args.results_dir):
@@ -74,7 +80,8 @@ def _breakeven(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     table = Path(run_dir[0]) / "breakeven.csv" if run_dir else None
     if table is None or not table.exists():
-        raise InputError(args.plan, None, None, "the breakeven run produced no table (see the log above)")
+        # the command ran and its variants failed: exit 1, not bad input
+        raise HarnessError(f"{args.plan}: the breakeven run produced no table (see the log above)")
     print(render_forced_table(pd.read_csv(table)))
     say(f"breakeven.csv: {table}")
     return rc

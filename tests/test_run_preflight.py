@@ -5,11 +5,6 @@ wrong arm run (the demo's wrong-flag-eagle)."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -20,43 +15,9 @@ from harness.common.findings import error
 from harness.demo import load_ready_plan
 from harness.run.gate import blocking, checked_run_plan, error_line
 from harness.targets.local import LocalTarget
+from tests.cli_helpers import ROOT, busy_port_fixture, cli, run_dirs, small_plan  # noqa: F401 (a fixture)
 
-ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "plans" / "demo.yaml"
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(cwd)}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
-
-
-def small_plan(tmp_path: Path, *, port: int | str = "auto", drafter: str = "demo-good-eagle3") -> Path:
-    """The demo plan cut to baseline + good-eagle3, one level, few tokens."""
-    plan = yaml.safe_load(DEMO.read_text())
-    plan["target"]["workdir"] = str(tmp_path / "nowhere")  # the demo's checkpoints go under the results dir
-    plan["server"]["port"] = port
-    plan["variants"] = [v for v in plan["variants"] if v["name"] in ("baseline", "good-eagle3")]
-    plan["variants"][1]["drafter"] = drafter
-    plan["run"].update(concurrency=[1], max_tokens=16, warmup_requests=0)
-    path = tmp_path / "plan.yaml"
-    path.write_text(yaml.safe_dump(plan, sort_keys=False))
-    return path
-
-
-def run_dirs(results: Path) -> list[Path]:
-    return [d for d in results.iterdir() if not d.name.startswith(".")] if results.exists() else []
-
-
-@pytest.fixture
-def busy_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.listen()
-    try:
-        yield s.getsockname()[1]
-    finally:
-        s.close()
 
 
 def test_a_busy_fixed_port_stops_the_run_before_any_server_starts(tmp_path, busy_port):

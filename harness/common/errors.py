@@ -7,6 +7,18 @@ EXIT_FAILURES = 1  # the run finished, but some requests or variants failed
 EXIT_BAD_INPUT = 2  # bad plan / suite / drafter / flags / paths
 EXIT_INTERRUPTED = 130
 
+# the one table every command follows (printed by `draftbench --help`, quoted in the README)
+EXIT_MEANINGS = {
+    EXIT_OK: "ok",
+    EXIT_FAILURES: "the command ran and something failed (a variant, requests, a job, the target)",
+    EXIT_BAD_INPUT: "bad input (the message names the file, line and field) or a failed preflight",
+    EXIT_INTERRUPTED: "interrupted (servers stopped, finished requests kept)",
+}
+
+
+def exit_code_table() -> str:
+    return "exit codes:\n" + "\n".join(f"  {code:<4} {what}" for code, what in EXIT_MEANINGS.items())
+
 
 class HarnessError(Exception):
     """A failure with a message meant for the user (no traceback); `exit_code` is the process's."""
