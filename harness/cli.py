@@ -63,8 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
                          "JSON/JSONL, SpecForge JSONL or a JSONL of prompts (docs/workloads.md)")
     imp.add_argument("jsonl")
-    imp.add_argument("--out", required=True, help="suite YAML to write")
-    imp.add_argument("--name")
+    imp.add_argument("--out", required=True, help="suite YAML to write; its file name (without .yaml) is the "
+                     "suite's name, the one a plan's `suites:` lists")
+    imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
+    imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
     imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
                      help="live: later user turns follow the server's own answers (default); first: first turns "
@@ -276,7 +278,11 @@ def _import_suite(args: argparse.Namespace) -> int:
     from harness.inputs.importers import import_suite
     from harness.inputs.suites import write_suite_yaml
 
-    suite, report = import_suite(args.jsonl, fmt=args.format, name=args.name, turns=args.turns,
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise InputError(args.out, None, "--out", "exists; give --force to overwrite it, or another --out")
+    name = args.name or out.name.removesuffix(".yaml").removesuffix(".yml")  # not the input's: question.jsonl
+    suite, report = import_suite(args.jsonl, fmt=args.format, name=name, turns=args.turns,
                                  categories=args.categories, min_chars=args.min_chars, max_chars=args.max_chars,
                                  sample=args.sample, seed=args.seed)
     write_suite_yaml(suite, args.out)
