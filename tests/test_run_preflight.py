@@ -64,11 +64,35 @@ def test_regen_checks_the_baseline_it_starts(tmp_path, busy_port):
     assert not (tmp_path / "out.jsonl").exists() or (tmp_path / "out.jsonl").read_text() == ""
 
 
-def test_no_check_starts_the_servers_anyway(tmp_path, busy_port):
+def test_no_check_starts_the_servers_anyway_and_each_failed_row_says_why(tmp_path, busy_port):
+    import pandas as pd
+
     plan = small_plan(tmp_path, port=busy_port)
     out = cli("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
     assert out.returncode == 1, out.stderr  # the servers could not bind: the run finished with failures
-    assert len(run_dirs(tmp_path / "r")) == 1
+    [run_dir] = run_dirs(tmp_path / "r")
+    why = f"port {busy_port} in use (exited before it became ready)"
+    summary = pd.read_csv(run_dir / "summary.csv")
+    assert summary[["variant", "failure_reason"]].values.tolist() == [["baseline", why], ["good-eagle3", why]]
+    rows = [ln for ln in out.stdout.splitlines() if ln.startswith(("baseline ", "good-eagle3 "))]
+    assert len(rows) == 2 and all(ln.rstrip().endswith(f"FAILED: {why}") for ln in rows)
+    assert all(ln.split()[1] == "-" for ln in rows)  # no "conc 0": it never measured
+    assert f"[baseline] server failed: port {busy_port} in use" in out.stderr
+    assert "Capturing batches" not in out.stderr and len(out.stderr.splitlines()) < 20  # no log dump
+
+
+def test_a_missing_checkpoint_with_no_check_names_it_in_its_row(tmp_path):
+    import pandas as pd
+
+    (tmp_path / "gone.yaml").write_text(yaml.safe_dump({"name": "gone", "path": str(tmp_path / "no-such-ckpt"),
+                                                         "algorithm": "EAGLE3"}))
+    plan = small_plan(tmp_path, drafter=str(tmp_path / "gone.yaml"))
+    out = cli("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    [run_dir] = run_dirs(tmp_path / "r")
+    row = pd.read_csv(run_dir / "summary.csv").set_index("variant").loc["good-eagle3"]
+    assert row["failure_reason"] == f"checkpoint not found: {tmp_path / 'no-such-ckpt'} (exited before it became ready)"
+    assert "Traceback" not in out.stderr
 
 
 async def test_the_demo_plans_wrong_arm_is_expected_and_noted(tmp_path):

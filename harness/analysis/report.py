@@ -123,7 +123,10 @@ def render_table(df: pd.DataFrame) -> str:
         cells = [table_cell(row, col, spec) for col, _, spec in columns]
         note = []
         if str(row.get("status")) == "failed":
-            note.append("FAILED")
+            if str(row.get("concurrency")) in ("0", "0.0"):  # it never measured: no concurrency to show
+                cells[[c for c, _, _ in columns].index("concurrency")] = "-"
+            why = row.get("failure_reason")
+            note.append("FAILED" + (f": {why}" if fmt_cell(why, "{}") != "-" else ""))
         if row.get("variant") == best_variant(df, row.get("concurrency")):
             cells[0] = "*" + cells[0]
         if row.get("slower_than_baseline") is True or str(row.get("slower_than_baseline")) == "True":

@@ -134,12 +134,14 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 
 
 def variant_failures(run_dir: str | Path) -> dict[str, str]:
-    """Why each failed or interrupted variant did not finish: the runner's reason and its server's last log line."""
+    """Why each failed or interrupted variant did not finish: the cause its server's log names and the runner's
+    reason (harness.analysis.failures, as summary.csv's failure_reason)."""
+    from harness.analysis.failures import failure_reason
+
     out = {}
     for name, meta in read_variants(Path(run_dir)).items():
         if meta.get("status") in ("failed", "interrupted"):
-            lines = [str(ln).strip() for ln in meta.get("last_log_lines") or [] if str(ln).strip()]
-            out[name] = str(meta.get("failure") or meta["status"]) + (f": {lines[-1]}" if lines else "")
+            out[name] = failure_reason(meta) or str(meta["status"])
     return out
 
 
@@ -179,7 +181,8 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         failed = str(row.get("status")) == "failed"
         slower = _true(row.get("slower_than_baseline"))
         name = str(row["variant"])
-        why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0])  # variant@node
+        why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0]) \
+            or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))  # variant@node
         if failed and why:
             notes = [f"FAILED: {why}"]
         else:
