@@ -40,7 +40,7 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
                      ": left running, draftbench did not start it")
             if e.state == "adopted":  # another run kept it; this one takes it over (harness.run.adopt)
                 extra = f" port {e.port} pgid {e.pgid}: {e.detail}"
-            if e.state == "starting" and e.detail:
+            if e.state in ("starting", "stopped") and e.detail:  # stopped: its shutdown lines were expected
                 extra = f": {e.detail}"
             if e.state == "failed" and e.detail:
                 failed_logs[e.variant] = e.detail.splitlines()

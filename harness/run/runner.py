@@ -40,7 +40,7 @@ from harness.run.rundir import (
     redact_plan,
     write_json,
 )
-from harness.run.server import Server, ServerFailed
+from harness.run.server import Server, ServerFailed, stopped_detail
 from harness.run.target_facts import drafter_hash, gpus
 
 
@@ -250,7 +250,7 @@ class _Run:
             self.kept.append(server)
         if not keep:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
-                                     "" if gone else "processes left after SIGKILL"))
+                                     stopped_detail(server) if gone else "processes left after SIGKILL"))
 
     def _phases(self, variant: Any, repeats: list[int] | None = None) -> list[tuple[str, Any, int, int, list[Any]]]:
         out = []
