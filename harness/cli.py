@@ -238,15 +238,22 @@ def _parse_log(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from harness.analysis.completeness import missing_parts
     from harness.analysis.load_report import render_load_tables
     from harness.analysis.report import render_table
+    from harness.analysis.runs import run_info
     from harness.analysis.summary import load_summary, summarise_run
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "requests.csv").exists():
         raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
-    summarise_run(run_dir, complete=True) if not (run_dir / "summary.csv").exists() else None
+    if not (run_dir / "summary.csv").exists():  # never summarised: the run did not finish
+        summarise_run(run_dir, complete=run_info(run_dir).status == "complete")
     df = load_summary(run_dir)
+    missing = missing_parts(run_dir)
+    if missing is not None:  # the mark comes first, with what is missing, then the rows the run has
+        print(missing.headline())
+        print("\n".join(f"  {line}" for line in missing.lines()))
     print(render_table(df))
     extra = render_load_tables(run_dir)
     if extra:

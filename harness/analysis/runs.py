@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.completeness import Missing, missing_parts
 from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
@@ -52,6 +53,7 @@ class LoadedRun:
     categories: pd.DataFrame
     failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_rate.csv: speedup against load
+    missing: Missing | None = None  # an incomplete run: what its plan asked for without rows (completeness)
 
 
 @dataclass(eq=False)
@@ -130,7 +132,7 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         categories = by_category(requests) if requests is not None else pd.DataFrame()
     rates = _csv(run_dir / "summary_by_rate.csv")
     return LoadedRun(run_info(run_dir), load_summary(run_dir), categories, variant_failures(run_dir),
-                     rates if rates is not None else pd.DataFrame())
+                     rates if rates is not None else pd.DataFrame(), missing_parts(run_dir))
 
 
 def variant_failures(run_dir: str | Path) -> dict[str, str]:
