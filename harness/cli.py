@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("run_a")
     cmp_.add_argument("run_b")
     cmp_.add_argument("--csv", metavar="OUT", help="also export the comparison as CSV here")
+    cmp_.add_argument("--forced", action="store_true", help="also compare forced-acceptance rows (breakeven's "
+                      "copies, labelled FORCED); left out by default: their outputs are not the model's")
 
     imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
                          "JSON/JSONL, SpecForge JSONL or a JSONL of prompts (docs/workloads.md)")
@@ -271,7 +273,7 @@ def _compare(args: argparse.Namespace) -> int:
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
             raise InputError(d, None, None, "not a run directory (no requests.csv)")
-    comparison = compare_runs(load_run(args.run_a), load_run(args.run_b))
+    comparison = compare_runs(load_run(args.run_a), load_run(args.run_b), forced=args.forced)
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")
     print(grid(headers, [list(cells) for _, cells in rows]))

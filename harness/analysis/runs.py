@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.completeness import Missing, missing_parts
+from harness.analysis.forced import forced_note, is_forced, without_forced
 from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
@@ -72,7 +73,10 @@ class DrafterInfo:
     file: str
     results: tuple[
         tuple[str, str, int, float | None, float | None], ...
-    ]  # run, variant, conc, accept, speedup
+    ]  # run, variant, conc, accept, speedup: the drafter's own results (never a forced-acceptance row)
+    forced: tuple[
+        tuple[str, str, int, float | None, float | None], ...
+    ] = ()  # the same for its forced-acceptance rows (breakeven's copies): shown labelled, never counted
 
 
 # ---- runs ------------------------------------------------------------------------------------------------
@@ -191,6 +195,9 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
             notes = ["FAILED"] if failed else []
         if failed and str(row.get("concurrency")) in ("0", "0.0"):
             cells = tuple("-" if col == "concurrency" else c for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
+        forced = forced_note(row)
+        if forced:  # first: a forced row's numbers are speed only
+            notes.insert(0, forced)
         if slower:
             notes.append("slower than baseline")
         notes += verdict_notes(row)
@@ -216,12 +223,22 @@ def result_headers() -> list[str]:
     return [h for _, h, _ in TABLE_COLUMNS] + ["note"]
 
 
-def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
-    """Two runs side by side per (variant, concurrency): each metric in A, in B, and B's change in %."""
+def compare_runs(a: LoadedRun, b: LoadedRun, *, forced: bool = False) -> Comparison:
+    """Two runs side by side per (variant, concurrency): each metric in A, in B, and B's change in %.
+    Forced-acceptance rows are left out unless `forced` (then their variant is labelled FORCED)."""
     keys = ["variant", "concurrency"]
     cols = [m for m, _, _ in COMPARE_METRICS]
-    left = a.summary[keys + cols] if not a.summary.empty else pd.DataFrame(columns=keys + cols)
-    right = b.summary[keys + cols] if not b.summary.empty else pd.DataFrame(columns=keys + cols)
+
+    def side(df: pd.DataFrame) -> pd.DataFrame:
+        if df.empty:
+            return pd.DataFrame(columns=keys + cols)
+        if not forced:
+            return without_forced(df)[keys + cols]
+        marked = [f"{v} (FORCED)" if is_forced(r) else str(v) for v, (_, r) in zip(df["variant"], df.iterrows(),
+                                                                                    strict=True)]
+        return df.assign(variant=marked)[keys + cols]
+
+    left, right = side(a.summary), side(b.summary)
     merged = left.merge(right, on=keys, how="outer", suffixes=("_a", "_b")).sort_values(keys)
     for m in cols:
         va = pd.to_numeric(merged[f"{m}_a"], errors="coerce")
@@ -332,6 +349,7 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
     from harness.inputs.config import load_drafter
 
     used: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
+    forced: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
     for run in runs:
         run_dir = Path(run.run_dir)
         if not (run_dir / "summary.csv").exists():
@@ -341,7 +359,7 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
         for _, row in df.iterrows():
             drafter = str(meta.get(str(row["variant"]), {}).get("drafter") or "")
             if drafter:
-                used.setdefault(drafter, []).append(
+                (forced if is_forced(row) else used).setdefault(drafter, []).append(
                     (
                         run.run_id,
                         str(row["variant"]),
@@ -356,12 +374,14 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
             try:
                 dr = load_drafter(f)
             except Exception:  # a broken drafter file is listed by name; `draftbench check` explains it
-                out.setdefault(f.stem, DrafterInfo(f.stem, "?", "?", "", str(f), tuple(used.get(f.stem, []))))
+                out.setdefault(f.stem, DrafterInfo(f.stem, "?", "?", "", str(f), tuple(used.get(f.stem, [])),
+                                                   tuple(forced.get(f.stem, []))))
                 continue
             out.setdefault(
                 dr.name,
                 DrafterInfo(
-                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, []))
+                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, [])),
+                    tuple(forced.get(dr.name, [])),
                 ),
             )
     return sorted(out.values(), key=lambda x: x.name)
