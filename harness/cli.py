@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("run_dir")
     sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
 
-    cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change")
+    cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change, "
+                          "and whether B's tok/s differs from A's for real (ratio, 95%% CI, verdict)")
     cmp_.add_argument("run_a")
     cmp_.add_argument("run_b")
     cmp_.add_argument("--csv", metavar="OUT", help="also export the comparison as CSV here")
@@ -267,8 +268,9 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from harness.analysis.compare import LEGEND, compare_runs, comparison_rows
     from harness.analysis.report import grid
-    from harness.analysis.runs import compare_runs, comparison_rows, load_run
+    from harness.analysis.runs import load_run
 
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
@@ -277,6 +279,7 @@ def _compare(args: argparse.Namespace) -> int:
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")
     print(grid(headers, [list(cells) for _, cells in rows]))
+    print(f"\n{LEGEND}")
     if args.csv:
         comparison.table.to_csv(args.csv, index=False)
         say(f"exported {args.csv}")

@@ -13,20 +13,12 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.completeness import Missing, missing_parts
-from harness.analysis.forced import forced_note, is_forced, without_forced
+from harness.analysis.forced import forced_note, is_forced
 from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
 
 SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
-COMPARE_METRICS = [
-    ("accept_len", "accept len", "{:.2f}"),
-    ("tok_s", "tok/s", "{:.1f}"),
-    ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
-    ("speedup", "speedup", "{:.2f}x"),
-]
-
-
 @dataclass(frozen=True)
 class RunInfo:
     run_id: str
@@ -55,13 +47,6 @@ class LoadedRun:
     failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_rate.csv: speedup against load
     missing: Missing | None = None  # an incomplete run: what its plan asked for without rows (completeness)
-
-
-@dataclass(eq=False)
-class Comparison:
-    a: RunInfo
-    b: RunInfo
-    table: pd.DataFrame  # variant, concurrency, then <metric>_a, <metric>_b, <metric>_delta_pct
 
 
 @dataclass(frozen=True)
@@ -223,47 +208,6 @@ def result_headers() -> list[str]:
     return [h for _, h, _ in TABLE_COLUMNS] + ["note"]
 
 
-def compare_runs(a: LoadedRun, b: LoadedRun, *, forced: bool = False) -> Comparison:
-    """Two runs side by side per (variant, concurrency): each metric in A, in B, and B's change in %.
-    Forced-acceptance rows are left out unless `forced` (then their variant is labelled FORCED)."""
-    keys = ["variant", "concurrency"]
-    cols = [m for m, _, _ in COMPARE_METRICS]
-
-    def side(df: pd.DataFrame) -> pd.DataFrame:
-        if df.empty:
-            return pd.DataFrame(columns=keys + cols)
-        if not forced:
-            return without_forced(df)[keys + cols]
-        marked = [f"{v} (FORCED)" if is_forced(r) else str(v) for v, (_, r) in zip(df["variant"], df.iterrows(),
-                                                                                    strict=True)]
-        return df.assign(variant=marked)[keys + cols]
-
-    left, right = side(a.summary), side(b.summary)
-    merged = left.merge(right, on=keys, how="outer", suffixes=("_a", "_b")).sort_values(keys)
-    for m in cols:
-        va = pd.to_numeric(merged[f"{m}_a"], errors="coerce")
-        vb = pd.to_numeric(merged[f"{m}_b"], errors="coerce")
-        merged[f"{m}_delta_pct"] = (vb / va - 1.0) * 100.0
-    return Comparison(a.info, b.info, merged.reset_index(drop=True))
-
-
-def comparison_rows(c: Comparison) -> tuple[list[str], list[tuple[str, tuple[str, ...]]]]:
-    headers = ["variant", "conc"]
-    for _, label, _ in COMPARE_METRICS:
-        headers += [f"{label} A", f"{label} B", "Δ%"]
-    rows = []
-    for _, r in c.table.iterrows():
-        cells = [str(r["variant"]), fmt_cell(r["concurrency"], "{:.0f}")]
-        for m, _, spec in COMPARE_METRICS:
-            cells += [
-                fmt_cell(r[f"{m}_a"], spec),
-                fmt_cell(r[f"{m}_b"], spec),
-                fmt_cell(r[f"{m}_delta_pct"], "{:+.1f}"),
-            ]
-        rows.append((f"{r['variant']}@{r['concurrency']}", tuple(cells)))
-    return headers, rows
-
-
 def export_csv(df: pd.DataFrame, path: str | Path) -> int:
     """Write the table exactly as summary.csv has it; returns the number of rows."""
     out = Path(path).expanduser()
@@ -385,3 +329,9 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
                 ),
             )
     return sorted(out.values(), key=lambda x: x.name)
+
+
+# the comparison of two runs lives in harness.analysis.compare; imported here for the callers that know runs
+from harness.analysis.compare import COMPARE_METRICS, Comparison, compare_runs, comparison_rows  # noqa: E402
+
+__all__ = ["COMPARE_METRICS", "Comparison", "compare_runs", "comparison_rows", "fmt_cell"]
