@@ -149,3 +149,25 @@ async def test_the_tuis_run_call_stops_on_a_preflight_error(tmp_path, busy_port)
             raise AssertionError("an event came before the preflight passed")
     assert f"port {busy_port}" in got.value.lines[0]
     assert run_dirs(tmp_path / "r") == []
+
+
+def test_the_tuis_run_process_ends_with_the_preflight_line(tmp_path, busy_port):
+    """The Run button's path: RunProcess -> runchild -> checked_run_plan; the run ends before any server."""
+    import threading
+
+    from harness.tui import messages as msg
+    from harness.tui.runproc import RUN_PLAN, RunProcess
+
+    plan = load_ready_plan(small_plan(tmp_path, port=busy_port), tmp_path / "r")
+    posted: list = []
+    proc = RunProcess(RUN_PLAN, (plan,), {"results_dir": str(tmp_path / "r"), "keep_servers": False},
+                      post=posted.append)
+    t = threading.Thread(target=proc.run)
+    t.start()
+    t.join(120)
+    assert not t.is_alive()
+    crashed = [m for m in posted if isinstance(m, msg.RunCrashed)]
+    assert len(crashed) == 1 and crashed[0].error.startswith(f"preflight: port {busy_port} ")
+    assert "Traceback" not in crashed[0].error and crashed[0].run_dir is None
+    assert not [m for m in posted if isinstance(m, msg.ServerStateChanged)]  # no server started
+    assert run_dirs(tmp_path / "r") == []
