@@ -109,7 +109,7 @@ def gate(plan, where: str | None, args: argparse.Namespace, variants=None) -> No
         return
     from harness.run.gate import require_preflight
 
-    asyncio.run(require_preflight(plan, where, variants=variants))
+    asyncio.run(require_preflight(plan, where, variants=variants, resume_dir=getattr(args, "resume", None)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -171,3 +171,18 @@ def test_the_tuis_run_process_ends_with_the_preflight_line(tmp_path, busy_port):
     assert "Traceback" not in crashed[0].error and crashed[0].run_dir is None
     assert not [m for m in posted if isinstance(m, msg.ServerStateChanged)]  # no server started
     assert run_dirs(tmp_path / "r") == []
+
+
+async def test_a_resumed_runs_own_server_on_the_port_is_no_reason_to_refuse(tmp_path, busy_port):
+    from harness.run.gate import require_preflight
+
+    plan = load_ready_plan(small_plan(tmp_path, port=busy_port), tmp_path / "r")
+    run = tmp_path / "r" / "20250101-000000-demo"
+    run.mkdir(parents=True)
+    (run / "servers.jsonl").write_text(json.dumps({"variant": "baseline", "pgid": 4242, "port": busy_port,
+                                                   "state": "started"}) + "\n")
+    await require_preflight(plan, resume_dir=run)  # the resumed run stops its leftover first
+    (run / "servers.jsonl").write_text((run / "servers.jsonl").read_text() + json.dumps(
+        {"variant": "baseline", "pgid": 4242, "state": "stopped"}) + "\n")
+    with pytest.raises(PreflightFailed):  # stopped: whatever holds the port now is not the run's
+        await require_preflight(plan, resume_dir=run)

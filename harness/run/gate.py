@@ -8,7 +8,10 @@ command (exit 2) before any server is started, each in one line with its fix. `r
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import Any
 
 from harness.common.errors import PreflightFailed
@@ -46,13 +49,34 @@ async def preflight(plan: Any, target: Any = None) -> list[Finding]:
             await target.close()
 
 
+def own_ports(run_dir: str | Path | None) -> set[int]:
+    """Ports of the servers a resumed run left up (started and never stopped, or kept): the run stops or
+    reuses them itself, so its fixed port being taken by one of them is no reason to refuse."""
+    path = Path(run_dir) / "servers.jsonl" if run_dir else None
+    if path is None or not path.exists():
+        return set()
+    last: dict[int, dict[str, Any]] = {}
+    port: dict[int, int] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry.get("pgid"), int):
+                last[entry["pgid"]] = entry
+                if isinstance(entry.get("port"), int):
+                    port[entry["pgid"]] = entry["port"]
+    return {port[p] for p, e in last.items() if p in port and e.get("state") in ("started", "kept")}
+
+
 async def require_preflight(plan: Any, where: str | None = None, *, target: Any = None,
-                            variants: Iterable[str] | None = None) -> list[Finding]:
+                            variants: Iterable[str] | None = None,
+                            resume_dir: str | Path | None = None) -> list[Finding]:
     """The preflight's findings; raises PreflightFailed when one blocks the given variants (all by default).
     A plan over several nodes (`targets:`) is checked per node by its own runs, not here."""
     if getattr(plan, "targets", None):
         return []
     found = await preflight(plan, target)
+    if plan.server.port in own_ports(resume_dir):  # the resumed run's own server holds it
+        found = [f for f in found if f.code != "port-in-use"]
     bad = blocking(found, variants)
     if bad:
         lines = [error_line(f, where) for f in bad]
@@ -65,6 +89,6 @@ async def checked_run_plan(plan: Any, **kwargs: Any) -> AsyncIterator[Any]:
     """require_preflight, then harness.run.runner.run_plan with the same arguments (the TUI's Run)."""
     from harness.run.runner import run_plan
 
-    await require_preflight(plan, target=kwargs.get("target"))
+    await require_preflight(plan, target=kwargs.get("target"), resume_dir=kwargs.get("resume_dir"))
     async for event in run_plan(plan, **kwargs):
         yield event
