@@ -186,3 +186,18 @@ async def test_a_resumed_runs_own_server_on_the_port_is_no_reason_to_refuse(tmp_
         {"variant": "baseline", "pgid": 4242, "state": "stopped"}) + "\n")
     with pytest.raises(PreflightFailed):  # stopped: whatever holds the port now is not the run's
         await require_preflight(plan, resume_dir=run)
+
+
+def test_the_demo_says_why_its_wrong_arm_runs(tmp_path):
+    """Through `run` of the demo plan cut to baseline + wrong-flag-eagle: the note, then the run."""
+    plan = yaml.safe_load(DEMO.read_text())
+    plan["target"]["workdir"] = str(tmp_path / "nowhere")
+    plan["variants"] = [v for v in plan["variants"] if v["name"] in ("baseline", "wrong-flag-eagle")]
+    plan["run"].update(concurrency=[1], max_tokens=16, warmup_requests=0)
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    out = cli("run", str(tmp_path / "p.yaml"), "--results-dir", "r", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("note: variant 'wrong-flag-eagle' runs as the plan expects: expected (error, the plan "
+                            "says `expect: drafter-inert`): EAGLE-3 drafter")
+    assert "[wrong-flag-eagle] server ready" in out.stderr

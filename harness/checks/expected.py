@@ -15,6 +15,14 @@ ALARM_CAUSES: dict[str, frozenset[str]] = {
 }
 
 
+EXPECTED = "expected ("  # how a demoted finding's `what` begins
+
+
+def is_expected(f: Finding) -> bool:
+    """A finding the plan declared with `expect:` (demoted to a note by apply_expectations)."""
+    return f.severity == "info" and f.what.startswith(EXPECTED)
+
+
 def expected_codes(words: list[str]) -> set[str]:
     """The finding codes a variant's `expect:` covers: each word itself, and the causes of an alarm word."""
     out: set[str] = set()
@@ -40,7 +48,7 @@ def apply_expectations(plan: Any, findings: list[Finding]) -> list[Finding]:
             continue
         matched[f.variant].update(hit)
         out.append(replace(f, severity="info",
-                           what=f"expected ({f.severity}, the plan says `expect: {hit[0]}`): {f.what}"))
+                           what=f"{EXPECTED}{f.severity}, the plan says `expect: {hit[0]}`): {f.what}"))
     for name, words in wanted.items():
         for w in words:
             if w not in matched[name] and w not in ALARM_CAUSES:
