@@ -138,22 +138,29 @@ def _wait_for(q: queue.Queue, needle: str, seen: list[str], deadline_s: float = 
     raise AssertionError(f"no {needle!r} within {deadline_s} s:\n" + "".join(seen))
 
 
-@pytest.mark.parametrize(("command", "sig"), [
-    (["run"], signal.SIGTERM), (["run"], signal.SIGINT),
-    (["breakeven", "--variant", "good-eagle3", "--accept-lens", "1.5,2.5"], signal.SIGTERM)])
-def test_exit_130_interrupted(tmp_path, command, sig):
+REGEN = ["regen", "--input", "in.jsonl", "--output", "out.jsonl", "--max-tokens", "4000", "--concurrency", "1"]
+
+
+@pytest.mark.parametrize(("command", "sig", "needle"), [
+    (["run"], signal.SIGTERM, "server ready"), (["run"], signal.SIGINT, "server ready"),
+    (["breakeven", "--variant", "good-eagle3", "--accept-lens", "1.5,2.5"], signal.SIGTERM, "server ready"),
+    (REGEN, signal.SIGTERM, "1/20 rows")])
+def test_exit_130_interrupted(tmp_path, command, sig, needle):
     plan = small_plan(tmp_path, variants=("baseline", "good-eagle3"), max_tokens=4000)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": f"r{i}", "conversations": [
+        {"role": "user", "content": f"a story {i}"}]}) + "\n" for i in range(20)))
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", command[0], str(plan), *command[1:],
                              "--results-dir", "r"], cwd=tmp_path, env=cli_env(tmp_path), text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     seen: list[str] = []
     try:
         q = _stderr_lines(proc)
-        _wait_for(q, "server ready", seen)
+        _wait_for(q, needle, seen)
         proc.send_signal(sig)
         assert proc.wait(timeout=120) == 130, "".join(seen)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert len(run_dirs(tmp_path / "r")) == 1
+    if command[0] != "regen":
+        assert len(run_dirs(tmp_path / "r")) == 1

@@ -80,3 +80,25 @@ async def test_the_servers_sections_log_lines_are_marked_too(tmp_path):
         await fleet.close()
     crash = [ln for ln in events.lines("baseline") if "crashed with exit code -15" in ln]
     assert len(crash) == 1 and crash[0].endswith(STOP_NOTE)
+
+
+async def test_the_log_pane_shows_the_stop_as_a_stop(tmp_path):
+    """The Servers section: start the baseline, stop it (x); its log pane's -15 line carries the note."""
+    from harness.tui.app import build_app
+    from harness.tui.widgets.log_pane import LogPane
+    from tests.snapshots.tui_fakes import wait_for
+    from tests.test_tui_fleet import demo_plan
+
+    plan = demo_plan(tmp_path)
+    app = build_app(str(plan.source_path), tmp_path / "results", plan=plan, gpu_poll_s=0)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: app.fleet is not None and app.servers, "plan")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.servers["baseline"].state == "ready", "baseline ready", 30)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: app.servers["baseline"].state == "stopped", "stopped", 30)
+        pane = app.screen.query_one(LogPane)
+        await wait_for(pilot, lambda: any("exit code -15" in ln for ln in pane.visible_lines("baseline")),
+                       "the shutdown lines shown", 30)
+        crash = [ln for ln in pane.visible_lines("baseline") if "exit code -15" in ln]
+        assert crash and all(ln.endswith(STOP_NOTE) for ln in crash)
