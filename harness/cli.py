@@ -14,23 +14,26 @@ from pathlib import Path
 import harness
 from harness.common.errors import (
     EXIT_BAD_INPUT,
-    EXIT_FAILURES,
     EXIT_INTERRUPTED,
     EXIT_OK,
     HarnessError,
     InputError,
+    PreflightFailed,
+    exit_code_table,
     say,
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.")
+    p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.",
+                                epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"draftbench {harness.__version__}")
     sub = p.add_subparsers(dest="command")
 
     demo = sub.add_parser("demo", help="run the built-in comparison on the SGLang stand-in (no GPU needed)")
     demo.add_argument("--results-dir", default="results")
     demo.add_argument("--keep-servers", action="store_true")
+    add_no_check(demo)
 
     run = sub.add_parser("run", help="run a plan: start servers, replay suites, compare")
     run.add_argument("plan", nargs="?", help="plan YAML file")
@@ -44,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "still undecided, at looks fixed in advance (docs/metrics.md, the stopping rule)")
     run.add_argument("--budget", metavar="DURATION", help="wall-clock budget (90s, 20m, 2h): planned before "
                      "any server starts; no look is started that it cannot pay for")
+    add_no_check(run)
 
     pl = sub.add_parser("parse-log", help="parse SGLang Decode/Prefill log lines into a CSV")
     pl.add_argument("file")
@@ -58,16 +62,21 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("run_dir")
     sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
 
-    cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change")
+    cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change, "
+                          "and whether B's tok/s differs from A's for real (ratio, 95%% CI, verdict)")
     cmp_.add_argument("run_a")
     cmp_.add_argument("run_b")
     cmp_.add_argument("--csv", metavar="OUT", help="also export the comparison as CSV here")
+    cmp_.add_argument("--forced", action="store_true", help="also compare forced-acceptance rows (breakeven's "
+                      "copies, labelled FORCED); left out by default: their outputs are not the model's")
 
     imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
                          "JSON/JSONL, SpecForge JSONL or a JSONL of prompts (docs/workloads.md)")
     imp.add_argument("jsonl")
-    imp.add_argument("--out", required=True, help="suite YAML to write")
-    imp.add_argument("--name")
+    imp.add_argument("--out", required=True, help="suite YAML to write; its file name (without .yaml) is the "
+                     "suite's name, the one a plan's `suites:` lists")
+    imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
+    imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
     imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
                      help="live: later user turns follow the server's own answers (default); first: first turns "
@@ -96,6 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def add_no_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-check", action="store_true", help="skip the preflight (`draftbench check`) that "
+                   "otherwise stops the command on an error before any server starts")
+
+
+def gate(plan, where: str | None, args: argparse.Namespace, variants=None) -> None:
+    """The preflight of a command that starts servers (harness.run.gate); PreflightFailed: exit 2."""
+    if getattr(args, "no_check", False):
+        return
+    from harness.checks.expected import is_expected
+    from harness.run.gate import require_preflight
+
+    found = asyncio.run(require_preflight(plan, where, variants=variants, resume_dir=getattr(args, "resume", None)))
+    for f in found:  # why a deliberately wrong arm runs anyway
+        if is_expected(f) and (variants is None or f.variant in variants):
+            say(f"note: variant '{f.variant}' runs as the plan expects: {f.what}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sim-server"]:  # every flag belongs to the stand-in's SGLang-compatible parser
@@ -114,12 +141,13 @@ def main(argv: list[str] | None = None) -> int:
                    "import-suite": _import_suite, "compare": _compare, **retrain_handlers(), **breakeven_handlers(),
                    **tune_handlers()}[args.command]
         return handler(args)
-    except InputError as exc:
+    except PreflightFailed as exc:
+        for line in exc.lines:
+            say(f"error: {line}")
+        return exc.exit_code
+    except HarnessError as exc:  # InputError: 2 (bad input), others: 1
         say(f"error: {exc}")
-        return EXIT_BAD_INPUT
-    except HarnessError as exc:
-        say(f"error: {exc}")
-        return EXIT_FAILURES
+        return exc.exit_code
     except KeyboardInterrupt:
         say("interrupted")
         return EXIT_INTERRUPTED
@@ -161,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         plan = _load_plan(given, args.results_dir)
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
+    gate(plan, args.resume or given, args)
     _stop_rule(plan, args)
     return _execute(plan, args.results_dir, args.keep_servers, args.resume)
 
@@ -185,6 +214,7 @@ def _demo(args: argparse.Namespace) -> int:
     from harness.demo import prepare_demo
 
     plan = prepare_demo(args.results_dir)
+    gate(plan, "plans/demo.yaml", args)
     return _execute(plan, args.results_dir, args.keep_servers, None)
 
 
@@ -230,7 +260,7 @@ def _check(args: argparse.Namespace) -> int:
 
     findings = asyncio.run(go())
     print(findings_json(findings) if args.json else render_findings(findings))
-    return EXIT_FAILURES if has_errors(findings) else EXIT_OK
+    return EXIT_BAD_INPUT if has_errors(findings) else EXIT_OK  # a failed preflight is bad input
 
 
 def _parse_log(args: argparse.Namespace) -> int:
@@ -249,15 +279,22 @@ def _parse_log(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    from harness.analysis.completeness import missing_parts
     from harness.analysis.load_report import render_load_tables
     from harness.analysis.report import render_table
+    from harness.analysis.runs import run_info
     from harness.analysis.summary import load_summary, summarise_run
 
     run_dir = Path(args.run_dir)
     if not (run_dir / "requests.csv").exists():
         raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
-    summarise_run(run_dir, complete=True) if not (run_dir / "summary.csv").exists() else None
+    if not (run_dir / "summary.csv").exists():  # never summarised: the run did not finish
+        summarise_run(run_dir, complete=run_info(run_dir).status == "complete")
     df = load_summary(run_dir)
+    missing = missing_parts(run_dir)
+    if missing is not None:  # the mark comes first, with what is missing, then the rows the run has
+        print(missing.headline())
+        print("\n".join(f"  {line}" for line in missing.lines()))
     print(render_table(df))
     extra = render_load_tables(run_dir)
     if extra:
@@ -269,16 +306,18 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from harness.analysis.compare import LEGEND, compare_runs, comparison_rows
     from harness.analysis.report import grid
-    from harness.analysis.runs import compare_runs, comparison_rows, load_run
+    from harness.analysis.runs import load_run
 
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
             raise InputError(d, None, None, "not a run directory (no requests.csv)")
-    comparison = compare_runs(load_run(args.run_a), load_run(args.run_b))
+    comparison = compare_runs(load_run(args.run_a), load_run(args.run_b), forced=args.forced)
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")
     print(grid(headers, [list(cells) for _, cells in rows]))
+    print(f"\n{LEGEND}")
     if args.csv:
         comparison.table.to_csv(args.csv, index=False)
         say(f"exported {args.csv}")
@@ -289,7 +328,11 @@ def _import_suite(args: argparse.Namespace) -> int:
     from harness.inputs.importers import import_suite
     from harness.inputs.suites import write_suite_yaml
 
-    suite, report = import_suite(args.jsonl, fmt=args.format, name=args.name, turns=args.turns,
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise InputError(args.out, None, "--out", "exists; give --force to overwrite it, or another --out")
+    name = args.name or out.name.removesuffix(".yaml").removesuffix(".yml")  # not the input's: question.jsonl
+    suite, report = import_suite(args.jsonl, fmt=args.format, name=name, turns=args.turns,
                                  categories=args.categories, min_chars=args.min_chars, max_chars=args.max_chars,
                                  sample=args.sample, seed=args.seed)
     write_suite_yaml(suite, args.out)

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from harness.common.errors import EXIT_INTERRUPTED, InputError, say
+from harness.common.errors import EXIT_INTERRUPTED, HarnessError, say
 
 
 def _floats(text: str) -> list[float]:
@@ -34,6 +34,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     be.add_argument("--concurrency", type=_ints, default=None, metavar="N,M",
                     help="concurrencies (default: the plan's)")
     be.add_argument("--results-dir", default="results")
+    from harness.cli import add_no_check
+
+    add_no_check(be)
 
 
 def handlers() -> dict:
@@ -44,15 +47,24 @@ def _breakeven(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from harness.analysis.breakeven import render_forced_table
-    from harness.cli import _load_plan
+    from harness.cli import _load_plan, gate
     from harness.run.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
     from harness.run.progress import consume
 
     plan = _load_plan(args.plan, args.results_dir)
+    forced = next((v for v in plan.variants if v.name == args.variant), None)
+    if forced is not None:  # an unknown variant is run_breakeven's own error
+        gate(plan, args.plan, args, variants=[forced.name, plan.baseline_of(forced).name])
     lens = args.accept_lens or list(DEFAULT_ACCEPT_LENS)
     run_dir: list[str] = []
 
     async def go() -> int:
+        import signal
+
+        task = asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # as `draftbench run`: a clean stop, servers stopped
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+
         async def events():
             async for event in run_breakeven(plan, args.variant, lens, concurrency=args.concurrency,
                                              results_dir=args.results_dir):
@@ -68,7 +80,8 @@ def _breakeven(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     table = Path(run_dir[0]) / "breakeven.csv" if run_dir else None
     if table is None or not table.exists():
-        raise InputError(args.plan, None, None, "the breakeven run produced no table (see the log above)")
+        # the command ran and its variants failed: exit 1, not bad input
+        raise HarnessError(f"{args.plan}: the breakeven run produced no table (see the log above)")
     print(render_forced_table(pd.read_csv(table)))
     say(f"breakeven.csv: {table}")
     return rc

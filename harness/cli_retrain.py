@@ -8,7 +8,7 @@ import shlex
 import time
 from pathlib import Path
 
-from harness.common.errors import EXIT_FAILURES, EXIT_OK, InputError, say
+from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
 
 PROGRESS_EVERY_S = 2.0
 
@@ -30,6 +30,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("--retry-errors", action="store_true", help="try rows recorded as errors again")
     rg.add_argument("--request-timeout", type=float)
     rg.add_argument("--results-dir", default="results")
+    from harness.cli import add_no_check
+
+    add_no_check(rg)
 
     tr = sub.add_parser("train", help="launch a SpecForge EAGLE-3 training job on the plan's target")
     tr.add_argument("plan")
@@ -74,8 +77,17 @@ def _regen(args: argparse.Namespace) -> int:
     plan = _plan(args.plan, args.results_dir)
     if not Path(args.input).exists():
         raise InputError(args.input, None, None, "input file not found")
+    if not args.endpoint:  # it starts the plan's baseline server(s): their preflight first
+        from harness.cli import gate
+
+        gate(plan, args.plan, args, variants=[plan.baseline.name])
 
     async def go() -> int:
+        import signal
+
+        task = asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # a clean stop: the server started here is stopped
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
         last, final = 0.0, None
         async for p in regen(plan, args.input, args.output, concurrency=args.concurrency, endpoints=args.endpoint,
                              max_tokens=args.max_tokens, temperature=args.temperature, model=args.model,
@@ -90,7 +102,11 @@ def _regen(args: argparse.Namespace) -> int:
         print(args.output)
         return EXIT_OK if final is None or not final.errors else EXIT_FAILURES
 
-    return asyncio.run(go())
+    try:
+        return asyncio.run(go())
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        say(f"interrupted: rows written so far are kept in {args.output}; run the same command to resume")
+        return EXIT_INTERRUPTED
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -55,6 +55,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tn.add_argument("--verify-top", type=int, default=1, help="winners per concurrency given a full paired run")
     tn.add_argument("--no-preflight", action="store_true", help="skip preflight of the grid")
     tn.add_argument("--results-dir", default="results")
+    from harness.cli import add_no_check
+
+    add_no_check(tn)
     tn.add_argument("--resume", metavar="TUNE_DIR", help="continue an interrupted tune")
     tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from a tune "
                     "directory's files (one copied back from a node, or made by an older draftbench); starts nothing")
@@ -97,6 +100,12 @@ def _tune(args: argparse.Namespace) -> int:
                            steps=args.steps, topk=args.topk, draft_tokens=args.draft_tokens, graphs=args.graphs,
                            cost_tokens=args.cost_tokens, verify_top=args.verify_top,
                            preflight=not args.no_preflight)
+        tuned = next((v for v in plan.variants if v.name == args.variant), None) if args.variant else \
+            next((v for v in plan.variants if v.drafter is not None), None)
+        if tuned is not None:  # the plan's own arms first; the grid's configs get tune's own preflight
+            from harness.cli import gate
+
+            gate(plan, args.plan, args, variants=[tuned.name, plan.baseline_of(tuned).name])
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume TUNE_DIR")
     try:

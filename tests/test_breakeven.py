@@ -58,6 +58,39 @@ def test_forced_table_interpolates_the_measured_points():
     assert "measured 2.25" in text and "not the model's" in text
 
 
+def _windows(variant: str, acc: float, step_ms: dict[int, float], phase: str) -> list[dict]:
+    """Decode windows of one server: three at batch 4, then four at batch 1 (the tail: the most windows)."""
+    rows = []
+    for bs, n in ((4, 3), (1, 4)):
+        for _ in range(n):
+            rows.append({"variant": variant, "phase": phase, "kind": "decode", "running_req": bs,
+                         "accept_len": acc, "gen_throughput": bs * acc / step_ms[bs] * 1000.0})
+    return [{**r, "line": i} for i, r in enumerate(rows)]
+
+
+def test_the_break_even_row_uses_its_own_concurrency_and_names_the_batch():
+    """At concurrency 4 the step cost is the one at batch 4, not the batch-1 tail the windows ran most."""
+    summary = pd.DataFrame([
+        {"variant": "baseline", "concurrency": 4, "tok_s": 300.0, "accept_len": None, "forced_acceptance": None},
+        *({"variant": f"v-al{a:g}", "concurrency": 4, "tok_s": t, "accept_len": a, "forced_acceptance": a,
+           "break_even_accept_len": 3.16, "break_even_batch": 1} for a, t in ((1.5, 250.0), (2.5, 350.0))),
+    ])
+    windows = pd.DataFrame(_windows("baseline", 1.0, {4: 20.0, 1: 10.0}, "c4")
+                           + _windows("v-al1.5", 1.5, {4: 40.0, 1: 31.6}, "c4")
+                           + _windows("v-al2.5", 2.5, {4: 40.0, 1: 31.6}, "c4"))
+    phases = pd.DataFrame([{"variant": v, "concurrency": 4, "phase": "c4"}
+                           for v in ("baseline", "v-al1.5", "v-al2.5")])
+    end = forced_table(summary, "v", "baseline", windows=windows, phases=phases).iloc[-1]
+    assert end["break_even_steps"] == pytest.approx(2.0) and end["break_even_batch"] == 4
+    text = render_forced_table(forced_table(summary, "v", "baseline", windows=windows, phases=phases))
+    line = next(ln for ln in text.splitlines() if "break-even" in ln)
+    assert "at concurrency 4: measured 2.00" in line and "from step costs 2.00 (steps at batch 4)" in line
+    assert "baseline 300.0 tok/s at concurrency 4" in line
+    # without windows at the row's batch, the summary's figure is shown with the batch it is for
+    fallback = render_forced_table(forced_table(summary, "v", "baseline"))
+    assert "from step costs 3.16 (steps at batch 1: no decode windows at batch 4 to compare)" in fallback
+
+
 @pytest.mark.slow
 async def test_breakeven_run_on_the_stand_in(tmp_path):
     plan = _plan(tmp_path)

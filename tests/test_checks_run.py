@@ -49,8 +49,15 @@ class RecordingTarget(LocalTarget):
         return await super().read_file(path, max_bytes=max_bytes)
 
 
-async def test_demo_plan_reports_the_wrong_flag_variant(tmp_path):
+def undeclared_demo(tmp_path):
+    """The demo plan with its wrong arm's `expect:` dropped: the raw check reports it as an error."""
     plan = prepare_demo(tmp_path)
+    plan.variant("wrong-flag-eagle").expect = []
+    return plan
+
+
+async def test_demo_plan_reports_the_wrong_flag_variant(tmp_path):
+    plan = undeclared_demo(tmp_path)
     target = RecordingTarget()
     findings = await run_checks(plan, target)
     errors = _by(findings, severity="error")
@@ -173,7 +180,7 @@ def sshd(tmp_path_factory) -> SSHDServer:
 @pytest.mark.ssh
 @pytest.mark.skipif(sshd_missing_reason() is not None, reason=sshd_missing_reason() or "")
 async def test_demo_plan_over_ssh(tmp_path, sshd):
-    plan = prepare_demo(tmp_path)
+    plan = undeclared_demo(tmp_path)
     plan.target.python = sys.executable
     s = sshd
     target = open_target(
@@ -197,7 +204,7 @@ async def test_simulated_target_whose_python_lacks_draftbench(tmp_path):
     wrapper = tmp_path / "bare-python"
     wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')  # -S: no site-packages, no draftbench
     wrapper.chmod(0o755)
-    plan = prepare_demo(tmp_path / "demo")
+    plan = undeclared_demo(tmp_path / "demo")
     plan.target.python = str(wrapper)
     findings = await run_checks(plan, LocalTarget())
     missing = _by(findings, code="stand-in-missing")

@@ -55,8 +55,14 @@ def test_parse_log_on_the_real_capture(tmp_path):
 
 
 def test_check_demo_reports_the_wrong_flag_variant(tmp_path):
-    out = cli("check", "plans/demo.yaml", "--json", "--results-dir", str(tmp_path))
-    assert out.returncode == 1, out.stderr
+    import yaml
+
+    plan = yaml.safe_load((ROOT / "plans" / "demo.yaml").read_text())
+    for v in plan["variants"]:
+        v.pop("expect", None)  # undeclared, the wrong arm is an error: a failed preflight is exit 2
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    out = cli("check", str(tmp_path / "demo.yaml"), "--json", "--results-dir", str(tmp_path))
+    assert out.returncode == 2, out.stderr
     data = json.loads(out.stdout)
     errors = [f for f in data["findings"] if f["severity"] == "error"]
     assert [f["variant"] for f in errors] == ["wrong-flag-eagle"]

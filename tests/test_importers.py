@@ -65,7 +65,7 @@ def test_sharegpt_json_array_from_value(tmp_path):
     assert first.messages is not None and [m.role for m in first.messages] == ["system", "user"]
     assert first.followups == ["Tell a joke"]
     assert (second.id, second.text) == ("c1-2", "Q?")  # duplicate ids are common in ShareGPT dumps
-    assert report.dropped == {"assistant turns before the first user turn": 2,
+    assert report.dropped == {"assistant turns before the first user turn": 1,  # c3's counts as its row only
                               "conversations without a user turn": 1}
     assert report.notes["recorded assistant answers replaced by the server's own"] == 2
 
@@ -133,3 +133,50 @@ def test_cli_prints_what_it_imported_and_dropped(tmp_path, capsys):
     assert "dropped 1: category not selected" in err
     suite = load_suite(out)  # the written suite reads back with its follow-ups
     assert suite.prompts[0].followups == ["Now make it rhyme."]
+
+
+def test_the_suite_is_named_by_out_not_by_the_input_file(tmp_path, capsys):
+    """Two imports of files both called question.jsonl make two suites a plan can list side by side."""
+    import yaml
+
+    from harness.inputs.config import load_plan
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    for d, rows in (("a", QUESTIONS[:1]), ("b", QUESTIONS[1:])):
+        assert main(["import-suite", str(_jsonl(tmp_path / d / "question.jsonl", rows)), "--out",
+                     str(tmp_path / f"mt-{d}.yaml")]) == 0
+    assert [load_suite(tmp_path / f"mt-{d}.yaml").name for d in "ab"] == ["mt-a", "mt-b"]
+    assert main(["import-suite", str(tmp_path / "a" / "question.jsonl"), "--out", str(tmp_path / "c.yaml"),
+                 "--name", "chosen"]) == 0
+    assert load_suite(tmp_path / "c.yaml").name == "chosen"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "p", "model": {"path": "/m"}, "variants": [{"name": "baseline"}],
+                                    "suites": [str(tmp_path / "mt-a.yaml"), str(tmp_path / "mt-b.yaml")]}))
+    assert [s.name for s in load_plan(plan).suites] == ["mt-a", "mt-b"]
+
+
+def test_out_onto_an_existing_file_refuses_unless_forced(tmp_path, capsys):
+    src = _jsonl(tmp_path / "question.jsonl", QUESTIONS)
+    out = tmp_path / "mine.yaml"
+    out.write_text("keep me\n")
+    assert main(["import-suite", str(src), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"error: {out}: --out: exists; give --force to overwrite it, or another --out"
+    assert out.read_text() == "keep me\n"
+    assert main(["import-suite", str(src), "--out", str(out), "--force"]) == 0
+    assert load_suite(out).name == "mine"
+
+
+def test_a_dropped_row_is_reported_once_with_its_reason(tmp_path, capsys):
+    rows = [
+        {"id": "ok", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]},
+        {"id": "empty", "conversations": [{"from": "human", "value": "  "}]},  # no user turn left: one row
+        {"id": "late", "conversations": [{"from": "gpt", "value": "first"}, {"from": "human", "value": "q"}]},
+    ]
+    suite, report = import_suite(_jsonl(tmp_path / "sg.jsonl", rows))
+    assert [p.id for p in suite.prompts] == ["ok", "late"]
+    assert dict(report.dropped) == {"conversations without a user turn": 1,
+                                    "assistant turns before the first user turn": 1}
+    assert main(["import-suite", str(tmp_path / "sg.jsonl"), "--out", str(tmp_path / "sg.yaml")]) == 0
+    err = capsys.readouterr().err
+    assert err.count("  dropped ") == 2 and "empty user turns" not in err

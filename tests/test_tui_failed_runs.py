@@ -24,16 +24,17 @@ async def test_every_variant_failing_is_a_failed_run_with_its_reasons(tmp_path):
         await wait_for(pilot, lambda: app.run_state == "failed" and app.result is not None, "the run failed", 60)
         assert app.run_status.startswith("every variant failed")
         assert set(app.run_failures) == {"baseline", "good-eagle3"}
-        assert all("exited before it became ready" in why and "config.json" in why
+        assert all(why.startswith("checkpoint not found: ") and "demo-models/not-there" in why
+                   and why.endswith("(exited before it became ready)")
                    for why in app.run_failures.values()), app.run_failures
         status = str(app.screen.query_one("#run-status").render())
-        assert "baseline: exited before it became ready" in status
+        assert "baseline: checkpoint not found: " in status
         assert any("variant failed" in (n.title or "") for n in app._notifications)
         await pilot.press("3")
         table = app.screen.query_one("#results-table")
         await wait_for(pilot, lambda: table.row_count == 2, "two rows")
         rows = result_rows(app.result.summary, app.result.failures)
-        assert all(r.failed and r.note.startswith("FAILED: exited before it became ready") for r in rows)
+        assert all(r.failed and r.note.startswith("FAILED: checkpoint not found: ") for r in rows)
         conc = [h for h in table.columns.values()].index(next(c for c in table.columns.values()
                                                                 if str(c.label) in ("conc", "concurrency")))
         assert all(str(table.get_row_at(i)[conc]) == "-" for i in range(table.row_count))

@@ -22,7 +22,9 @@ def test_frames_survive_any_split():
 
 
 def test_only_known_core_generators_can_be_called():
-    assert resolve_call(RUN_PLAN).__name__ == "run_plan"
+    from harness.run.gate import checked_run_plan
+
+    assert resolve_call(RUN_PLAN) is checked_run_plan  # the preflight first, as `draftbench run`
     try:
         resolve_call("os:system")
     except ValueError as exc:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from harness.analysis.forced import is_forced
 from harness.common.events import Alarm
 
 INERT_WINDOWS = 3  # accept len 1.00 this many windows in a row -> the drafter is inert
@@ -174,6 +175,8 @@ class AlarmTracker:
         out: list[Alarm] = []
         for r in rows:
             if _bool(r.get("baseline")) or not r.get("algorithm") or not isinstance(r.get("algorithm"), str):
+                continue
+            if is_forced(r):  # slower at a forced accept length is what breakeven measures, not a finding
                 continue
             conc = int(_num(r.get("concurrency")) or 0)
             b = base.get(conc)

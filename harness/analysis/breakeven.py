@@ -78,11 +78,32 @@ BREAKEVEN_COLUMNS = ["row", "concurrency", "variant", "forced_acceptance", "acce
                      "baseline_tok_s", "break_even_measured", "break_even_steps", "break_even_batch"]
 
 
-def forced_table(summary: pd.DataFrame, variant: str, baseline: str) -> pd.DataFrame:
+def step_cost_at_batch(windows: pd.DataFrame | None, phases: pd.DataFrame | None, copies: Sequence[str],
+                       baseline: str, batch: int) -> float | None:
+    """Median over the forced copies of (verify step / baseline decode step), both at running batch `batch`,
+    from the windows of the phases at concurrency `batch`; None when a server has no window at that batch."""
+    if windows is None or windows.empty or phases is None or phases.empty:
+        return None
+
+    def at(name: str) -> float | None:
+        tags = set(phases[(phases["variant"] == name) & (phases["concurrency"] == batch)]["phase"])
+        return step_ms_by_batch(windows, name, tags).get(batch)
+
+    base = at(baseline)
+    if not base:
+        return None
+    ratios = [v / base for v in (at(c) for c in copies) if v is not None]
+    return float(pd.Series(ratios).median()) if ratios else None
+
+
+def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd.DataFrame | None = None,
+                 phases: pd.DataFrame | None = None) -> pd.DataFrame:
     """From the summary of a forced-acceptance run: one "point" row per forced copy of `variant` and
     concurrency (measured accept length, tok/s), then per concurrency a "break-even" row: the measured
     accept length at which tok/s equals the baseline's (interpolated) next to the step-cost estimate
-    (median over the copies: the verify step does not depend on what is accepted)."""
+    (median over the copies: the verify step does not depend on what is accepted). The step cost is the
+    row's own: at running batch == its concurrency when `windows`/`phases` hold steps there, else the
+    summary's (at the batch its windows ran most, named in `break_even_batch`)."""
     rows: list[dict[str, Any]] = []
     if summary.empty:
         return pd.DataFrame(columns=BREAKEVEN_COLUMNS)
@@ -102,11 +123,13 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str) -> pd.DataF
                 points.append((float(acc), float(tok)))
         steps = pd.to_numeric(here.get("break_even_accept_len"), errors="coerce").dropna()
         batch = pd.to_numeric(here.get("break_even_batch"), errors="coerce").dropna()
+        own = step_cost_at_batch(windows, phases, list(here["variant"].astype(str)), baseline, conc)
         rows.append({"row": "break-even", "concurrency": conc, "variant": variant, "forced_acceptance": True,
                      "baseline_tok_s": btok,
                      "break_even_measured": interpolate_break_even(points, btok) if btok else None,
-                     "break_even_steps": float(steps.median()) if len(steps) else None,
-                     "break_even_batch": int(batch.mode().iloc[0]) if len(batch) else None})
+                     "break_even_steps": own if own is not None else float(steps.median()) if len(steps) else None,
+                     "break_even_batch": conc if own is not None else int(batch.mode().iloc[0]) if len(batch)
+                     else None})
     return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS)
 
 
@@ -117,13 +140,20 @@ def render_forced_table(table: pd.DataFrame) -> str:
 
     lines = [f"{'conc':>4}  {'variant':<24} {'forced AL':>9} {'measured AL':>11} {'tok/s':>8} {'speedup':>7}"]
     for _, r in table.iterrows():
+        conc = int(r["concurrency"])
         if r["row"] == "point":
-            lines.append(f"{int(r['concurrency']):>4}  {str(r['variant']):<24} {f(r['forced_acceptance'], '.2f'):>9} "
+            lines.append(f"{conc:>4}  {str(r['variant']):<24} {f(r['forced_acceptance'], '.2f'):>9} "
                          f"{f(r['accept_len'], '.2f'):>11} {f(r['tok_s'], '.1f'):>8} {f(r['speedup'], '.2f'):>6}x")
+            continue
+        if pd.isna(r["break_even_batch"]):
+            steps = "from step costs -"
         else:
-            batch = f" (batch {int(r['break_even_batch'])})" if pd.notna(r["break_even_batch"]) else ""
-            lines.append(f"{int(r['concurrency']):>4}  break-even accept length: measured "
-                         f"{f(r['break_even_measured'], '.2f')}, from step costs {f(r['break_even_steps'], '.2f')}"
-                         f"{batch}; baseline {f(r['baseline_tok_s'], '.1f')} tok/s")
+            b = int(r["break_even_batch"])
+            steps = f"from step costs {f(r['break_even_steps'], '.2f')} (steps at batch {b}" + (
+                ")" if b == conc else f": no decode windows at batch {conc} to compare)")
+        lines.append(f"{conc:>4}  break-even accept length at concurrency {conc}: measured "
+                     f"{f(r['break_even_measured'], '.2f')} (tok/s end to end at concurrency {conc}), {steps}; "
+                     f"baseline {f(r['baseline_tok_s'], '.1f')} tok/s at concurrency {conc}")
+    lines.append("each point: accept length and tok/s measured at its row's concurrency (conc)")
     lines.append("forced acceptance: every output above is forced, not the model's; use it for speed only")
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.engines_table import engines_of, stand_ins
+from harness.analysis.forced import forced_note, without_forced
 
 TABLE_COLUMNS = [
     ("variant", "variant", "{}"),
@@ -67,10 +68,8 @@ def verdict_notes(row: Any) -> list[str]:
 def spec_notes(row: Any) -> list[str]:
     """Where the accept length came from, forced acceptance, the batch the break-even holds for, output
     divergence and failed cache flushes (the CLI table and the TUI share it)."""
-    notes = []
-    forced = row.get("forced_acceptance")
-    if fmt_cell(forced, "{}") != "-" and str(forced) not in ("False", "0"):
-        notes.append(f"FORCED accept len {float(forced):g}: outputs are not the model's")
+    forced = forced_note(row)
+    notes = [forced] if forced else []
     source = str(row.get("accept_len_source") or "")
     if source == "probe":
         notes.append("accept len: untimed replay, checked")
@@ -100,8 +99,10 @@ def grid(headers: list[str], rows: list[list[str]]) -> str:
 
 
 def best_variant(df: pd.DataFrame, concurrency: int) -> str | None:
-    """The fastest variant whose verdict is `faster` (its interval above 1.00x); None when none is.
-    A summary.csv from before verdicts has no such column: there the fastest tok/s, as it was then."""
+    """The fastest variant whose verdict is `faster` (its interval above 1.00x); None when none is. Forced-
+    acceptance rows are never it (harness.analysis.forced). A summary.csv from before verdicts has no such
+    column: there the fastest tok/s, as it was then."""
+    df = without_forced(df)
     rows = df[(df["concurrency"] == concurrency) & pd.to_numeric(df["tok_s"], errors="coerce").notna()]
     if "verdict" in df:
         rows = rows[rows["verdict"].astype(str) == "faster"]
@@ -126,7 +127,10 @@ def render_table(df: pd.DataFrame) -> str:
         cells = [table_cell(row, col, spec) for col, _, spec in columns]
         note = []
         if str(row.get("status")) == "failed":
-            note.append("FAILED")
+            if str(row.get("concurrency")) in ("0", "0.0"):  # it never measured: no concurrency to show
+                cells[[c for c, _, _ in columns].index("concurrency")] = "-"
+            why = row.get("failure_reason")
+            note.append("FAILED" + (f": {why}" if fmt_cell(why, "{}") != "-" else ""))
         if row.get("variant") == best_variant(df, row.get("concurrency")):
             cells[0] = "*" + cells[0]
         if row.get("slower_than_baseline") is True or str(row.get("slower_than_baseline")) == "True":

@@ -12,19 +12,13 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.completeness import Missing, missing_parts
+from harness.analysis.forced import forced_note, is_forced
 from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
 
 SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
-COMPARE_METRICS = [
-    ("accept_len", "accept len", "{:.2f}"),
-    ("tok_s", "tok/s", "{:.1f}"),
-    ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
-    ("speedup", "speedup", "{:.2f}x"),
-]
-
-
 @dataclass(frozen=True)
 class RunInfo:
     run_id: str
@@ -52,13 +46,7 @@ class LoadedRun:
     categories: pd.DataFrame
     failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_rate.csv: speedup against load
-
-
-@dataclass(eq=False)
-class Comparison:
-    a: RunInfo
-    b: RunInfo
-    table: pd.DataFrame  # variant, concurrency, then <metric>_a, <metric>_b, <metric>_delta_pct
+    missing: Missing | None = None  # an incomplete run: what its plan asked for without rows (completeness)
 
 
 @dataclass(frozen=True)
@@ -70,7 +58,10 @@ class DrafterInfo:
     file: str
     results: tuple[
         tuple[str, str, int, float | None, float | None], ...
-    ]  # run, variant, conc, accept, speedup
+    ]  # run, variant, conc, accept, speedup: the drafter's own results (never a forced-acceptance row)
+    forced: tuple[
+        tuple[str, str, int, float | None, float | None], ...
+    ] = ()  # the same for its forced-acceptance rows (breakeven's copies): shown labelled, never counted
 
 
 # ---- runs ------------------------------------------------------------------------------------------------
@@ -130,16 +121,18 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         categories = by_category(requests) if requests is not None else pd.DataFrame()
     rates = _csv(run_dir / "summary_by_rate.csv")
     return LoadedRun(run_info(run_dir), load_summary(run_dir), categories, variant_failures(run_dir),
-                     rates if rates is not None else pd.DataFrame())
+                     rates if rates is not None else pd.DataFrame(), missing_parts(run_dir))
 
 
 def variant_failures(run_dir: str | Path) -> dict[str, str]:
-    """Why each failed or interrupted variant did not finish: the runner's reason and its server's last log line."""
+    """Why each failed or interrupted variant did not finish: the cause its server's log names and the runner's
+    reason (harness.analysis.failures, as summary.csv's failure_reason)."""
+    from harness.analysis.failures import failure_reason
+
     out = {}
     for name, meta in read_variants(Path(run_dir)).items():
         if meta.get("status") in ("failed", "interrupted"):
-            lines = [str(ln).strip() for ln in meta.get("last_log_lines") or [] if str(ln).strip()]
-            out[name] = str(meta.get("failure") or meta["status"]) + (f": {lines[-1]}" if lines else "")
+            out[name] = failure_reason(meta) or str(meta["status"])
     return out
 
 
@@ -179,13 +172,17 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         failed = str(row.get("status")) == "failed"
         slower = _true(row.get("slower_than_baseline"))
         name = str(row["variant"])
-        why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0])  # variant@node
+        why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0]) \
+            or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))  # variant@node
         if failed and why:
             notes = [f"FAILED: {why}"]
         else:
             notes = ["FAILED"] if failed else []
         if failed and str(row.get("concurrency")) in ("0", "0.0"):
             cells = tuple("-" if col == "concurrency" else c for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
+        forced = forced_note(row)
+        if forced:  # first: a forced row's numbers are speed only
+            notes.insert(0, forced)
         if slower:
             notes.append("slower than baseline")
         notes += verdict_notes(row)
@@ -209,37 +206,6 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
 
 def result_headers() -> list[str]:
     return [h for _, h, _ in TABLE_COLUMNS] + ["note"]
-
-
-def compare_runs(a: LoadedRun, b: LoadedRun) -> Comparison:
-    """Two runs side by side per (variant, concurrency): each metric in A, in B, and B's change in %."""
-    keys = ["variant", "concurrency"]
-    cols = [m for m, _, _ in COMPARE_METRICS]
-    left = a.summary[keys + cols] if not a.summary.empty else pd.DataFrame(columns=keys + cols)
-    right = b.summary[keys + cols] if not b.summary.empty else pd.DataFrame(columns=keys + cols)
-    merged = left.merge(right, on=keys, how="outer", suffixes=("_a", "_b")).sort_values(keys)
-    for m in cols:
-        va = pd.to_numeric(merged[f"{m}_a"], errors="coerce")
-        vb = pd.to_numeric(merged[f"{m}_b"], errors="coerce")
-        merged[f"{m}_delta_pct"] = (vb / va - 1.0) * 100.0
-    return Comparison(a.info, b.info, merged.reset_index(drop=True))
-
-
-def comparison_rows(c: Comparison) -> tuple[list[str], list[tuple[str, tuple[str, ...]]]]:
-    headers = ["variant", "conc"]
-    for _, label, _ in COMPARE_METRICS:
-        headers += [f"{label} A", f"{label} B", "Δ%"]
-    rows = []
-    for _, r in c.table.iterrows():
-        cells = [str(r["variant"]), fmt_cell(r["concurrency"], "{:.0f}")]
-        for m, _, spec in COMPARE_METRICS:
-            cells += [
-                fmt_cell(r[f"{m}_a"], spec),
-                fmt_cell(r[f"{m}_b"], spec),
-                fmt_cell(r[f"{m}_delta_pct"], "{:+.1f}"),
-            ]
-        rows.append((f"{r['variant']}@{r['concurrency']}", tuple(cells)))
-    return headers, rows
 
 
 def export_csv(df: pd.DataFrame, path: str | Path) -> int:
@@ -327,6 +293,7 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
     from harness.inputs.config import load_drafter
 
     used: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
+    forced: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
     for run in runs:
         run_dir = Path(run.run_dir)
         if not (run_dir / "summary.csv").exists():
@@ -336,7 +303,7 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
         for _, row in df.iterrows():
             drafter = str(meta.get(str(row["variant"]), {}).get("drafter") or "")
             if drafter:
-                used.setdefault(drafter, []).append(
+                (forced if is_forced(row) else used).setdefault(drafter, []).append(
                     (
                         run.run_id,
                         str(row["variant"]),
@@ -351,12 +318,20 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
             try:
                 dr = load_drafter(f)
             except Exception:  # a broken drafter file is listed by name; `draftbench check` explains it
-                out.setdefault(f.stem, DrafterInfo(f.stem, "?", "?", "", str(f), tuple(used.get(f.stem, []))))
+                out.setdefault(f.stem, DrafterInfo(f.stem, "?", "?", "", str(f), tuple(used.get(f.stem, [])),
+                                                   tuple(forced.get(f.stem, []))))
                 continue
             out.setdefault(
                 dr.name,
                 DrafterInfo(
-                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, []))
+                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, [])),
+                    tuple(forced.get(dr.name, [])),
                 ),
             )
     return sorted(out.values(), key=lambda x: x.name)
+
+
+# the comparison of two runs lives in harness.analysis.compare; imported here for the callers that know runs
+from harness.analysis.compare import COMPARE_METRICS, Comparison, compare_runs, comparison_rows  # noqa: E402
+
+__all__ = ["COMPARE_METRICS", "Comparison", "compare_runs", "comparison_rows", "fmt_cell"]

@@ -19,6 +19,7 @@ import pandas as pd
 from harness.analysis import acceptance, engines_table, outputs
 from harness.analysis.attempts import final_tables
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
+from harness.analysis.failures import failure_reason
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
 from harness.analysis.verdicts import DEFAULT_EQUIVALENCE, DEFAULT_MIN_STEADY_S, VERDICT_COLUMNS, add_verdicts
@@ -34,7 +35,7 @@ SUMMARY_COLUMNS = ["variant", "concurrency", *REQUIRED_COLUMNS[1:], "status", "s
                    "server_ttft_mean_ms", "server_queue_mean_ms", "accept_len_source", "accept_len_probe",
                    "break_even_batch", "step_ms_ratio", "verify_step_ms", "decode_step_ms", "ttft_cost_ms",
                    "first_divergence", "flush_failed", "forced_acceptance", *VERDICT_COLUMNS,
-                   "engine", "compared_with"]
+                   "engine", "compared_with", "failure_reason"]
 AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.run.decide)
 
@@ -148,7 +149,8 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
             "ttft_p50_ms": _pct(ok["ttft_ms"], 0.5) if not ok.empty else None,
             "ttft_p90_ms": _pct(ok["ttft_ms"], 0.9) if not ok.empty else None,
             "itl_p50_ms": _pooled_itl_p50(ok) if not ok.empty else None,
-            "status": meta.get("status", "unknown"), "simulated": bool(meta.get("simulated", False)),
+            "status": meta.get("status", "unknown"), "failure_reason": failure_reason(meta),
+            "simulated": bool(meta.get("simulated", False)),
             "baseline": bool(meta.get("baseline", False)), "drafter": meta.get("drafter", ""),
             "num_steps": meta.get("num_steps"), "eagle_topk": meta.get("eagle_topk"),
             "num_draft_tokens": ndt, "cuda_graph": meta.get("cuda_graph"),

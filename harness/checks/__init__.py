@@ -1,7 +1,7 @@
 """Preflight checks (`draftbench check PLAN`): what would go wrong before any server starts.
 
 findings = await run_checks(plan, target)      # gathers facts over the target, loads no model
-print(render_findings(findings)); sys.exit(1 if has_errors(findings) else 0)
+print(render_findings(findings)); sys.exit(2 if has_errors(findings) else 0)  # `draftbench check`
 """
 
 from harness.checks.preflight import run_checks

@@ -10,6 +10,7 @@ from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
 from harness.checks import compat, context, measurement
 from harness.checks import environment as envc
+from harness.checks.expected import apply_expectations
 from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
 from harness.common.findings import PLAN_WIDE, Finding, error, sort_findings, warning
 from harness.engines import engine_of
@@ -80,7 +81,7 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
             ctxs[engine.name] = _Context(plan, engine, argvs, parsed, version, arch, target_cfg, env,
                                          drafter_dirs, facts)
         findings += _variant_findings(ctxs[engine.name], v)
-    return sort_findings(findings, [v.name for v in plan.variants])
+    return sort_findings(apply_expectations(plan, findings), [v.name for v in plan.variants])
 
 
 @dataclass

@@ -9,6 +9,7 @@ every command built from them is quoted where it is built.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from harness.inputs.run_settings import RunSettings
 from harness.inputs.suites import Suite, load_suite
 from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel, load_yaml, validate
 
+EXPECT_CODE_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 REPO_ROOT = Path(harness.__file__).resolve().parent.parent
 PACKAGED_DATA = Path(harness.__file__).resolve().parent / "_data"  # plans/, suites/, drafters/ inside a wheel
 
@@ -74,8 +76,25 @@ class Variant(StrictModel):
     env: dict[str, ArgStr] = Field(
         default_factory=dict, description="environment for this arm's server process, over target.env"
     )
+    expect: list[str] = Field(
+        default_factory=list, description="findings this arm is meant to show (a deliberately wrong arm, as in "
+        "the demo): a preflight finding's code or the live alarm it leads to (`drafter-inert`); `draftbench check` "
+        "and the preflight of `run` report such a finding as a note, not an error, and the arm runs")
 
     _env_names = field_validator("env")(check_env_names)
+
+    @field_validator("expect", mode="before")
+    @classmethod
+    def _expect_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("expect")
+    @classmethod
+    def _expect_codes(cls, value: list[str]) -> list[str]:
+        for code in value:
+            if not EXPECT_CODE_RE.fullmatch(code):
+                raise ValueError(f"{code!r} is not a finding or alarm code (lowercase words joined by '-')")
+        return value
 
     @field_validator("drafter", mode="before")
     @classmethod

@@ -251,6 +251,7 @@ def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportR
     system: str | None = None
     users: list[str] = []
     answered = 0
+    turn_drops: Counter[str] = Counter()  # counted only if the row itself is kept: a dropped row counts once
     for i, turn in enumerate(conv):
         role, text = _turn(turn, src, lineno, f"{key}[{i}]")
         if role == "system":
@@ -261,9 +262,9 @@ def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportR
             if users:
                 answered += 1
             else:
-                report.dropped["assistant turns before the first user turn"] += 1
+                turn_drops["assistant turns before the first user turn"] += 1
         elif not text.strip():
-            report.dropped["empty user turns"] += 1
+            turn_drops["empty user turns"] += 1
         elif users and answered < len(users):  # two user turns in a row: one turn of the conversation
             users[-1] += "\n\n" + text
             report.notes["consecutive user turns joined"] += 1
@@ -272,6 +273,7 @@ def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportR
     if not users:
         report.dropped["conversations without a user turn"] += 1
         return []
+    report.dropped.update(turn_drops)
     if answered:
         report.notes["recorded assistant answers replaced by the server's own"] += answered
     pid = _label(row.get("id"), src, lineno, "id") or f"line{lineno}"

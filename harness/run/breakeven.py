@@ -66,10 +66,17 @@ async def run_breakeven(plan: Any, variant: str, accept_lens: Sequence[float] = 
 
 
 def write_breakeven(run_dir: str | Path, variant: str, baseline: str) -> Path:
+    import pandas as pd
+
     from harness.analysis.breakeven import forced_table
     from harness.analysis.summary import load_summary
 
-    table = forced_table(load_summary(run_dir), variant, baseline)
+    def read(name: str) -> pd.DataFrame | None:
+        path = Path(run_dir) / name
+        return pd.read_csv(path) if path.exists() and path.stat().st_size else None
+
+    table = forced_table(load_summary(run_dir), variant, baseline, windows=read("server_windows.csv"),
+                         phases=read("phases.csv"))
     out = Path(run_dir) / "breakeven.csv"
     table.to_csv(out, index=False)
     return out

@@ -7,6 +7,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from harness.analysis.failures import cause_from_log, describe_failure, meaningful_tail
 from harness.common import events as ev
 from harness.common.errors import EXIT_FAILURES, EXIT_OK, say
 from harness.run.arrivals import load_label
@@ -23,6 +24,7 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
     out = out or sys.stdout
     last = 0.0
     result = EXIT_FAILURES
+    failed_logs: dict[str, list[str]] = {}  # variant -> its failed server's last log lines
     async for e in events:
         if isinstance(e, ev.RunStarted):
             sim = " (SIMULATED: draftbench's stand-in)" if e.simulated else ""
@@ -38,11 +40,17 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
                      ": left running, draftbench did not start it")
             if e.state == "adopted":  # another run kept it; this one takes it over (harness.run.adopt)
                 extra = f" port {e.port} pgid {e.pgid}: {e.detail}"
-            if e.state == "starting" and e.detail:
+            if e.state in ("starting", "stopped") and e.detail:  # stopped: its shutdown lines were expected
                 extra = f": {e.detail}"
-            say(f"[{e.variant}] server {e.state}{extra}")
             if e.state == "failed" and e.detail:
-                say("  " + e.detail.replace("\n", "\n  "))
+                failed_logs[e.variant] = e.detail.splitlines()
+                cause = cause_from_log(failed_logs[e.variant])
+                say(f"[{e.variant}] server failed: {cause}" if cause else f"[{e.variant}] server failed")
+                if cause is None:  # no cause we know: the log's last lines (no progress bars) say what there is
+                    for line in meaningful_tail(failed_logs[e.variant]):
+                        say("  " + line)
+            else:
+                say(f"[{e.variant}] server {e.state}{extra}")
         elif isinstance(e, ev.PhaseStarted):
             say(f"[{e.variant}] {e.phase}: {e.requests} requests {load_label(e.phase, e.concurrency)}")
         elif isinstance(e, ev.RequestDone):
@@ -61,7 +69,8 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
         elif isinstance(e, ev.Look):
             say(look_words(e))
         elif isinstance(e, ev.VariantDone) and not e.ok:
-            say(f"[{e.variant}] FAILED: server {e.detail} (last log lines in variants.jsonl)")
+            why = describe_failure(f"server {e.detail}", failed_logs.get(e.variant, []))
+            say(f"[{e.variant}] FAILED: {why}; its last log lines are in variants.jsonl")
         elif isinstance(e, ev.Alarm):
             say(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
         elif isinstance(e, ev.RunDone):

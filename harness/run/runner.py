@@ -43,7 +43,7 @@ from harness.run.rundir import (
     redact_plan,
     write_json,
 )
-from harness.run.server import Server, ServerFailed
+from harness.run.server import Server, ServerFailed, stopped_detail
 from harness.run.sizing import sized_passes
 from harness.run.target_facts import drafter_hash, gpus
 
@@ -292,7 +292,7 @@ class _Run:
             self.kept.append(server)
         if not keep:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
-                                     "" if gone else "processes left after SIGKILL"))
+                                     stopped_detail(server) if gone else "processes left after SIGKILL"))
 
     async def _measure(self, variant: Any, server: Server, meta: dict[str, Any], todo: list) -> None:
         from harness.client.stream import ReplayClient

@@ -16,8 +16,29 @@ from harness.engines import engine_of
 from harness.run.rundir import redact_argv, scrub, secret_values
 
 TAIL_LINES = 50
+STOP_NOTE = "  [draftbench: expected on our SIGTERM, a normal stop, not a crash]"
+
+
+def label_stop_lines(engine: Any, lines: list[str], stopping: bool) -> tuple[list[str], int]:
+    """The lines as shown (log pane, failure tails) with the engine's crash-looking shutdown lines marked as
+    the expected stop, only once draftbench itself has sent the TERM; and how many were marked. The log
+    file keeps the engine's own words."""
+    if not stopping:
+        return lines, 0
+    marked = [ln + STOP_NOTE if engine.expected_on_stop(ln) else ln for ln in lines]
+    return marked, sum(a is not b for a, b in zip(marked, lines, strict=True))
 
 LinesCallback = Callable[[list[str]], Awaitable[None] | None]
+
+
+def stopped_detail(server: Any) -> str:
+    """What a stopped server's state says: that its crash-looking shutdown lines were the expected stop."""
+    n = getattr(server, "stop_lines", 0)
+    if not n:
+        return ""
+    name = getattr(getattr(server, "engine", None), "display_name", "the engine")
+    return (f"{name} logged its usual 'Subprocess ... crashed with exit code -15' on our SIGTERM: the expected "
+            "shutdown, not a crash")
 
 
 class ServerFailed(HarnessError):
@@ -51,6 +72,8 @@ class Server:
         self.base_url = ""  # http://host:port reachable from here (through a forward when remote)
         self.admin: Any = None  # the engine's EngineAdmin once started
         self.ready_seen = asyncio.Event()
+        self.stopping = False  # set when draftbench sends the TERM: the engine's shutdown lines are expected
+        self.stop_lines = 0  # how many of them were seen (and marked) since
         self.last_lines: deque[str] = deque(maxlen=TAIL_LINES)
         self.lines_seen = 0
         self._tail_task: asyncio.Task | None = None
@@ -141,6 +164,8 @@ class Server:
             fh.write(text + b"\n")
             fh.flush()
             lines = [c.decode("utf-8", "replace").rstrip("\r") for c in text.split(b"\n")]
+            lines, marked = label_stop_lines(self.engine, lines, self.stopping)
+            self.stop_lines += marked
             self.lines_seen += len(lines)
             for line in lines:
                 self.last_lines.append(line)
@@ -187,6 +212,7 @@ class Server:
         gone = True
         try:
             if self.pgid is not None and not keep:
+                self.stopping = True
                 gone = await self.target.kill_group(self.pgid, term_timeout=term_timeout)
                 self._record({"variant": self.name, "pgid": self.pgid, "state": "stopped" if gone else "stop-failed"})
             elif keep and self.pgid is not None:

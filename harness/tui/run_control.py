@@ -40,7 +40,7 @@ class RunControl(App[int]):
     run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
     progress: var[ProgressSnapshot | None] = var(None)
-    run_failures: var[dict[str, str]] = var(dict)  # variant -> why it failed, this run (reason: last log line)
+    run_failures: var[dict[str, str]] = var(dict)  # variant -> why it failed, this run (analysis.failures)
     nodes: var[dict[str, tuple[str, tuple[str, ...], str]]] = var(dict)  # node -> (state, variants, detail)
 
     # set by the App
@@ -190,9 +190,10 @@ class RunControl(App[int]):
         if m.ok:
             return
         view = self.servers.get(m.variant)
-        lines = [ln for ln in (view.detail if view else "").splitlines() if ln.strip()]
-        why = m.detail or "failed"
-        self.run_failures = {**self.run_failures, m.variant: why + (f": {lines[-1].strip()}" if lines else "")}
+        from harness.analysis.failures import describe_failure
+
+        lines = (view.detail if view else "").splitlines()
+        self.run_failures = {**self.run_failures, m.variant: describe_failure(m.detail or "failed", lines)}
         self.notify(f"{m.variant}: {self.run_failures[m.variant]}", title="variant failed", severity="error")
 
     @on(msg.RunFinished)

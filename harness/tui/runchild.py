@@ -21,6 +21,8 @@ import sys
 import traceback
 from typing import IO, Any
 
+from harness.common.errors import PreflightFailed
+
 HEADER = 4  # bytes of big-endian frame length
 
 
@@ -41,7 +43,7 @@ def unframe(buf: bytearray) -> list[Any]:
     return out
 
 
-CALLS = {"harness.run.runner:run_plan", "harness.run.multinode:run_multi",
+CALLS = {"harness.run.runner:run_plan", "harness.run.gate:checked_run_plan", "harness.run.multinode:run_multi",
          "harness.retrain.checkpoints:evaluate_checkpoint", "harness.run.tune:tune"}
 
 
@@ -83,6 +85,8 @@ def main() -> int:
         end = ("end", "done", "")
     except (asyncio.CancelledError, KeyboardInterrupt):
         end = ("end", "cancelled", "")
+    except PreflightFailed as exc:  # stopped before any server started: the check's own lines, no traceback
+        end = ("end", "crashed", "; ".join(exc.lines))
     except Exception as exc:  # reported to the TUI with the traceback on stderr
         traceback.print_exc()
         end = ("end", "crashed", f"{type(exc).__name__}: {exc}")

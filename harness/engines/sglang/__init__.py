@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.engines.http import installed_version
-from harness.engines.sglang import launch, preflight, prom, spec
+from harness.engines.sglang import launch, preflight, prom, shutdown, spec
 from harness.engines.sglang.admin import Admin, avg_spec_accept_length
 from harness.engines.sglang.logparse import parse_line
 from harness.engines.sglang.preflight import STAND_IN_VERSION
@@ -47,6 +47,9 @@ class SGLangEngine:
 
     def parse_log_line(self, text: str, line_no: int) -> Any:
         return parse_line(text, line_no)
+
+    def expected_on_stop(self, line: str) -> bool:
+        return shutdown.expected_on_stop(line)
 
     def server_accept_len(self, info: dict[str, Any] | None) -> float | None:
         return avg_spec_accept_length(info)

@@ -44,6 +44,9 @@ class VLLMEngine:
     def parse_log_line(self, text: str, line_no: int) -> Any:
         return parse_line(text, line_no)
 
+    def expected_on_stop(self, line: str) -> bool:
+        return False  # vLLM's TERM shutdown logs nothing that reads like a crash (as far as is known)
+
     def server_accept_len(self, info: dict[str, Any] | None) -> float | None:
         return None  # declared: vLLM has no run-scoped figure in a snapshot; phase_server_means has the delta
 

@@ -173,8 +173,10 @@ class ResultsScreen(SectionScreen):
         info = result.info
         sim = f"  SIMULATED: numbers from the {stand_ins(engines_of(result.summary))}, not a GPU" \
             if info.simulated else ""
+        missing = getattr(result, "missing", None)
+        gaps = f"\n{missing.headline()}: " + "; ".join(missing.lines()) if missing is not None else ""
         self.query_one("#results-title", Static).update(
-            f"{info.run_id}  plan {info.plan}  [{info.status}]{sim}"
+            f"{info.run_id}  plan {info.plan}  [{info.status}]{sim}{gaps}"
         )
         table = self.query_one("#results-table", DataTable)
         rows = result_rows(result.summary, getattr(result, "failures", None))

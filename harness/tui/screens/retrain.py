@@ -166,9 +166,12 @@ class RetrainScreen(SectionScreen):
             return
         self.query_one("#drafter-runs-title", Static).update(f"Runs that served {name}")
         drafter = next((d for d in self.app.drafters if d.name == name), None)
-        for i, (run, variant, conc, accept, speedup) in enumerate(drafter.results if drafter else ()):
+        own = [(r, False) for r in (drafter.results if drafter else ())]
+        forced = [(r, True) for r in (drafter.forced if drafter else ())]  # listed, labelled, never "best"
+        for i, ((run, variant, conc, accept, speedup), is_forced) in enumerate(own + forced):
             runs.add_row(
-                run, variant, str(conc), _num(accept, "{:.2f}"), _num(speedup, "{:.2f}x"), key=f"r{i}"
+                run, f"{variant} (FORCED)" if is_forced else variant, str(conc), _num(accept, "{:.2f}"),
+                _num(speedup, "{:.2f}x"), key=f"r{i}"
             )
 
     def _show_jobs(self, jobs: tuple[Any, ...]) -> None:
