@@ -128,3 +128,40 @@ async def test_hostile_usage_values_end_as_request_errors_in_a_run(tmp_path):
             assert r["output_tokens"] == ""
     (summary,) = read_csv(run_dir / "summary.csv")
     assert (int(summary["requests"]), int(summary["errors"]), int(summary["output_tokens"])) == (2, 7, 8)
+
+
+# ---- the SSE buffer: linear, and an event's size capped ------------------------------------------------------
+
+
+def test_splitter_is_linear_on_a_huge_unterminated_event():
+    """100 MB of one event in 64 KiB reads: the old buffer re-copied everything held on every read (16.8 s of
+    CPU); counted here as bytes copied, not time: joins happen once, when the event ends."""
+    from harness.client.sse import SSESplitter
+
+    s = SSESplitter(max_event_bytes=200 << 20)
+    piece = b"x" * (64 << 10)
+    s.feed(b"data: ")
+    for _ in range(1600):  # 100 MiB
+        assert s.feed(piece) == []
+    assert len(s._parts) == 1601  # held as reads, never joined while the event is open
+    (payload,) = s.feed(b"\n\n")
+    assert len(payload) == 1600 * len(piece)
+
+
+def test_splitter_caps_an_event_and_the_client_says_so():
+    from harness.client.sse import EventTooLarge, SSESplitter
+
+    s = SSESplitter(max_event_bytes=1000)
+    s.feed(b"data: " + b"y" * 900)
+    with pytest.raises(EventTooLarge, match="over 1000 bytes"):
+        s.feed(b"y" * 200)
+    assert s.feed(b"data: ok\n\n") == [b"ok"]  # the splitter starts afresh
+
+
+async def test_oversized_event_is_a_request_error(server: ScriptServer, client: ReplayClient, monkeypatch):
+    import harness.client.sse as sse_mod
+
+    monkeypatch.setattr(sse_mod.SSESplitter.__init__, "__defaults__", (4096,))
+    server.scripts = [sse([ev(chat_chunk("", role=True)), b"data: " + b"z" * 8192])]
+    r = await client.stream(REQ)
+    assert not r.ok and r.error.startswith("sse event too large: an event over 4096 bytes"), r.error

@@ -38,7 +38,7 @@ from harness.client.faults import FAULTS as _FAULTS
 from harness.client.faults import MALFORMED as _MALFORMED
 from harness.client.faults import describe_fault, http_error
 from harness.client.http1 import BODY_EXT, Prepared, StreamingClient
-from harness.client.sse import SSESplitter
+from harness.client.sse import EventTooLarge, SSESplitter
 
 ENDPOINTS = ("chat", "completions")
 DONE_GRACE_S = 1.0  # after [DONE], wait this long for the end of the HTTP body so the connection is reused
@@ -193,6 +193,8 @@ class ReplayClient:
             """Events of one read, all stamped with its time; True when no more are wanted."""
             try:
                 add_all(feed(data), t)
+            except EventTooLarge as exc:
+                col.fail(f"sse event too large: {exc}", t)
             except _MALFORMED as exc:
                 col.fail(f"malformed sse: {type(exc).__name__}: {exc}", t)
             return col.done or col.error is not None
