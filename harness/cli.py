@@ -21,6 +21,7 @@ from harness.common.errors import (
     InputError,
     say,
 )
+from harness.common.terminal import clean
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,7 +196,7 @@ def _check(args: argparse.Namespace) -> int:
             await target.close()
 
     findings = asyncio.run(go())
-    print(findings_json(findings) if args.json else render_findings(findings))
+    print(findings_json(findings) if args.json else clean(render_findings(findings)))
     return EXIT_FAILURES if has_errors(findings) else EXIT_OK
 
 
@@ -224,10 +225,10 @@ def _summary(args: argparse.Namespace) -> int:
         raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
     summarise_run(run_dir, complete=True) if not (run_dir / "summary.csv").exists() else None
     df = load_summary(run_dir)
-    print(render_table(df))
+    print(clean(render_table(df)))
     extra = render_load_tables(run_dir)
     if extra:
-        print(extra)
+        print(clean(extra))
     if args.csv:
         df.to_csv(args.csv, index=False)
         say(f"exported {args.csv}")
@@ -244,7 +245,7 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = compare_runs(load_run(args.run_a), load_run(args.run_b))
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")
-    print(grid(headers, [list(cells) for _, cells in rows]))
+    print(clean(grid(headers, [list(cells) for _, cells in rows])))
     if args.csv:
         comparison.table.to_csv(args.csv, index=False)
         say(f"exported {args.csv}")

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from harness.common.errors import EXIT_INTERRUPTED, InputError, say
+from harness.common.terminal import clean
 
 
 def _floats(text: str) -> list[float]:
@@ -69,6 +70,6 @@ def _breakeven(args: argparse.Namespace) -> int:
     table = Path(run_dir[0]) / "breakeven.csv" if run_dir else None
     if table is None or not table.exists():
         raise InputError(args.plan, None, None, "the breakeven run produced no table (see the log above)")
-    print(render_forced_table(pd.read_csv(table)))
+    print(clean(render_forced_table(pd.read_csv(table))))
     say(f"breakeven.csv: {table}")
     return rc

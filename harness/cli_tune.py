@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
+from harness.common.terminal import clean
 
 PROGRESS_EVERY_S = 2.0
 
@@ -73,7 +74,7 @@ def _tune(args: argparse.Namespace) -> int:
         if not (Path(args.report) / "tune_plan.json").exists():
             raise InputError(args.report, None, None, "not a tune directory (no tune_plan.json)")
         csv = rebuild_report(args.report)
-        print((Path(args.report) / "tune_report.txt").read_text(encoding="utf-8"), end="")
+        print(clean((Path(args.report) / "tune_report.txt").read_text(encoding="utf-8")), end="")
         say(f"rebuilt {csv}")
         return EXIT_OK
     if args.resume:
@@ -137,7 +138,7 @@ async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, st
             tune_dir = e.tune_dir
             report = Path(e.tune_dir) / "tune_report.txt"
             if report.exists():
-                print(report.read_text(encoding="utf-8"), flush=True)
+                print(clean(report.read_text(encoding="utf-8")), flush=True)
             say(f"{e.starts} server starts for a grid of {e.grid_size}; stop: {e.stop_reason}")
             print(e.tune_dir, flush=True)
             code = EXIT_OK if e.complete else EXIT_FAILURES

@@ -38,9 +38,10 @@ class ProgressPanel(Vertical):
             "idle: choose suites, variants, concurrency and max tokens, then ctrl+r",
             id="run-status",
             classes="pane-title",
+            markup=False,  # phase names come from suites
         )
         yield ProgressBar(total=1, show_eta=False, id="run-bar")  # not indeterminate: that one animates
-        yield Static("", id="run-numbers")
+        yield Static("", id="run-numbers", markup=False)
 
     def show_status(self, text: str) -> None:
         self.query_one("#run-status", Static).update(text)
