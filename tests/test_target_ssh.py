@@ -247,6 +247,20 @@ async def test_unknown_host_key_is_refused_with_fingerprint(sshd, tmp_path):
     assert "\n" not in msg
 
 
+async def test_a_changed_host_key_is_not_offered_for_blind_trust(sshd, tmp_path):
+    import asyncssh
+
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {other}\n")  # a key for this host, not the one it offers
+    t = _target(sshd, known_hosts=str(known))
+    with pytest.raises(HarnessError) as err:
+        await t.connect()
+    msg = str(err.value)
+    assert "CHANGED" in msg and sshd.host_fingerprint in msg and "ssh-keyscan" not in msg
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd.port}'" in msg and "\n" not in msg
+
+
 async def test_known_hosts_none_in_config_does_not_disable_checking(sshd, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/known_hosts to fall back on
     config = tmp_path / "ssh_config"

@@ -18,6 +18,7 @@ import pandas as pd
 
 from harness.analysis import acceptance, engines_table, outputs
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
+from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
 from harness.analysis.verdicts import DEFAULT_MIN_STEADY_S, VERDICT_COLUMNS, add_verdicts
@@ -40,7 +41,7 @@ AGREE_TOLERANCE = 0.05  # sources within 5% of each other agree
 def _read_csv(path: Path) -> pd.DataFrame:
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame()
-    return pd.read_csv(path, keep_default_na=True)
+    return read_records_csv(path)
 
 
 def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -164,3 +165,12 @@ def leftover_servers(path: Path) -> list[dict[str, Any]]:
             if entry.get("state") == "started":
                 started[entry["pgid"]] = entry
     return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]
+
+
+def mark_incomplete(run_dir: str | Path) -> None:
+    """provenance.json's status "incomplete" where the summary (which sets it) could not be written."""
+    path = Path(run_dir) / "provenance.json"
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("status") == "running":
+            write_json(path, {**data, "status": "incomplete"})

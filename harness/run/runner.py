@@ -35,6 +35,7 @@ from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
     WINDOW_COLUMNS,
+    mark_incomplete,
     new_run_dir,
     redact_argv,
     redact_plan,
@@ -108,6 +109,9 @@ class _Run:
             if float(plan.run.temperature) == 0.0 else None
         self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
         self.windows = CsvAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
+        for f in (self.records, self.phases, self.windows, self.outputs):
+            if f is not None and f.repaired:  # a file cut mid-row by a kill or a full disk
+                self.emit(ev.Alarm("", "warning", "records-repaired", f.repaired))
         complete = False
         try:
             if self.target is None:
@@ -145,7 +149,7 @@ class _Run:
             if self.own_target and self.target is not None:
                 with contextlib.suppress(Exception):
                     await self.target.close()
-        self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv,
+        self.emit(ev.RunDone(str(self.run_dir), complete and bool(summary_csv), self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
 
     def _write_provenance(self, versions: dict[str, str | None], status: str) -> None:
@@ -394,6 +398,7 @@ class _Run:
             path = summarise_run(self.run_dir, complete=complete)
         except Exception as exc:  # a broken summary must not lose the records: they are on disk
             self.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
+            mark_incomplete(self.run_dir)  # provenance must not read "running" after the run has ended
             return ""
         for alarm in self.alarms.compare(load_summary(self.run_dir)):
             self.emit(alarm)

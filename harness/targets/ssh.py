@@ -39,11 +39,25 @@ class _Client(asyncssh.SSHClient):
 
     def __init__(self) -> None:
         self.untrusted: tuple[str, int, asyncssh.SSHKey] | None = None
+        self.addr = ""
+        self.known_hosts: Any = None  # what the key was checked against (to tell a changed key from a new one)
         self.lost = False
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         self.untrusted = (host, port, key)
+        self.addr = addr
         return False
+
+    def key_changed(self) -> bool:
+        """known_hosts holds a key for this host, only not the one offered."""
+        if self.untrusted is None or self.known_hosts is None:
+            return False
+        host, port, _key = self.untrusted
+        try:
+            trusted = asyncssh.match_known_hosts(self.known_hosts, host, self.addr, port)
+        except (OSError, ValueError, asyncssh.Error):
+            return False
+        return bool(trusted[0] or trusted[1])
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -108,6 +122,7 @@ class SSHTarget(ShellTarget):
                     options, known_hosts=default if os.path.isfile(default) else b""
                 )
             where = f"{options.host}:{options.port}"  # after ~/.ssh/config (HostName, Port)
+            client.known_hosts = options.known_hosts
             conn = await asyncssh.connect(
                 self._host,
                 port=self._opts.get("port", ()),
@@ -123,11 +138,20 @@ class SSHTarget(ShellTarget):
         dest = f"ssh {self.name}"
         if isinstance(exc, asyncssh.HostKeyNotVerifiable) and client.untrusted:
             host, port, key = client.untrusted
+            offered = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"
+            if client.key_changed():  # never advise trusting it blindly: this is what an attack looks like
+                entry = f"[{host}]:{port}" if port != 22 else host
+                return _NoRetry(
+                    f"{dest}: the host key of {host}:{port} CHANGED: known_hosts has another key for it and "
+                    f"the host offered {offered}. Someone may be intercepting the connection, or the host was "
+                    f"reinstalled: confirm that fingerprint with its administrator before removing the old "
+                    f"entry (`ssh-keygen -R '{entry}'`) and connecting once with `ssh`."
+                )
             scan = f"ssh-keyscan -p {port} {host}" if port != 22 else f"ssh-keyscan {host}"
             return _NoRetry(
-                f"{dest}: host key of {host}:{port} is not trusted ({key.get_algorithm()} "
-                f"{key.get_fingerprint('sha256')}): it is not in known_hosts, or it changed. If that is the "
-                f"right host, accept it with `{scan} >> ~/.ssh/known_hosts` or by connecting once with `ssh`."
+                f"{dest}: host key of {host}:{port} is not trusted ({offered}): it is not in known_hosts. If "
+                f"that fingerprint is the host's, accept it with `{scan} >> ~/.ssh/known_hosts` or by "
+                f"connecting once with `ssh`."
             )
         if isinstance(exc, asyncssh.PermissionDenied):
             return _NoRetry(f"{dest}: authentication failed (keys and ssh-agent only, no passwords): {exc}")
