@@ -331,3 +331,11 @@ async def test_unauthorized_key_fails_auth(sshd, tmp_path, monkeypatch):
     t = _target(sshd, client_keys=[str(key)])
     with pytest.raises(HarnessError, match="authentication failed"):
         await t.connect()
+
+
+async def test_write_private_sends_the_bytes_on_stdin_and_makes_the_file_0600(target, tmp_path):
+    path = tmp_path / "secret.json"
+    path.write_text("old")
+    path.chmod(0o644)
+    await target.write_private(str(path), b'{"api-key": "s3cret"}')
+    assert path.read_bytes() == b'{"api-key": "s3cret"}' and (path.stat().st_mode & 0o777) == 0o600

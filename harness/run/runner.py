@@ -31,6 +31,7 @@ from harness.run.arrivals import max_connections, rate_label, replay_rate_phase
 from harness.run.conversation import request_ids, requests_per_pass
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
 from harness.run.kept import reap_leftovers
+from harness.run.key_handoff import key_in_log_warning
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
@@ -214,6 +215,8 @@ class _Run:
                          "launch_command": redact_argv(server.argv)})
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)
             meta["startup_s"] = round(startup, 2)
+            if getattr(server, "key_in_log", False):  # SGLang prints its ServerArgs, api_key included
+                self.emit(ev.Alarm(name, "warning", "key-in-server-log", key_in_log_warning(server)))
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
             await require_auth(server)  # a wrong key: an error now, not a variant at 0 tok/s
             info = await server.admin.server_info() if server.admin else None

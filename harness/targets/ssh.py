@@ -271,6 +271,22 @@ class SSHTarget(ShellTarget):
             raise HarnessError(f"ssh {self.name}: cannot read {path}: {err.strip()[:300]}")
         return out
 
+    async def write_private(self, path: str, data: bytes) -> None:
+        """Write a file only its owner can read: the bytes go over the channel's stdin, never on a command line."""
+        q = quote_path(path)
+        cmd = command_line(["sh", "-c", f"umask 077 && rm -f {q} && cat > {q}"], timeout=60)
+
+        async def op(conn: asyncssh.SSHClientConnection) -> tuple[int | None, str]:
+            res = await conn.run(cmd, input=data, encoding=None, timeout=70)
+            return res.returncode, bytes(res.stderr or b"").decode("utf-8", "replace")
+
+        try:
+            rc, err = await self._call(op)
+        except (asyncssh.Error, OSError) as exc:
+            raise HarnessError(f"ssh {self.name}: cannot write {path}: {getattr(exc, 'reason', None) or exc}") from None
+        if rc != 0:
+            raise HarnessError(f"ssh {self.name}: cannot write {path}: {err.strip()[:300]}")
+
     # --- tail ---------------------------------------------------------------------------------------
 
     async def tail(self, path: str, *, offset: int = 0) -> AsyncIterator[bytes]:
