@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         from harness.sim.__main__ import main as sim_main
 
         return sim_main(argv[1:]) or 0
+    for i, arg in enumerate(argv, 1):
+        if "\x00" in arg:
+            say(f"error: argument {i} contains a NUL byte (\\0): no path or value can hold one")
+            return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     try:
         if args.command in (None, "tui"):
@@ -113,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except HarnessError as exc:
         say(f"error: {exc}")
+        return EXIT_FAILURES
+    except OSError as exc:  # a file the harness could not read or write (a full disk, a lost mount): no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        say(f"error: {where}{exc.strerror or exc}")
         return EXIT_FAILURES
     except KeyboardInterrupt:
         say("interrupted")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.analysis.csv_tail import repair_tail
-from harness.common.errors import HarnessError
+from harness.common.errors import HarnessError, InputError
 from harness.engines.base import REQUEST_SPEC_KEYS
 
 
@@ -152,10 +152,12 @@ class CsvAppender:
     def __init__(self, path: str | Path, columns: list[str]):
         self.path = Path(path)
         self.columns = columns
-        self.repaired = repair_tail(self.path, columns)
-        new = not self.path.exists() or self.path.stat().st_size == 0
         try:
+            self.repaired = repair_tail(self.path, columns)
+            new = not self.path.exists() or self.path.stat().st_size == 0
             self._fh: IO[str] = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        except (PermissionError, IsADirectoryError) as exc:  # a run directory we may not write: bad input
+            raise InputError(str(self.path), None, None, f"cannot write records: {exc.strerror}") from None
         except OSError as exc:
             raise RecordWriteError(f"{self.path}: cannot write records: {exc.strerror or exc}") from exc
         self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")

@@ -30,18 +30,25 @@ def _slug(text: str) -> str:
 
 def new_run_dir(results_dir: str | Path, plan_name: str) -> tuple[str, Path]:
     """results/<timestamp>-<plan>[-N]; created exclusively so two runs never share a directory."""
+    from harness.common.errors import InputError
+
     base = Path(results_dir)
-    base.mkdir(parents=True, exist_ok=True)
     stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(plan_name)}"
-    for n in range(1000):
-        run_id = stem if n == 0 else f"{stem}-{n}"
-        path = base / run_id
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        (path / "logs").mkdir()
-        return run_id, path
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for n in range(1000):
+            run_id = stem if n == 0 else f"{stem}-{n}"
+            path = base / run_id
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            (path / "logs").mkdir()
+            return run_id, path
+    except (PermissionError, NotADirectoryError, FileExistsError, OSError) as exc:
+        where = exc.filename or base
+        raise InputError(str(base), None, "--results-dir",
+                         f"cannot create a run directory ({where}: {exc.strerror or exc})") from None
     raise RuntimeError(f"could not create a run directory under {base}")
 
 
