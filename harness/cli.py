@@ -164,29 +164,78 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
+    from harness.common import events as ev
+    from harness.run.left_running import results_dir_notices, run_dir_notices
     from harness.run.progress import consume
+
+    # servers an earlier draftbench was killed before stopping (SIGKILL, a crash): `--resume` stops its own
+    for line in ([] if resume else results_dir_notices(results_dir)):
+        say(line)
+    run_dir: list[str] = [resume] if resume else []
+    presses = [0]
 
     async def go() -> int:
         from harness.run.runner import run_plan
 
         task = asyncio.current_task()
+        assert task is not None
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, task.cancel)
+
+        def stop(sig: signal.Signals) -> None:
+            """The first signal cancels the run, whose cleanup then stops its servers. A second Ctrl-C must
+            not cut that short (it orphaned the server); a third leaves the servers running, said by pgid."""
+            presses[0] += 1
+            if presses[0] == 1:
+                say("interrupted: stopping the servers, finished requests are kept (Ctrl-C again does not cut "
+                    "this short)")
+                task.cancel()
+            elif sig == signal.SIGINT and presses[0] == 2:
+                say("still stopping the servers: one more Ctrl-C leaves them running")
+            elif sig == signal.SIGINT:
+                task.cancel()
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, stop, sig)
+
+        async def watch(events):
+            async for e in events:
+                if isinstance(e, ev.RunStarted):
+                    run_dir[:] = [e.run_dir]
+                yield e
+
         if plan.targets or (resume and (Path(resume) / "nodes.json").exists()):
             from harness.run.multinode import run_multi
 
             events = run_multi(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
         else:
             events = run_plan(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
-        return await consume(events)
+        return await consume(watch(events))
+
+    def left() -> list[str]:
+        """Servers this run started and did not stop (cut short, or the target lost)."""
+        if not run_dir:
+            return []
+        root = Path(run_dir[0])
+        dirs = [root, *sorted(root.parent.glob(f"{root.name}@*"))]  # a multi-node run's node directories
+        return [line for d in dirs for line in run_dir_notices(d, ours=True)]
 
     try:
-        return asyncio.run(go())
+        rc = asyncio.run(go())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        say("interrupted: servers stopped, finished requests kept; resume with "
-             "`draftbench run --resume RUN_DIR`")
+        lines = left()
+        for line in lines:
+            say(line)
+        say(("interrupted: finished requests kept" if lines else
+             "interrupted: servers stopped, finished requests kept") + "; resume with `draftbench run --resume "
+            + (run_dir[0] if run_dir else "RUN_DIR") + "`")
         return EXIT_INTERRUPTED
+    except HarnessError:
+        for line in left():  # a lost target: its servers may be running still
+            say(line)
+        raise
+    for line in left():
+        say(line)
+    return rc
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -231,6 +280,7 @@ def _summary(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "requests.csv").exists():
         raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
+    _say_left_running(run_dir)
     summarise_run(run_dir, complete=True) if not (run_dir / "summary.csv").exists() else None
     df = load_summary(run_dir)
     print(clean(render_table(df)))
@@ -243,6 +293,14 @@ def _summary(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _say_left_running(run_dir: Path) -> None:
+    """A run whose draftbench was killed (SIGKILL, a crash) may have left its servers running: say so."""
+    from harness.run.left_running import run_dir_notices
+
+    for line in run_dir_notices(run_dir):
+        say(line)
+
+
 def _compare(args: argparse.Namespace) -> int:
     from harness.analysis.report import grid
     from harness.analysis.runs import compare_runs, comparison_rows, load_run
@@ -250,6 +308,7 @@ def _compare(args: argparse.Namespace) -> int:
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
             raise InputError(d, None, None, "not a run directory (no requests.csv)")
+        _say_left_running(Path(d))
     comparison = compare_runs(load_run(args.run_a), load_run(args.run_b))
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import platform
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -121,7 +123,8 @@ class Server:
     def _record_start(self, pid_path: str, **extra: Any) -> None:
         self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
                       "remote_log": self.remote_log, "pid_path": pid_path, "target": self.target.name,
-                      "state": "started", **extra, "wall": round(time.time(), 3)})
+                      "ssh_port": getattr(self.plan.target, "ssh_port", None), "harness_pid": os.getpid(),
+                      "harness_host": platform.node(), "state": "started", **extra, "wall": round(time.time(), 3)})
 
     async def _attach(self, *, offset: int) -> None:
         """Follow its log from byte `offset` into the run directory, and reach its port (forwarded)."""

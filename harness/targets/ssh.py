@@ -115,7 +115,10 @@ class SSHTarget(ShellTarget):
         client = _Client()
         where = self._host
         try:
-            options = await asyncssh.SSHClientConnectionOptions.construct(host=self._host, **self._opts)
+            # config=() loads ~/.ssh/config as connect() does: without it HostName and Port read as the alias
+            # and 22, and an error named port 22 for a host reached on another
+            opts = {**self._opts, "config": self._opts.get("config", ())}
+            options = await asyncssh.SSHClientConnectionOptions.construct(host=self._host, **opts)
             if options.known_hosts is None:  # `UserKnownHostsFile none` would turn checking off: refuse that
                 default = os.path.expanduser("~/.ssh/known_hosts")
                 options = asyncssh.SSHClientConnectionOptions(
