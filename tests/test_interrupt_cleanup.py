@@ -62,7 +62,8 @@ def test_a_second_ctrl_c_does_not_orphan_the_server(tmp_path: Path):
     cli, run_dir = _started(tmp_path)
     try:
         cli.proc.send_signal(signal.SIGINT)
-        cli.wait_line(r"^interrupted: stopping the servers")
+        remote_log = tmp_path / "work" / "runs" / run_dir.name / "baseline.log"
+        wait_until(lambda: "SIGTERM" in remote_log.read_text(errors="replace"), 30, "the cleanup to begin")
         cli.proc.send_signal(signal.SIGINT)  # during the cleanup
         rc, _out, err = cli.finish(60)
     finally:
