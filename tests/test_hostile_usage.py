@@ -130,6 +130,34 @@ async def test_hostile_usage_values_end_as_request_errors_in_a_run(tmp_path):
     assert (int(summary["requests"]), int(summary["errors"]), int(summary["output_tokens"])) == (2, 7, 8)
 
 
+def _with_spec(details: dict) -> list[bytes]:
+    chunks = stream_with(2)
+    sglext = {"id": "x", "object": "chat.completion.chunk", "choices": [], "sglext": {"spec_tokens_details": details}}
+    return [*chunks[:-2], ev(sglext), *chunks[-2:]]
+
+
+@pytest.mark.parametrize(("details", "kept"), [({"spec_verify_ct": "abc", "spec_accept_length": 2.5},
+                                                {"spec_accept_length": 2.5}),
+                                               ({"spec_verify_ct": [1, "x"], "spec_num_correct_drafts": True}, {})])
+async def test_non_numeric_spec_stats_are_dropped_not_divided_by(server: ScriptServer, client: ReplayClient,
+                                                                details, kept):
+    from harness.engines.sglang.spec import request_spec
+
+    server.scripts = [sse(_with_spec(details))]
+    r = await client.stream(REQ)
+    assert r.ok and (r.spec or {}) == kept
+    rec = make_record(run_id="r", variant="v", phase="p", suite="s", prompt_id="p1", category="", concurrency=1,
+                      repeat=1, request_id="r1", result=r, normalise_spec=request_spec)  # raised TypeError before
+    assert rec.ok and rec.spec_verify_ct is None
+
+
+@pytest.mark.parametrize("bad", [-1, 1e308, 10**13])
+async def test_negative_or_huge_spec_stats_are_a_request_error(server: ScriptServer, client: ReplayClient, bad):
+    server.scripts = [sse(_with_spec({"spec_verify_ct": 4, "spec_num_correct_drafts": bad}))]
+    r = await client.stream(REQ)
+    assert not r.ok and r.error.startswith("bad spec stats: spec_num_correct_drafts"), r.error
+
+
 # ---- the SSE buffer: linear, and an event's size capped ------------------------------------------------------
 
 

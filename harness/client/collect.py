@@ -4,6 +4,7 @@ reasoning text). The sending side is harness.client.stream."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,33 @@ def _bad_usage(usage: dict, finish: Any, *, content: bool) -> str | None:
     if finish in ERROR_FINISH:
         return f"server ended the request with finish_reason {finish!r}"
     return None
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+# the per-request stats the engines compute with (harness.engines.*.spec): SGLang's spec_*, vLLM's num_*,
+# mean_acceptance_length, acceptance_histogram, and the completion count in meta_info
+_COUNTED = ("spec_", "num_", "mean_", "acceptance_", "completion_tokens")
+
+
+def _numeric_spec(spec: dict) -> tuple[dict, str | None]:
+    """Per-request spec stats whose counted fields are numbers only: one that is no number (or list of
+    numbers) is dropped (the engines' formulas divide by them); a negative or absurd one makes the request
+    an error. Other fields (a meta_info's id, finish_reason) pass unchanged."""
+    out: dict = {}
+    for k, v in spec.items():
+        if not str(k).startswith(_COUNTED):
+            out[k] = v
+            continue
+        values = v if isinstance(v, list) else [v]
+        if not values or not all(_number(x) for x in values):
+            continue
+        if not all(math.isfinite(x) and 0 <= x <= MAX_TOKENS for x in values):
+            return {}, f"bad spec stats: {k} {_show(v)}"
+        out[k] = v
+    return out, None
 
 
 def spread_tokens(total: int, n: int) -> list[int]:
@@ -195,6 +223,9 @@ class _Collector:
         spec = self.spec
         if isinstance(spec, list):  # one per choice when n > 1; we only ever ask for one
             spec = spec[0] if spec and isinstance(spec[0], dict) else None
+        if isinstance(spec, dict):
+            spec, bad_spec = _numeric_spec(spec)
+            error = error or bad_spec
         return StreamResult(
             ok=error is None, error=error, http_status=status, t_send=t_send,
             t_first=self.times[0] if n else None, t_end=t_end, wall_send=wall_send,

@@ -33,7 +33,7 @@ import httpx2
 import openai
 import orjson
 
-from harness.client.collect import StreamResult, _Collector
+from harness.client.collect import StreamResult, _Collector, _numeric_spec
 from harness.client.faults import FAULTS as _FAULTS
 from harness.client.faults import MALFORMED as _MALFORMED
 from harness.client.faults import describe_fault, http_error
@@ -249,7 +249,10 @@ class ReplayClient:
             meta, text = choice.get("meta_info"), (choice.get("message") or {}).get("content") or ""
         except (openai.APIStatusError, *_FAULTS, *_MALFORMED):
             return None
-        return (str(text), meta) if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            return None
+        meta, bad = _numeric_spec(meta)  # a server's non-numbers never reach the engines' formulas
+        return None if bad else (str(text), meta)
 
     async def aclose(self) -> None:
         await self._client.close()
