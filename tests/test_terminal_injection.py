@@ -112,3 +112,21 @@ async def test_tui_table_cells_are_plain_text(tmp_path):
             await pilot.pause()
         shown = "".join(seg.text for line in table.render_lines(table.region) for seg in line)
         assert "[/y]\\x1b[2J" in shown
+
+
+async def test_tui_report_and_status_text_show_no_escapes(tmp_path):
+    from harness.tui.dialogs import ReportScreen
+
+    app = build_app(str(PLAN_PATH), tmp_path / "results", plan=snap_plan(),
+                    fleet_factory=lambda plan, *, on_event, results_dir: Quiet(
+                        plan, on_event=on_event, results_dir=results_dir, alarms=False),
+                    gpu_poll_s=0, drafter_dirs=[DRAFTERS], flush_interval=0.05, section="run")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.plan is not None, "plan loaded")
+        app.screen._show_status(f"every variant failed: {SET_TITLE}")
+        await pilot.pause()
+        assert "\x1b" not in str(app.screen.query_one("#run-status").render())
+        app.push_screen(ReportScreen("check", f"finding {CLEAR} [/x]"))
+        await pilot.pause()
+        shown = str(app.screen.query_one("#report-text").render())
+        assert "\x1b" not in shown and "\\x1b[2J" in shown and "[/x]" in shown
