@@ -127,6 +127,30 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def install_stop_handlers(what: str = "the servers") -> None:
+    """How a long command takes SIGINT, SIGTERM and SIGHUP (for the current task, in the running loop): the
+    first cancels the work, whose cleanup then stops its servers; a second Ctrl-C must not cut that cleanup
+    short (it left the server running while the CLI said "servers stopped"); a third leaves the servers, and
+    the caller names them."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    presses = [0]
+
+    def stop(sig: signal.Signals) -> None:
+        presses[0] += 1
+        if presses[0] == 1:
+            say(f"interrupted: stopping {what}, finished requests are kept (Ctrl-C again does not cut this short)")
+            task.cancel()
+        elif sig == signal.SIGINT and presses[0] == 2:
+            say(f"still stopping {what}: one more Ctrl-C leaves them running")
+        elif sig == signal.SIGINT:
+            task.cancel()  # further SIGTERMs and SIGHUPs change nothing: the cleanup goes on
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop, sig)
+
+
 def _tui(plan: str | None, results_dir: str) -> int:
     try:
         from harness.tui.app import run_tui
@@ -172,30 +196,11 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
     for line in ([] if resume else results_dir_notices(results_dir)):
         say(line)
     run_dir: list[str] = [resume] if resume else []
-    presses = [0]
 
     async def go() -> int:
         from harness.run.runner import run_plan
 
-        task = asyncio.current_task()
-        assert task is not None
-        loop = asyncio.get_running_loop()
-
-        def stop(sig: signal.Signals) -> None:
-            """The first signal cancels the run, whose cleanup then stops its servers. A second Ctrl-C must
-            not cut that short (it orphaned the server); a third leaves the servers running, said by pgid."""
-            presses[0] += 1
-            if presses[0] == 1:
-                say("interrupted: stopping the servers, finished requests are kept (Ctrl-C again does not cut "
-                    "this short)")
-                task.cancel()
-            elif sig == signal.SIGINT and presses[0] == 2:
-                say("still stopping the servers: one more Ctrl-C leaves them running")
-            elif sig == signal.SIGINT:
-                task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, stop, sig)
+        install_stop_handlers()
 
         async def watch(events):
             async for e in events:

@@ -54,6 +54,10 @@ def _breakeven(args: argparse.Namespace) -> int:
     run_dir: list[str] = []
 
     async def go() -> int:
+        from harness.cli import install_stop_handlers
+
+        install_stop_handlers()
+
         async def events():
             async for event in run_breakeven(plan, args.variant, lens, concurrency=args.concurrency,
                                              results_dir=args.results_dir):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import signal
 import sys
 import time
 from pathlib import Path
@@ -111,13 +110,11 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, str]:
+    from harness.cli import install_stop_handlers
     from harness.common import events as ev
     from harness.run.tune import tune
 
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, task.cancel)
+    install_stop_handlers()
     last, code, tune_dir = 0.0, EXIT_FAILURES, ""
     async for e in tune(plan, opts, results_dir=results_dir, resume_dir=resume):
         if isinstance(e, ev.TuneStage):
