@@ -151,3 +151,20 @@ def test_resume_after_a_cut_row_repairs_it_and_says_so(tmp_path: Path, capsys):
     after = read_csv(path)
     assert all(len(r) == len(rows[0]) and None not in r.values() for r in after)  # every row whole
     assert cli_main(["summary", str(run_dir)]) == 0
+
+
+def test_a_jsonl_cut_mid_line_keeps_the_next_entry_whole(tmp_path: Path):
+    from harness.analysis.summary import read_variants
+    from harness.run.rundir import append_jsonl, leftover_servers
+
+    servers = tmp_path / "servers.jsonl"
+    append_jsonl(servers, {"variant": "a", "pgid": 11, "state": "started"})
+    servers.write_bytes(servers.read_bytes() + b'{"variant": "a", "pgid": 11, "sta')  # a kill mid-write
+    append_jsonl(servers, {"variant": "b", "pgid": 12, "state": "started"})
+    assert [e["pgid"] for e in leftover_servers(servers)] == [11, 12]  # both found, the cut line skipped
+    servers.unlink()  # (the fixture's reaper reads every servers.jsonl strictly)
+    variants = tmp_path / "variants.jsonl"
+    append_jsonl(variants, {"variant": "a", "status": "ok"})
+    variants.write_bytes(variants.read_bytes() + b'{"variant": "b", "sta')
+    append_jsonl(variants, {"variant": "c", "status": "ok"})
+    assert set(read_variants(tmp_path)) == {"a", "c"}

@@ -49,9 +49,12 @@ def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     path = run_dir / "variants.jsonl"
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
                 d = json.loads(line)
+            except ValueError:
+                continue  # blank, or cut by a kill mid-write
+            if isinstance(d, dict) and "variant" in d:
                 out[d["variant"]] = {**out.get(d["variant"], {}), **d}
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -163,15 +164,30 @@ def leftover_servers(path: Path) -> list[dict[str, Any]]:
         return []
     last: dict[int, dict[str, Any]] = {}
     started: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        entry = json.loads(line)
-        if isinstance(entry.get("pgid"), int):
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # blank, or cut by a kill mid-write (append_jsonl keeps the next entry whole)
+        if isinstance(entry, dict) and isinstance(entry.get("pgid"), int):
             last[entry["pgid"]] = entry
             if entry.get("state") == "started":
                 started[entry["pgid"]] = entry
     return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]
+
+
+def append_jsonl(path: str | Path, entry: dict[str, Any]) -> None:
+    """One JSON line appended, on a line of its own even when the file was cut mid-line by a kill."""
+    path = Path(path)
+    lead = ""
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell():
+                fh.seek(-1, os.SEEK_END)
+                lead = "" if fh.read(1) == b"\n" else "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(lead + json.dumps(entry, default=str) + "\n")
 
 
 def mark_incomplete(run_dir: str | Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import platform
 import random
 import time
@@ -36,6 +35,7 @@ from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
     WINDOW_COLUMNS,
+    append_jsonl,
     mark_incomplete,
     new_run_dir,
     redact_argv,
@@ -391,8 +391,7 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------------
     def _write_variant_meta(self, meta: dict[str, Any]) -> None:
-        with open(self.run_dir / "variants.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(meta, default=str) + "\n")
+        append_jsonl(self.run_dir / "variants.jsonl", meta)
 
     def _summarise(self, complete: bool) -> str:
         from harness.analysis.summary import load_summary, summarise_run

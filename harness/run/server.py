@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import platform
 import time
@@ -16,7 +15,7 @@ from typing import Any
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
 from harness.run.key_handoff import hand_over, remove_key_file
-from harness.run.rundir import REDACTED, redact_argv, scrub, secret_values
+from harness.run.rundir import REDACTED, append_jsonl, redact_argv, scrub, secret_values
 
 TAIL_LINES = 50
 
@@ -137,8 +136,7 @@ class Server:
 
     def _record(self, entry: dict[str, Any]) -> None:
         """servers.jsonl in the run directory: what we started, so cleanup and --resume can find it."""
-        with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
+        append_jsonl(self.run_dir / "servers.jsonl", entry)
 
     async def _follow(self, local_log: Path, offset: int = 0) -> None:
         """Copy the log into the run directory by whole lines (secret values scrubbed: the run directory
