@@ -117,7 +117,7 @@ class Server:
 
     def _secrets(self, env: dict[str, str]) -> list[str]:
         found = set(secret_values(env, self.argv)) | ({self.api_key} if self.api_key else set())
-        return sorted(found, key=len, reverse=True)
+        return sorted(found - {REDACTED}, key=len, reverse=True)  # argv shows the key as <redacted>
 
     def _record_start(self, pid_path: str, **extra: Any) -> None:
         self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
