@@ -193,3 +193,17 @@ async def test_oversized_event_is_a_request_error(server: ScriptServer, client: 
     server.scripts = [sse([ev(chat_chunk("", role=True)), b"data: " + b"z" * 8192])]
     r = await client.stream(REQ)
     assert not r.ok and r.error.startswith("sse event too large: an event over 4096 bytes"), r.error
+
+
+async def test_a_result_that_cannot_be_built_is_a_request_error_not_an_exception(server: ScriptServer,
+                                                                                client: ReplayClient, monkeypatch):
+    """Whatever slips past the checks above must not escape stream(): the worker would die quietly."""
+    from harness.client import collect
+
+    def broken(self, **_kw):
+        raise OverflowError("a count no float holds")
+
+    monkeypatch.setattr(collect._Collector, "result", broken)
+    server.scripts = [sse(stream_with(2))]
+    r = await client.stream(REQ)
+    assert not r.ok and r.error == "malformed response: OverflowError: a count no float holds"

@@ -181,7 +181,12 @@ class ReplayClient:
             col.fail(http_error(exc), time.perf_counter())
         except _FAULTS as exc:
             col.fail(describe_fault(exc), time.perf_counter())
-        return col.result(t_send=t_send, wall_send=wall_send, status=status)
+        try:
+            return col.result(t_send=t_send, wall_send=wall_send, status=status)
+        except Exception as exc:  # noqa: BLE001 - whatever a server sent must not kill the worker that asked
+            return StreamResult(ok=False, error=f"malformed response: {type(exc).__name__}: {exc}"[:300],
+                                http_status=status, t_send=t_send, t_first=None, t_end=time.perf_counter(),
+                                wall_send=wall_send)
 
     @staticmethod
     async def _consume(http_response: httpx2.Response, col: _Collector) -> None:
