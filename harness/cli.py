@@ -14,6 +14,7 @@ from pathlib import Path
 import harness
 from harness.common.errors import (
     EXIT_BAD_INPUT,
+    EXIT_FAILURES,
     EXIT_INTERRUPTED,
     EXIT_OK,
     HarnessError,
@@ -22,6 +23,7 @@ from harness.common.errors import (
     exit_code_table,
     say,
 )
+from harness.common.terminal import clean
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
         from harness.sim.__main__ import main as sim_main
 
         return sim_main(argv[1:]) or 0
+    for i, arg in enumerate(argv, 1):
+        if "\x00" in arg:
+            say(f"error: argument {i} contains a NUL byte (\\0): no path or value can hold one")
+            return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     try:
         if args.command in (None, "tui"):
@@ -148,9 +154,37 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:  # InputError: 2 (bad input), others: 1
         say(f"error: {exc}")
         return exc.exit_code
+    except OSError as exc:  # a file the harness could not read or write (a full disk, a lost mount): no traceback
+        where = f"{exc.filename}: " if exc.filename else ""
+        say(f"error: {where}{exc.strerror or exc}")
+        return EXIT_FAILURES
     except KeyboardInterrupt:
         say("interrupted")
         return EXIT_INTERRUPTED
+
+
+def install_stop_handlers(what: str = "the servers") -> None:
+    """How a long command takes SIGINT, SIGTERM and SIGHUP (for the current task, in the running loop): the
+    first cancels the work, whose cleanup then stops its servers; a second Ctrl-C must not cut that cleanup
+    short (it left the server running while the CLI said "servers stopped"); a third leaves the servers, and
+    the caller names them."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    presses = [0]
+
+    def stop(sig: signal.Signals) -> None:
+        presses[0] += 1
+        if presses[0] == 1:
+            say(f"interrupted: stopping {what}, finished requests are kept (Ctrl-C again does not cut this short)")
+            task.cancel()
+        elif sig == signal.SIGINT and presses[0] == 2:
+            say(f"still stopping {what}: one more Ctrl-C leaves them running")
+        elif sig == signal.SIGINT:
+            task.cancel()  # further SIGTERMs and SIGHUPs change nothing: the cleanup goes on
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop, sig)
 
 
 def _tui(plan: str | None, results_dir: str) -> int:
@@ -219,29 +253,59 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
+    from harness.common import events as ev
+    from harness.run.left_running import results_dir_notices, run_dir_notices
     from harness.run.progress import consume
+
+    # servers an earlier draftbench was killed before stopping (SIGKILL, a crash): `--resume` stops its own
+    for line in ([] if resume else results_dir_notices(results_dir)):
+        say(line)
+    run_dir: list[str] = [resume] if resume else []
 
     async def go() -> int:
         from harness.run.runner import run_plan
 
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, task.cancel)
+        install_stop_handlers()
+
+        async def watch(events):
+            async for e in events:
+                if isinstance(e, ev.RunStarted):
+                    run_dir[:] = [e.run_dir]
+                yield e
+
         if plan.targets or (resume and (Path(resume) / "nodes.json").exists()):
             from harness.run.multinode import run_multi
 
             events = run_multi(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
         else:
             events = run_plan(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
-        return await consume(events)
+        return await consume(watch(events))
+
+    def left() -> list[str]:
+        """Servers this run started and did not stop (cut short, or the target lost)."""
+        if not run_dir:
+            return []
+        root = Path(run_dir[0])
+        dirs = [root, *sorted(root.parent.glob(f"{root.name}@*"))]  # a multi-node run's node directories
+        return [line for d in dirs for line in run_dir_notices(d, ours=True)]
 
     try:
-        return asyncio.run(go())
+        rc = asyncio.run(go())
     except (KeyboardInterrupt, asyncio.CancelledError):
-        say("interrupted: servers stopped, finished requests kept; resume with "
-             "`draftbench run --resume RUN_DIR`")
+        lines = left()
+        for line in lines:
+            say(line)
+        say(("interrupted: finished requests kept" if lines else
+             "interrupted: servers stopped, finished requests kept") + "; resume with `draftbench run --resume "
+            + (run_dir[0] if run_dir else "RUN_DIR") + "`")
         return EXIT_INTERRUPTED
+    except HarnessError:
+        for line in left():  # a lost target: its servers may be running still
+            say(line)
+        raise
+    for line in left():
+        say(line)
+    return rc
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -259,7 +323,7 @@ def _check(args: argparse.Namespace) -> int:
             await target.close()
 
     findings = asyncio.run(go())
-    print(findings_json(findings) if args.json else render_findings(findings))
+    print(findings_json(findings) if args.json else clean(render_findings(findings)))
     return EXIT_BAD_INPUT if has_errors(findings) else EXIT_OK  # a failed preflight is bad input
 
 
@@ -288,21 +352,30 @@ def _summary(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     if not (run_dir / "requests.csv").exists():
         raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
+    _say_left_running(run_dir)
     if not (run_dir / "summary.csv").exists():  # never summarised: the run did not finish
         summarise_run(run_dir, complete=run_info(run_dir).status == "complete")
     df = load_summary(run_dir)
     missing = missing_parts(run_dir)
     if missing is not None:  # the mark comes first, with what is missing, then the rows the run has
-        print(missing.headline())
-        print("\n".join(f"  {line}" for line in missing.lines()))
-    print(render_table(df))
+        print(clean(missing.headline()))
+        print(clean("\n".join(f"  {line}" for line in missing.lines())))
+    print(clean(render_table(df)))
     extra = render_load_tables(run_dir)
     if extra:
-        print(extra)
+        print(clean(extra))
     if args.csv:
         df.to_csv(args.csv, index=False)
         say(f"exported {args.csv}")
     return EXIT_OK
+
+
+def _say_left_running(run_dir: Path) -> None:
+    """A run whose draftbench was killed (SIGKILL, a crash) may have left its servers running: say so."""
+    from harness.run.left_running import run_dir_notices
+
+    for line in run_dir_notices(run_dir):
+        say(line)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -313,10 +386,11 @@ def _compare(args: argparse.Namespace) -> int:
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
             raise InputError(d, None, None, "not a run directory (no requests.csv)")
+        _say_left_running(Path(d))
     comparison = compare_runs(load_run(args.run_a), load_run(args.run_b), forced=args.forced)
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")
-    print(grid(headers, [list(cells) for _, cells in rows]))
+    print(clean(grid(headers, [list(cells) for _, cells in rows])))
     print(f"\n{LEGEND}")
     if args.csv:
         comparison.table.to_csv(args.csv, index=False)

@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 from harness.common.errors import EXIT_INTERRUPTED, HarnessError, say
+from harness.common.terminal import clean
 
 
 def _floats(text: str) -> list[float]:
@@ -59,11 +60,9 @@ def _breakeven(args: argparse.Namespace) -> int:
     run_dir: list[str] = []
 
     async def go() -> int:
-        import signal
+        from harness.cli import install_stop_handlers
 
-        task = asyncio.current_task()
-        for sig in (signal.SIGTERM, signal.SIGHUP):  # as `draftbench run`: a clean stop, servers stopped
-            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        install_stop_handlers()
 
         async def events():
             async for event in run_breakeven(plan, args.variant, lens, concurrency=args.concurrency,
@@ -82,6 +81,6 @@ def _breakeven(args: argparse.Namespace) -> int:
     if table is None or not table.exists():
         # the command ran and its variants failed: exit 1, not bad input
         raise HarnessError(f"{args.plan}: the breakeven run produced no table (see the log above)")
-    print(render_forced_table(pd.read_csv(table)))
+    print(clean(render_forced_table(pd.read_csv(table))))
     say(f"breakeven.csv: {table}")
     return rc

@@ -6,12 +6,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import re
-import signal
 import sys
 import time
 from pathlib import Path
 
 from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
+from harness.common.terminal import clean
 
 PROGRESS_EVERY_S = 2.0
 
@@ -76,7 +76,7 @@ def _tune(args: argparse.Namespace) -> int:
         if not (Path(args.report) / "tune_plan.json").exists():
             raise InputError(args.report, None, None, "not a tune directory (no tune_plan.json)")
         csv = rebuild_report(args.report)
-        print((Path(args.report) / "tune_report.txt").read_text(encoding="utf-8"), end="")
+        print(clean((Path(args.report) / "tune_report.txt").read_text(encoding="utf-8")), end="")
         say(f"rebuilt {csv}")
         return EXIT_OK
     if args.resume:
@@ -125,14 +125,12 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, str]:
+    from harness.cli import install_stop_handlers
     from harness.common import events as ev
     from harness.run.progress import look_words, sized_words
     from harness.run.tune import tune
 
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, task.cancel)
+    install_stop_handlers()
     last, code, tune_dir = 0.0, EXIT_FAILURES, ""
     async for e in tune(plan, opts, results_dir=results_dir, resume_dir=resume):
         if isinstance(e, ev.TuneStage):
@@ -157,7 +155,7 @@ async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, st
             tune_dir = e.tune_dir
             report = Path(e.tune_dir) / "tune_report.txt"
             if report.exists():
-                print(report.read_text(encoding="utf-8"), flush=True)
+                print(clean(report.read_text(encoding="utf-8")), flush=True)
             say(f"{e.starts} server starts for a grid of {e.grid_size}; stop: {e.stop_reason}")
             print(e.tune_dir, flush=True)
             # stopped by its budget with an answer (measured or predicted): the tune did its job

@@ -11,6 +11,8 @@ one token per content chunk, `max_tokens` tokens. The last user message picks a 
   RESET        a few chunks, then the socket is aborted mid-stream
   RESET_ONCE   like RESET on odd attempts, a normal stream on even ones (tokens must be counted once)
   HANG         a few chunks, then nothing until the client gives up
+  USAGE=JSON   a normal stream whose final usage says completion_tokens JSON ("abc", [8], -1, 1e308, ...)
+  FINISH=WORD  a normal stream whose finish_reason is WORD ("abort")
 
 Attempts are counted per prompt text and logged ("chat attempt N: TEXT"), so tests can count what the
 server really received. `--never-healthy` answers 503 on the health endpoints forever. The environment
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -127,7 +130,12 @@ class Faulty:
                 await asyncio.sleep(3600)
             await resp.write(chunk(rid, content=f"t{i} ", usage=usage(prompt_tokens, i)))
             await asyncio.sleep(0.002)
-        await resp.write(chunk(rid, content="", finish="length"))
+        finish = re.search(r"FINISH=(\S+)", text)
+        await resp.write(chunk(rid, content="", finish=finish.group(1) if finish else "length"))
+        final: dict[str, Any] = usage(prompt_tokens, max_tokens)
+        bad = re.search(r"USAGE=(\S+)", text)
+        if bad:
+            final["completion_tokens"] = orjson.loads(bad.group(1))
         await resp.write(
             sse(
                 {
@@ -136,7 +144,7 @@ class Faulty:
                     "created": int(time.time()),
                     "model": MODEL,
                     "choices": [],
-                    "usage": usage(prompt_tokens, max_tokens),
+                    "usage": final,
                 }
             )
         )

@@ -352,3 +352,13 @@ async def test_local_signal_to_dead_group_is_harmless(local):
     proc.wait()
     assert not await local.alive(proc.pid)
     await local._signal_group(proc.pid, signal.SIGTERM)
+
+
+async def test_write_private_makes_the_file_0600(tmp_path):
+    from harness.targets.local import LocalTarget
+
+    path = tmp_path / "secret.env"
+    path.write_text("old")
+    path.chmod(0o644)
+    await LocalTarget().write_private(str(path), b"VLLM_API_KEY=x\n")
+    assert path.read_bytes() == b"VLLM_API_KEY=x\n" and (path.stat().st_mode & 0o777) == 0o600

@@ -247,6 +247,20 @@ async def test_unknown_host_key_is_refused_with_fingerprint(sshd, tmp_path):
     assert "\n" not in msg
 
 
+async def test_a_changed_host_key_is_not_offered_for_blind_trust(sshd, tmp_path):
+    import asyncssh
+
+    other = asyncssh.generate_private_key("ssh-ed25519").export_public_key().decode().strip()
+    known = tmp_path / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{sshd.port} {other}\n")  # a key for this host, not the one it offers
+    t = _target(sshd, known_hosts=str(known))
+    with pytest.raises(HarnessError) as err:
+        await t.connect()
+    msg = str(err.value)
+    assert "CHANGED" in msg and sshd.host_fingerprint in msg and "ssh-keyscan" not in msg
+    assert f"ssh-keygen -R '[127.0.0.1]:{sshd.port}'" in msg and "\n" not in msg
+
+
 async def test_known_hosts_none_in_config_does_not_disable_checking(sshd, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/known_hosts to fall back on
     config = tmp_path / "ssh_config"
@@ -317,3 +331,11 @@ async def test_unauthorized_key_fails_auth(sshd, tmp_path, monkeypatch):
     t = _target(sshd, client_keys=[str(key)])
     with pytest.raises(HarnessError, match="authentication failed"):
         await t.connect()
+
+
+async def test_write_private_sends_the_bytes_on_stdin_and_makes_the_file_0600(target, tmp_path):
+    path = tmp_path / "secret.json"
+    path.write_text("old")
+    path.chmod(0o644)
+    await target.write_private(str(path), b'{"api-key": "s3cret"}')
+    assert path.read_bytes() == b'{"api-key": "s3cret"}' and (path.stat().st_mode & 0o777) == 0o600

@@ -5,7 +5,9 @@ The metric math for one request lives here (pure); tables are derived in summary
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import hashlib
 import os
 import statistics
@@ -13,6 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import IO, Any
 
+from harness.analysis.csv_tail import repair_tail
+from harness.common.errors import HarnessError, InputError
 from harness.engines.base import REQUEST_SPEC_KEYS
 
 
@@ -138,34 +142,54 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
     )
 
 
+class RecordWriteError(HarnessError):
+    """A row could not be written (a full disk, an I/O error): the run stops, naming the file."""
+
+
 class CsvAppender:
-    """Append rows to a CSV file, one flush per row, so a crash or Ctrl-C keeps every finished row."""
+    """Append rows to a CSV file, one flush per row, so a crash or Ctrl-C keeps every finished row.
+    A file cut mid-row is repaired first (harness.analysis.csv_tail); `repaired` says what was done."""
 
     def __init__(self, path: str | Path, columns: list[str]):
         self.path = Path(path)
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        if not new:  # a resumed run appends under the header the file already has (an older release's)
-            with open(self.path, newline="", encoding="utf-8") as fh:
-                header = next(csv.reader(fh), None)
-            columns = header or columns
-        self.columns = columns
-        self._fh: IO[str] = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        try:
+            new = not self.path.exists() or self.path.stat().st_size == 0
+            if not new:  # a resumed run appends under the header the file already has (an older release's)
+                with open(self.path, newline="", encoding="utf-8") as fh:
+                    columns = next(csv.reader(fh), None) or columns
+            self.columns = columns
+            self.repaired = repair_tail(self.path, columns)
+            new = not self.path.exists() or self.path.stat().st_size == 0
+            self._fh: IO[str] = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
+        except (PermissionError, IsADirectoryError) as exc:  # a run directory we may not write: bad input
+            raise InputError(str(self.path), None, None, f"cannot write records: {exc.strerror}") from None
+        except OSError as exc:
+            raise RecordWriteError(f"{self.path}: cannot write records: {exc.strerror or exc}") from exc
         self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
         if new:
-            self._writer.writeheader()
-            self._flush()
+            self._write(self._writer.writeheader)
 
-    def _flush(self) -> None:
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+    def _write(self, write: Any, *args: Any) -> None:
+        try:
+            write(*args)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:
+            self._abandon()
+            raise RecordWriteError(f"{self.path}: could not write a record: {exc.strerror or exc}"
+                                   + (" (the disk is full)" if exc.errno == errno.ENOSPC else "")) from exc
+
+    def _abandon(self) -> None:
+        """After a failed write: close anyway (the close's own flush fails too; the file is closed all the same)."""
+        with contextlib.suppress(OSError, ValueError):
+            self._fh.close()
 
     def append(self, row: dict[str, Any]) -> None:
-        self._writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-        self._flush()
+        self._write(self._writer.writerow, {k: ("" if v is None else v) for k, v in row.items()})
 
     def close(self) -> None:
         if not self._fh.closed:
-            self._fh.close()
+            self._abandon()
 
     def __enter__(self) -> CsvAppender:
         return self

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.completeness import Missing, missing_parts
+from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.forced import forced_note, is_forced
 from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
@@ -139,7 +140,7 @@ def variant_failures(run_dir: str | Path) -> dict[str, str]:
 def _csv(path: Path) -> pd.DataFrame | None:
     """None when missing or without columns (an empty table is written as a lone newline)."""
     try:
-        return pd.read_csv(path)
+        return read_records_csv(path)
     except (FileNotFoundError, pd.errors.EmptyDataError):
         return None
 

@@ -19,6 +19,7 @@ import pandas as pd
 from harness.analysis import acceptance, engines_table, outputs
 from harness.analysis.attempts import final_tables
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
+from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.failures import failure_reason
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import token_itls_ms
@@ -43,7 +44,7 @@ DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.run.dec
 def _read_csv(path: Path) -> pd.DataFrame:
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame()
-    return pd.read_csv(path, keep_default_na=True)
+    return read_records_csv(path)
 
 
 def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -51,9 +52,12 @@ def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     path = run_dir / "variants.jsonl"
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
                 d = json.loads(line)
+            except ValueError:
+                continue  # blank, or cut by a kill mid-write
+            if isinstance(d, dict) and "variant" in d:
                 out[d["variant"]] = {**out.get(d["variant"], {}), **d}
     return out
 

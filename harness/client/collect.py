@@ -4,6 +4,7 @@ reasoning text). The sending side is harness.client.stream."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,63 @@ class StreamResult:
     reasoning_tokens: int | None = None  # usage's reasoning tokens where the server counts them
     finish_reason: str | None = None
     spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
+
+
+MAX_TOKENS = 10**9  # a usage count above this is no count of a real request's tokens
+ERROR_FINISH = ("abort", "error")  # SGLang and vLLM end a request they dropped with finish_reason "abort"
+
+
+def _show(value: Any) -> str:
+    """A server's value in an error text: its JSON-ish repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _bad_usage(usage: dict, finish: Any, *, content: bool) -> str | None:
+    """Why the final usage or finish_reason cannot be believed, or None. Counts must be JSON integers
+    (not "8", [8], 8.0 or 1e308) in 0..MAX_TOKENS, and a stream that carried content has generated a token."""
+    for name in ("completion_tokens", "prompt_tokens"):
+        value = usage.get(name)
+        if value is None:
+            continue
+        if type(value) is not int:
+            return f"bad usage: {name} {_show(value)} is not an integer"
+        if not 0 <= value <= MAX_TOKENS:
+            return f"bad usage: {name} {value} out of range 0..{MAX_TOKENS}"
+    if content and usage.get("completion_tokens") == 0:
+        return "bad usage: completion_tokens 0 for a stream with content"
+    if finish is not None and not isinstance(finish, str):
+        return f"bad finish_reason {_show(finish)}"
+    if finish in ERROR_FINISH:
+        return f"server ended the request with finish_reason {finish!r}"
+    return None
+
+
+def _number(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+# the per-request stats the engines compute with (harness.engines.*.spec): SGLang's spec_*, vLLM's num_*,
+# mean_acceptance_length, acceptance_histogram, and the completion count in meta_info
+_COUNTED = ("spec_", "num_", "mean_", "acceptance_", "completion_tokens")
+
+
+def _numeric_spec(spec: dict) -> tuple[dict, str | None]:
+    """Per-request spec stats whose counted fields are numbers only: one that is no number (or list of
+    numbers) is dropped (the engines' formulas divide by them); a negative or absurd one makes the request
+    an error. Other fields (a meta_info's id, finish_reason) pass unchanged."""
+    out: dict = {}
+    for k, v in spec.items():
+        if not str(k).startswith(_COUNTED):
+            out[k] = v
+            continue
+        values = v if isinstance(v, list) else [v]
+        if not values or not all(_number(x) for x in values):
+            continue
+        if not all(math.isfinite(x) and 0 <= x <= MAX_TOKENS for x in values):
+            return {}, f"bad spec stats: {k} {_show(v)}"
+        out[k] = v
+    return out, None
 
 
 def spread_tokens(total: int, n: int) -> list[int]:
@@ -98,6 +156,9 @@ class _Collector:
                 if usage:
                     cum = usage.get("completion_tokens")
                     if cum is not None:
+                        if type(cum) is not int or not 0 <= cum <= MAX_TOKENS:
+                            self.fail(f"bad usage: completion_tokens {_show(cum)} in a content chunk", t)
+                            return
                         new = cum - last_cum
                         last_cum = cum
                 # A content chunk carries text, or (reasoning models, stop tokens) new tokens by usage.
@@ -139,12 +200,18 @@ class _Collector:
     def result(self, *, t_send: float, wall_send: float, status: int | None) -> StreamResult:
         t_end = self.t_end if self.t_end is not None else time.perf_counter()
         error = self.error
-        usage = self.usage or {}
+        usage = self.usage if isinstance(self.usage, dict) else {}
         output_tokens = usage.get("completion_tokens") if self.usage is not None else None
+        prompt_tokens = usage.get("prompt_tokens")
         if error is None and not self.done:
             error = "stream ended without [DONE]"
         if error is None and output_tokens is None:
             error = "no usage chunk"
+        bad = _bad_usage(usage, self.finish, content=bool(self.texts) or bool(self.reasoning))
+        if bad is not None:
+            # a count that is not a count never reaches a record: the request is an error with the reason
+            error = error or bad
+            output_tokens = prompt_tokens = None
         n = len(self.times)
         exact = n > 0 and self.cum_everywhere
         if exact:
@@ -156,12 +223,16 @@ class _Collector:
         spec = self.spec
         if isinstance(spec, list):  # one per choice when n > 1; we only ever ask for one
             spec = spec[0] if spec and isinstance(spec[0], dict) else None
+        if isinstance(spec, dict):
+            spec, bad_spec = _numeric_spec(spec)
+            error = error or bad_spec
         return StreamResult(
             ok=error is None, error=error, http_status=status, t_send=t_send,
             t_first=self.times[0] if n else None, t_end=t_end, wall_send=wall_send,
             chunk_times=self.times, chunk_tokens=tokens, chunk_tokens_exact=exact,
-            output_tokens=output_tokens, prompt_tokens=usage.get("prompt_tokens"),
-            text="".join(self.texts), reasoning="".join(self.reasoning), finish_reason=self.finish,
+            output_tokens=output_tokens, prompt_tokens=prompt_tokens,
+            text="".join(self.texts), reasoning="".join(self.reasoning),
+            finish_reason=self.finish if isinstance(self.finish, str) else None,
             spec=spec if isinstance(spec, dict) else None, t_first_answer=self.t_answer,
             reasoning_tokens=_reasoning_tokens(usage),
         )
@@ -171,5 +242,6 @@ def _reasoning_tokens(usage: dict) -> int | None:
     """SGLang's usage.reasoning_tokens, or OpenAI's completion_tokens_details.reasoning_tokens."""
     value = usage.get("reasoning_tokens")
     if value is None:
-        value = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+        details = usage.get("completion_tokens_details")
+        value = details.get("reasoning_tokens") if isinstance(details, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None

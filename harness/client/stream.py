@@ -33,12 +33,12 @@ import httpx2
 import openai
 import orjson
 
-from harness.client.collect import StreamResult, _Collector
+from harness.client.collect import StreamResult, _Collector, _numeric_spec
 from harness.client.faults import FAULTS as _FAULTS
 from harness.client.faults import MALFORMED as _MALFORMED
 from harness.client.faults import describe_fault, http_error
 from harness.client.http1 import BODY_EXT, Prepared, StreamingClient
-from harness.client.sse import SSESplitter
+from harness.client.sse import EventTooLarge, SSESplitter
 
 ENDPOINTS = ("chat", "completions")
 DONE_GRACE_S = 1.0  # after [DONE], wait this long for the end of the HTTP body so the connection is reused
@@ -181,7 +181,12 @@ class ReplayClient:
             col.fail(http_error(exc), time.perf_counter())
         except _FAULTS as exc:
             col.fail(describe_fault(exc), time.perf_counter())
-        return col.result(t_send=t_send, wall_send=wall_send, status=status)
+        try:
+            return col.result(t_send=t_send, wall_send=wall_send, status=status)
+        except Exception as exc:  # noqa: BLE001 - whatever a server sent must not kill the worker that asked
+            return StreamResult(ok=False, error=f"malformed response: {type(exc).__name__}: {exc}"[:300],
+                                http_status=status, t_send=t_send, t_first=None, t_end=time.perf_counter(),
+                                wall_send=wall_send)
 
     @staticmethod
     async def _consume(http_response: httpx2.Response, col: _Collector) -> None:
@@ -193,6 +198,8 @@ class ReplayClient:
             """Events of one read, all stamped with its time; True when no more are wanted."""
             try:
                 add_all(feed(data), t)
+            except EventTooLarge as exc:
+                col.fail(f"sse event too large: {exc}", t)
             except _MALFORMED as exc:
                 col.fail(f"malformed sse: {type(exc).__name__}: {exc}", t)
             return col.done or col.error is not None
@@ -247,7 +254,10 @@ class ReplayClient:
             meta, text = choice.get("meta_info"), (choice.get("message") or {}).get("content") or ""
         except (openai.APIStatusError, *_FAULTS, *_MALFORMED):
             return None
-        return (str(text), meta) if isinstance(meta, dict) else None
+        if not isinstance(meta, dict):
+            return None
+        meta, bad = _numeric_spec(meta)  # a server's non-numbers never reach the engines' formulas
+        return None if bad else (str(text), meta)
 
     async def aclose(self) -> None:
         await self._client.close()

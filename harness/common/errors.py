@@ -59,10 +59,13 @@ class PreflightFailed(HarnessError):
 
 
 def say(msg: str) -> None:
-    """A diagnostic line on stderr. A closed terminal (SIGHUP, broken pipe) must not turn cleanup into a crash."""
+    """A diagnostic line on stderr, its control characters made visible (they may come from a server or a
+    suite: harness.common.terminal). A closed terminal (SIGHUP, broken pipe) must not turn cleanup into a crash."""
     import sys
 
+    from harness.common.terminal import clean
+
     try:
-        print(msg, file=sys.stderr, flush=True)
+        print(clean(msg), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         pass

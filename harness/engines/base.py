@@ -37,6 +37,9 @@ class Engine(Protocol):
     phase_columns: Sequence[str]  # server-side per-phase columns (phase_server_means keys)
     accept_needs_flush: bool  # True: the server's accept length is cumulative until a flush (SGLang);
     #                           False: it is a counter delta over the phase and needs none (vLLM)
+    api_key_env: str | None   # the variable the server reads its API key from (vLLM: VLLM_API_KEY); None: it
+    #                           reads none and gets it in a 0600 file named by `api_key_file_flag` (SGLang)
+    api_key_file_flag: str | None  # SGLang's `--config FILE` (a JSON of server args); None where api_key_env is set
 
     async def detect_version(self, plan: Any, target: Any) -> str | None: ...
     def launcher_argv(self, target: Any) -> list[str]: ...

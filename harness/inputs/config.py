@@ -32,7 +32,7 @@ from harness.inputs.plan_parts import (
 )
 from harness.inputs.run_settings import RunSettings
 from harness.inputs.suites import Suite, load_suite
-from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel, load_yaml, validate
+from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel, load_yaml, refuse_nul, validate
 
 EXPECT_CODE_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 REPO_ROOT = Path(harness.__file__).resolve().parent.parent
@@ -349,6 +349,7 @@ def load_plan(path: str | Path) -> Plan:
     """Load a plan, resolving drafter and suite names (see `Resolver.search_dirs` for the order)."""
     source = Path(path)
     data, lines = load_yaml(source)
+    refuse_nul(data, lines, str(source))
     resolver = Resolver(plan_dir=source.parent)
     plan = validate(Plan, data, source, lines, context={"resolver": resolver})
     plan._source_path = source

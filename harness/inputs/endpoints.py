@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from urllib.parse import urlsplit
 
-from harness.common.errors import HarnessError
+from harness.common.errors import InputError
 
 
 def parse_endpoint(value: str) -> tuple[str, int]:
@@ -25,8 +25,8 @@ def parse_endpoint(value: str) -> tuple[str, int]:
     return parts.hostname, port
 
 
-class MissingApiKey(HarnessError):
-    pass
+class MissingApiKey(InputError):
+    """The plan names an API key variable this environment does not set: bad input (exit 2)."""
 
 
 def api_key_name(plan: object, variant: object) -> str | None:
@@ -43,6 +43,9 @@ def api_key(plan: object, variant: object) -> str | None:
         return None
     value = os.environ.get(name, "")
     if not value:
-        raise MissingApiKey(f"variant '{getattr(variant, 'name', '?')}': the API key variable {name} is not set "
-                            "in this environment (plan: api_key_env)")
+        own = bool(getattr(variant, "api_key_env", None))
+        field = f"variants.{getattr(variant, 'name', '?')}.api_key_env" if own else "server.api_key_env"
+        raise MissingApiKey(str(getattr(plan, "source_path", "") or "") or None, None, field,
+                            f"variant '{getattr(variant, 'name', '?')}': the API key variable {name} is not set "
+                            "in this environment")
     return value

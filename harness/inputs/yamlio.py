@@ -22,6 +22,8 @@ from harness.inputs.field_messages import PathPart, field_message
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real plan or suite; stops a stray multi-GB file early
 MAX_DEPTH = 100  # plans nest 4 levels; this only guards against crafted input
+MAX_EXPANSION = 10  # aliases may make a document at most this many times its own size ...
+MIN_EXPANDED = 1 << 20  # ... or 1 MiB, whichever is larger (and never past MAX_FILE_BYTES)
 
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when built with it: MB-sized suites
 M = TypeVar("M", bound=BaseModel)
@@ -97,6 +99,7 @@ def parse_yaml(text: str, path: str | None = None) -> tuple[Any, LineMap]:
         node = loader.get_single_node()
         if node is None:
             return None, LineMap()
+        _check_expansion(node, len(text), path)
         lines = LineMap()
         _walk(node, (), lines, path, set(), SafeConstructor())
         return loader.construct_document(node), lines
@@ -128,6 +131,56 @@ def _check_depth(text: str, path: str | None) -> None:
                 )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _check_expansion(root: yaml.Node, text_len: int, path: str | None) -> None:
+    """Refuse a document whose aliases expand it far past its own size (a "billion laughs" plan wrote a
+    300 MB plan.resolved.json from 1 MB), and one that contains itself. Sizes are counted in scalar
+    characters plus one per node, each node once (memoised, iterative: alias chains can be deep)."""
+    limit = min(max(MAX_EXPANSION * text_len, MIN_EXPANDED), MAX_FILE_BYTES)
+    size: dict[int, int] = {}
+    refs: dict[int, int] = {}
+    nodes: dict[int, yaml.Node] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            kids = _children(node)
+            size[key] = 1 + (len(node.value) if isinstance(node, yaml.ScalarNode) else sum(size[id(k)] for k in kids))
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise InputError(path, node.start_mark.line + 1, None, "an alias refers to a node that contains it "
+                             "(a document that expands forever)")
+        open_.add(key)
+        nodes[key] = node
+        stack.append((node, True))
+        for kid in _children(node):
+            refs[id(kid)] = refs.get(id(kid), 0) + 1
+            if id(kid) in open_:
+                raise InputError(path, kid.start_mark.line + 1, None, "an alias refers to a node that contains "
+                                 "it (a document that expands forever)")
+            if id(kid) not in size:
+                stack.append((kid, False))
+    total = size[id(root)]
+    if total > limit:
+        worst = max((k for k in refs if refs[k] > 1), key=lambda k: size[k] * (refs[k] - 1), default=id(root))
+        line = nodes[worst].start_mark.line + 1
+        raise InputError(path, line, None, f"aliases expand this document to {total:,} characters, over the "
+                         f"{limit:,} allowed for a {text_len:,}-character file (the node on this line is "
+                         f"repeated {refs.get(worst, 1)} times)")
 
 
 def _describe_marked(exc: yaml.MarkedYAMLError, text: str) -> tuple[int | None, None, str]:
@@ -191,6 +244,23 @@ def _walk(
                 first_line[key] = line
                 lines.set((*path, key), line)
                 _walk(value_node, (*path, key), lines, src, seen, constructor)
+
+
+def refuse_nul(data: Any, lines: LineMap, src: str | None) -> None:
+    """A NUL byte ("\\0" in a quoted YAML string) in any value of a plan: no path, environment variable or
+    argument can hold one (the OS would refuse it later, as a traceback)."""
+    stack: list[tuple[tuple[PathPart, ...], Any]] = [((), data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise InputError(src, lines.line_of(path), format_field(path),
+                                 "contains a NUL byte (\\0): no path, environment value or argument can hold one")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                stack.append(((*path, k), k) if isinstance(k, str) and "\x00" in k else ((*path, k), v))
+        elif isinstance(value, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(value))
 
 
 # ---------------------------------------------------------------- pydantic errors -> InputError

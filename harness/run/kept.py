@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common import events as ev
-from harness.run.rundir import leftover_servers
+from harness.run.rundir import append_jsonl, leftover_servers
 
 LIVE_STATES = ("started", "kept")  # last entry of a process group that nobody stopped
 
@@ -152,9 +152,8 @@ async def still_ours(target: Any, kept: KeptServer) -> bool:
 def record_stopped(kept: KeptServer, gone: bool, by: str) -> None:
     if kept.jsonl is None:  # found in the workdir: its run's servers.jsonl is under a results dir not ours
         return
-    with open(kept.jsonl, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"variant": kept.variant, "pgid": kept.pgid,
-                             "state": "stopped" if gone else "stop-failed", "by": by}) + "\n")
+    append_jsonl(kept.jsonl, {"variant": kept.variant, "pgid": kept.pgid,
+                              "state": "stopped" if gone else "stop-failed", "by": by})
 
 
 def gpu_has_room(plan: Any, servers_up: int) -> bool:
@@ -172,9 +171,8 @@ async def reap_leftovers(target: Any, run_dir: Path, emit: Any) -> None:
     for entry in leftover_servers(run_dir / "servers.jsonl"):
         pgid = int(entry["pgid"])
         gone = await target.kill_group(pgid) if await target.alive(pgid) else True
-        with open(run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"variant": entry["variant"], "pgid": pgid,
-                                 "state": "stopped" if gone else "stop-failed", "by": "resume"}) + "\n")
+        append_jsonl(run_dir / "servers.jsonl", {"variant": entry["variant"], "pgid": pgid,
+                                                 "state": "stopped" if gone else "stop-failed", "by": "resume"})
         emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
                             "left running by the interrupted run"))
 

@@ -10,6 +10,7 @@ from typing import Any
 from harness.analysis.failures import cause_from_log, describe_failure, meaningful_tail
 from harness.common import events as ev
 from harness.common.errors import EXIT_FAILURES, EXIT_OK, say
+from harness.common.terminal import clean
 from harness.run.arrivals import load_label
 
 PROGRESS_EVERY_S = 2.0
@@ -75,10 +76,10 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
             say(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
         elif isinstance(e, ev.RunDone):
             if e.summary_csv:
-                print(render_table(load_summary(e.run_dir)), file=out, flush=True)
+                print(clean(render_table(load_summary(e.run_dir))), file=out, flush=True)
                 extra = render_load_tables(e.run_dir)
                 if extra:
-                    print(extra, file=out, flush=True)
+                    print(clean(extra), file=out, flush=True)
             say(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
             print(e.run_dir, file=out, flush=True)
             errors = int(e.extra.get("request_errors", 0))

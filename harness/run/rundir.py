@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -30,18 +32,25 @@ def _slug(text: str) -> str:
 
 def new_run_dir(results_dir: str | Path, plan_name: str) -> tuple[str, Path]:
     """results/<timestamp>-<plan>[-N]; created exclusively so two runs never share a directory."""
+    from harness.common.errors import InputError
+
     base = Path(results_dir)
-    base.mkdir(parents=True, exist_ok=True)
     stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(plan_name)}"
-    for n in range(1000):
-        run_id = stem if n == 0 else f"{stem}-{n}"
-        path = base / run_id
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        (path / "logs").mkdir()
-        return run_id, path
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for n in range(1000):
+            run_id = stem if n == 0 else f"{stem}-{n}"
+            path = base / run_id
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            (path / "logs").mkdir()
+            return run_id, path
+    except (PermissionError, NotADirectoryError, FileExistsError, OSError) as exc:
+        where = exc.filename or base
+        raise InputError(str(base), None, "--results-dir",
+                         f"cannot create a run directory ({where}: {exc.strerror or exc})") from None
     raise RuntimeError(f"could not create a run directory under {base}")
 
 
@@ -122,12 +131,36 @@ def leftover_servers(path: Path) -> list[dict[str, Any]]:
         return []
     last: dict[int, dict[str, Any]] = {}
     started: dict[int, dict[str, Any]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        entry = json.loads(line)
-        if isinstance(entry.get("pgid"), int):
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # blank, or cut by a kill mid-write (append_jsonl keeps the next entry whole)
+        if isinstance(entry, dict) and isinstance(entry.get("pgid"), int):
             last[entry["pgid"]] = entry
             if entry.get("state") == "started":
                 started[entry["pgid"]] = entry
     return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]
+
+
+def append_jsonl(path: str | Path, entry: dict[str, Any]) -> None:
+    """One JSON line appended, on a line of its own even when the file was cut mid-line by a kill."""
+    path = Path(path)
+    lead = ""
+    with contextlib.suppress(OSError):
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell():
+                fh.seek(-1, os.SEEK_END)
+                lead = "" if fh.read(1) == b"\n" else "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(lead + json.dumps(entry, default=str) + "\n")
+
+
+def mark_incomplete(run_dir: str | Path) -> None:
+    """provenance.json's status "incomplete" where the summary (which sets it) could not be written."""
+    path = Path(run_dir) / "provenance.json"
+    with contextlib.suppress(OSError, ValueError):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("status") == "running":
+            write_json(path, {**data, "status": "incomplete"})

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import platform
 import time
 from collections.abc import AsyncIterator
@@ -32,12 +31,15 @@ from harness.run.conversation import requests_per_pass
 from harness.run.decide import interleaved, more_repeats
 from harness.run.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
 from harness.run.kept import gpu_has_room, reap_leftovers
+from harness.run.key_handoff import key_in_log_warning
 from harness.run.lock import RunDirLock
 from harness.run.run_phases import one_off, phase_id, plan_phases, rate_phase_id, sizer_for  # noqa: F401
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
     WINDOW_COLUMNS,
+    append_jsonl,
+    mark_incomplete,
     new_run_dir,
     redact_argv,
     redact_plan,
@@ -118,6 +120,9 @@ class _Run:
         self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
         self.windows = tries.CountingAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
         self.attempts = CsvAppender(self.run_dir / tries.ATTEMPTS_FILE, tries.ATTEMPT_COLUMNS)
+        for f in (self.records, self.phases, self.windows, self.outputs):
+            if f is not None and f.repaired:  # a file cut mid-row by a kill or a full disk
+                self.emit(ev.Alarm("", "warning", "records-repaired", f.repaired))
         complete = False
         try:
             if self.target is None:
@@ -163,7 +168,7 @@ class _Run:
             if self.own_target and self.target is not None:
                 with contextlib.suppress(Exception):
                     await self.target.close()
-        self.emit(ev.RunDone(str(self.run_dir), complete, self.failures, summary_csv,
+        self.emit(ev.RunDone(str(self.run_dir), complete and bool(summary_csv), self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
 
     def _write_provenance(self, versions: dict[str, str | None], status: str) -> None:
@@ -226,6 +231,8 @@ class _Run:
                          "launch_command": redact_argv(server.argv)})
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)
             meta["startup_s"] = round(startup, 2)
+            if getattr(server, "key_in_log", False):  # SGLang prints its ServerArgs, api_key included
+                self.emit(ev.Alarm(name, "warning", "key-in-server-log", key_in_log_warning(server)))
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
             await require_auth(server)  # a wrong key: an error now, not a variant at 0 tok/s
             info = await server.admin.server_info() if server.admin else None
@@ -419,8 +426,7 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------------
     def _write_variant_meta(self, meta: dict[str, Any]) -> None:
-        with open(self.run_dir / "variants.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(meta, default=str) + "\n")
+        append_jsonl(self.run_dir / "variants.jsonl", meta)
 
     def _summarise(self, complete: bool) -> str:
         from harness.analysis.summary import load_summary, summarise_run
@@ -429,6 +435,7 @@ class _Run:
             path = summarise_run(self.run_dir, complete=complete)
         except Exception as exc:  # a broken summary must not lose the records: they are on disk
             self.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
+            mark_incomplete(self.run_dir)  # provenance must not read "running" after the run has ended
             return ""
         for alarm in self.alarms.compare(load_summary(self.run_dir)):
             self.emit(alarm)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import os
+import platform
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -13,7 +14,8 @@ from typing import Any
 
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
-from harness.run.rundir import redact_argv, scrub, secret_values
+from harness.run.key_handoff import hand_over, remove_key_file
+from harness.run.rundir import REDACTED, append_jsonl, redact_argv, scrub, secret_values
 
 TAIL_LINES = 50
 STOP_NOTE = "  [draftbench: expected on our SIGTERM, a normal stop, not a crash]"
@@ -64,7 +66,9 @@ class Server:
         self.engine = engine_of(plan, variant)
         self.engine_version = engine_version
         self.on_lines = on_lines
-        self.api_key = api_key  # from the environment (inputs.endpoints): passed as --api-key, scrubbed from logs
+        self.api_key = api_key  # from the environment (inputs.endpoints): handed over by file (key_handoff), scrubbed
+        self.key_file: str | None = None  # the 0600 file the server reads its key from, deleted once it is up
+        self.key_in_log = False  # the server wrote the key into its own log on the target (SGLang's ServerArgs)
         self.port: int | None = None
         self.pgid: int | None = None
         self.argv: list[str] = []
@@ -84,9 +88,10 @@ class Server:
 
     # ---- start ---------------------------------------------------------------------------------
     def launch_argv(self, port: int) -> list[str]:
-        """The command this variant's server is started with on `port` (the API key included)."""
+        """The command this variant's server runs on `port`, as recorded and matched for adoption: an API key
+        shows as `--api-key <redacted>` (it is handed over by file, harness.run.key_handoff, never in argv)."""
         argv = self.engine.launch_argv(self.plan, self.variant, port, self.engine_version)
-        return argv + ["--api-key", self.api_key] if self.api_key else argv
+        return argv + ["--api-key", REDACTED] if self.api_key else argv
 
     def _env(self) -> dict[str, str]:
         return {str(k): str(v) for k, v in {**(self.plan.target.env or {}), **(self.variant.env or {})}.items()}
@@ -104,10 +109,18 @@ class Server:
         self.remote_log = f"{rundir}/{self.name}.log"
         pid_path = f"{rundir}/{self.name}.pgid"
         env = self._env()
-        self.secrets = secret_values(env, self.argv)
+        self.secrets = self._secrets(env)
+        spawn_argv = self.engine.launch_argv(plan, self.variant, self.port, self.engine_version)
+        if self.api_key:
+            spawn_argv, self.key_file = await hand_over(self.target, self.engine, spawn_argv, self.api_key,
+                                                        f"{rundir}/{self.name}")
         self.started_at = time.monotonic()
-        self.pgid = await self.target.spawn(self.argv, env=env, cwd=workdir, log_path=self.remote_log,
-                                            pid_path=pid_path)
+        try:
+            self.pgid = await self.target.spawn(spawn_argv, env=env, cwd=workdir, log_path=self.remote_log,
+                                                pid_path=pid_path)
+        except BaseException:
+            await remove_key_file(self.target, self.key_file)
+            raise
         self._record_start(pid_path)
         await self._attach(offset=0)
 
@@ -119,16 +132,21 @@ class Server:
         self.port, self.pgid = int(kept.port), int(kept.pgid)
         self.argv = self.launch_argv(self.port)
         self.remote_log = kept.remote_log
-        self.secrets = secret_values(self._env(), self.argv)
+        self.secrets = self._secrets(self._env())
         self.started_at = time.monotonic()
         self._record_start(kept.pid_path, adopted_from=kept.started_by)
         size = await self.target.run(["wc", "-c", self.remote_log], timeout=30)
         await self._attach(offset=int(size.stdout.split()[0]) if size.rc == 0 and size.stdout.strip() else 0)
 
+    def _secrets(self, env: dict[str, str]) -> list[str]:
+        found = set(secret_values(env, self.argv)) | ({self.api_key} if self.api_key else set())
+        return sorted(found - {REDACTED}, key=len, reverse=True)  # argv shows the key as <redacted>
+
     def _record_start(self, pid_path: str, **extra: Any) -> None:
         self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
                       "remote_log": self.remote_log, "pid_path": pid_path, "target": self.target.name,
-                      "state": "started", **extra, "wall": round(time.time(), 3)})
+                      "ssh_port": getattr(self.plan.target, "ssh_port", None), "harness_pid": os.getpid(),
+                      "harness_host": platform.node(), "state": "started", **extra, "wall": round(time.time(), 3)})
 
     async def _attach(self, *, offset: int) -> None:
         """Follow its log from byte `offset` into the run directory, and reach its port (forwarded)."""
@@ -141,8 +159,7 @@ class Server:
 
     def _record(self, entry: dict[str, Any]) -> None:
         """servers.jsonl in the run directory: what we started, so cleanup and --resume can find it."""
-        with open(self.run_dir / "servers.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(entry) + "\n")
+        append_jsonl(self.run_dir / "servers.jsonl", entry)
 
     async def _follow(self, local_log: Path, offset: int = 0) -> None:
         """Copy the log into the run directory by whole lines (secret values scrubbed: the run directory
@@ -160,7 +177,10 @@ class Server:
             *complete, self._partial = (self._partial + block).split(b"\n")
             if not complete:
                 continue
-            text = scrub(b"\n".join(complete), self.secrets)
+            raw = b"\n".join(complete)
+            text = scrub(raw, self.secrets)
+            if self.api_key and not self.key_in_log and text != raw and self.api_key.encode() in raw:
+                self.key_in_log = True  # the runner warns: the target's own copy holds it
             fh.write(text + b"\n")
             fh.flush()
             lines = [c.decode("utf-8", "replace").rstrip("\r") for c in text.split(b"\n")]
@@ -185,6 +205,8 @@ class Server:
             if self.ready_seen.is_set() or await self.admin.healthy(timeout=5.0):
                 # the log line can precede the HTTP probe by a moment; insist on a real answer
                 if await self.admin.healthy(timeout=30.0):
+                    await remove_key_file(self.target, self.key_file)  # read at start-up: no longer needed
+                    self.key_file = None
                     self.ready_at = time.monotonic()
                     return self.ready_at - (self.started_at or self.ready_at)
             if not await self.target.alive(self.pgid):
@@ -218,6 +240,8 @@ class Server:
             elif keep and self.pgid is not None:
                 self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
         finally:  # also when the target is gone: the follower and the admin session never outlive the server
+            await remove_key_file(self.target, self.key_file)
+            self.key_file = None
             if self._tail_task is not None:
                 # let the follower write the shutdown lines, then stop it (a follower that failed, e.g. on a
                 # lost SSH link, has its error taken here rather than left unretrieved)

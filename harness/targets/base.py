@@ -64,6 +64,8 @@ class Target(Protocol):
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes: ...
 
+    async def write_private(self, path: str, data: bytes) -> None: ...  # mode 0600, data never on a command line
+
     async def close(self) -> None: ...
 
 

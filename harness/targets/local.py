@@ -111,5 +111,17 @@ class LocalTarget(ShellTarget):
         except OSError as exc:
             raise HarnessError(f"local: cannot read {path}: {exc.strerror}") from None
 
+    async def write_private(self, path: str, data: bytes) -> None:
+        """Write a file only its owner can read (a secret handed to a server): created 0600, replaced whole."""
+        path = os.path.expanduser(path)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            raise HarnessError(f"local: cannot write {path}: {exc.strerror}") from None
+
     async def close(self) -> None:
         return None

@@ -39,11 +39,25 @@ class _Client(asyncssh.SSHClient):
 
     def __init__(self) -> None:
         self.untrusted: tuple[str, int, asyncssh.SSHKey] | None = None
+        self.addr = ""
+        self.known_hosts: Any = None  # what the key was checked against (to tell a changed key from a new one)
         self.lost = False
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         self.untrusted = (host, port, key)
+        self.addr = addr
         return False
+
+    def key_changed(self) -> bool:
+        """known_hosts holds a key for this host, only not the one offered."""
+        if self.untrusted is None or self.known_hosts is None:
+            return False
+        host, port, _key = self.untrusted
+        try:
+            trusted = asyncssh.match_known_hosts(self.known_hosts, host, self.addr, port)
+        except (OSError, ValueError, asyncssh.Error):
+            return False
+        return bool(trusted[0] or trusted[1])
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -101,13 +115,17 @@ class SSHTarget(ShellTarget):
         client = _Client()
         where = self._host
         try:
-            options = await asyncssh.SSHClientConnectionOptions.construct(host=self._host, **self._opts)
+            # config=() loads ~/.ssh/config as connect() does: without it HostName and Port read as the alias
+            # and 22, and an error named port 22 for a host reached on another
+            opts = {**self._opts, "config": self._opts.get("config", ())}
+            options = await asyncssh.SSHClientConnectionOptions.construct(host=self._host, **opts)
             if options.known_hosts is None:  # `UserKnownHostsFile none` would turn checking off: refuse that
                 default = os.path.expanduser("~/.ssh/known_hosts")
                 options = asyncssh.SSHClientConnectionOptions(
                     options, known_hosts=default if os.path.isfile(default) else b""
                 )
             where = f"{options.host}:{options.port}"  # after ~/.ssh/config (HostName, Port)
+            client.known_hosts = options.known_hosts
             conn = await asyncssh.connect(
                 self._host,
                 port=self._opts.get("port", ()),
@@ -123,11 +141,20 @@ class SSHTarget(ShellTarget):
         dest = f"ssh {self.name}"
         if isinstance(exc, asyncssh.HostKeyNotVerifiable) and client.untrusted:
             host, port, key = client.untrusted
+            offered = f"{key.get_algorithm()} {key.get_fingerprint('sha256')}"
+            if client.key_changed():  # never advise trusting it blindly: this is what an attack looks like
+                entry = f"[{host}]:{port}" if port != 22 else host
+                return _NoRetry(
+                    f"{dest}: the host key of {host}:{port} CHANGED: known_hosts has another key for it and "
+                    f"the host offered {offered}. Someone may be intercepting the connection, or the host was "
+                    f"reinstalled: confirm that fingerprint with its administrator before removing the old "
+                    f"entry (`ssh-keygen -R '{entry}'`) and connecting once with `ssh`."
+                )
             scan = f"ssh-keyscan -p {port} {host}" if port != 22 else f"ssh-keyscan {host}"
             return _NoRetry(
-                f"{dest}: host key of {host}:{port} is not trusted ({key.get_algorithm()} "
-                f"{key.get_fingerprint('sha256')}): it is not in known_hosts, or it changed. If that is the "
-                f"right host, accept it with `{scan} >> ~/.ssh/known_hosts` or by connecting once with `ssh`."
+                f"{dest}: host key of {host}:{port} is not trusted ({offered}): it is not in known_hosts. If "
+                f"that fingerprint is the host's, accept it with `{scan} >> ~/.ssh/known_hosts` or by "
+                f"connecting once with `ssh`."
             )
         if isinstance(exc, asyncssh.PermissionDenied):
             return _NoRetry(f"{dest}: authentication failed (keys and ssh-agent only, no passwords): {exc}")
@@ -246,6 +273,22 @@ class SSHTarget(ShellTarget):
         if rc != 0:
             raise HarnessError(f"ssh {self.name}: cannot read {path}: {err.strip()[:300]}")
         return out
+
+    async def write_private(self, path: str, data: bytes) -> None:
+        """Write a file only its owner can read: the bytes go over the channel's stdin, never on a command line."""
+        q = quote_path(path)
+        cmd = command_line(["sh", "-c", f"umask 077 && rm -f {q} && cat > {q}"], timeout=60)
+
+        async def op(conn: asyncssh.SSHClientConnection) -> tuple[int | None, str]:
+            res = await conn.run(cmd, input=data, encoding=None, timeout=70)
+            return res.returncode, bytes(res.stderr or b"").decode("utf-8", "replace")
+
+        try:
+            rc, err = await self._call(op)
+        except (asyncssh.Error, OSError) as exc:
+            raise HarnessError(f"ssh {self.name}: cannot write {path}: {getattr(exc, 'reason', None) or exc}") from None
+        if rc != 0:
+            raise HarnessError(f"ssh {self.name}: cannot write {path}: {err.strip()[:300]}")
 
     # --- tail ---------------------------------------------------------------------------------------
 

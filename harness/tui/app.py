@@ -24,6 +24,7 @@ from textual.worker import Worker, WorkerState
 
 from harness.analysis.engines_table import stand_ins
 from harness.common.errors import InputError
+from harness.common.terminal import clean
 from harness.tui import messages as msg
 from harness.tui.dialogs import HelpScreen, key_help
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
@@ -109,6 +110,13 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         self.run_thread: RunThread | RunProcess | None = None
         self.run_dir: str | None = None
         self.run_variants: tuple[str, ...] = ()  # the variants of the run going or last run
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """Every notification is plain text: its words come from servers, suites and error messages, and a
+        log line like `[/models/x]` read as markup raised MarkupError. Control characters made visible."""
+        super().notify(clean(message), title=clean(title, one_line=True), severity=severity, timeout=timeout,
+                       markup=False)
 
     # ---- startup ------------------------------------------------------------------------------------------
     def on_mount(self) -> None:
@@ -276,10 +284,11 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
 
     @on(msg.ServerLogLines)
     def _server_log(self, m: msg.ServerLogLines) -> None:
-        self.log_buffers.setdefault(m.variant, deque(maxlen=LOG_LINES)).extend(m.lines)
+        lines = tuple(clean(ln, one_line=True) for ln in m.lines)  # a server's bytes, shown: no escapes
+        self.log_buffers.setdefault(m.variant, deque(maxlen=LOG_LINES)).extend(lines)
         screen = self._mounted("servers")
         if screen is not None:
-            screen.append_log(m.variant, m.lines)
+            screen.append_log(m.variant, lines)
 
     @on(msg.AlarmRaised)
     def _alarm(self, m: msg.AlarmRaised) -> None:

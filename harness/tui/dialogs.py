@@ -9,6 +9,8 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from harness.common.terminal import clean
+
 HELP_PER_LINE = 3
 HELP_KEY_W, HELP_DESC_W = 7, 20
 
@@ -162,7 +164,7 @@ class ReportScreen(ModalScreen[None]):
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
-        self.title_text, self.text = title, text
+        self.title_text, self.text = title, clean(text)  # findings and reports quote servers and suites
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog report-dialog"):

@@ -26,6 +26,10 @@ class SGLangEngine:
     ready_line = READY_LINE
     phase_columns = tuple(prom.COLUMNS)
     accept_needs_flush = True
+    # SGLang reads its key from no variable (srt/server_args.py: api_key is a plain server arg), but reads its
+    # server args from `--config FILE` (srt/server_args_config_parser.py, .yaml/.yml/.json)
+    api_key_env = None
+    api_key_file_flag = "--config"
 
     async def detect_version(self, plan: Any, target: Any) -> str | None:
         """The version that decides flag spellings: the stand-in's, the plan's pin, or asked on the target."""

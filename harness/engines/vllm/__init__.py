@@ -23,6 +23,8 @@ class VLLMEngine:
     ready_line = READY_LINE
     phase_columns = tuple(metrics.COLUMNS)
     accept_needs_flush = False  # acceptance is a /metrics counter delta over the phase
+    api_key_env = "VLLM_API_KEY"  # entrypoints/openai/api_server.py: `args.api_key or envs.VLLM_API_KEY`
+    api_key_file_flag = None
 
     async def detect_version(self, plan: Any, target: Any) -> str | None:
         t = plan.target

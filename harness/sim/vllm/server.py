@@ -302,7 +302,17 @@ def build_app(sim: Sim) -> web.Application:
     async def completions(request: web.Request) -> web.StreamResponse:
         return await _complete(request, False)
 
-    app = web.Application(middlewares=[access_log])
+    # As vLLM: `--api-key` wins over VLLM_API_KEY; every /v1 route wants `Authorization: Bearer KEY`.
+    token = sim.ns.api_key or os.environ.get("VLLM_API_KEY") or None
+
+    @web.middleware
+    async def authentication(request: web.Request, handler: Any) -> web.StreamResponse:
+        if token and request.method != "OPTIONS" and request.path.startswith("/v1") \
+                and request.headers.get("Authorization") != f"Bearer {token}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return await handler(request)
+
+    app = web.Application(middlewares=[access_log, authentication])
     app[SIM] = sim
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)

@@ -11,6 +11,7 @@ from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Stati
 
 from harness.analysis.runs import parse_concurrency, suite_names
 from harness.common.errors import InputError
+from harness.common.terminal import clean
 from harness.tui.messages import CancelRequested, RunRequested
 from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ProgressSnapshot, RunChoice
@@ -92,14 +93,14 @@ class RunScreen(SectionScreen):
     def _show_alarms(self, lines: tuple[str, ...]) -> None:
         shown = self.query_one("#run-alarms", Static)
         shown.display = bool(lines)
-        shown.update("\n".join(f"! {ln}" for ln in lines[-4:]))  # the newest; all are in Servers' detail
+        shown.update("\n".join(f"! {clean(ln, one_line=True)}" for ln in lines[-4:]))  # the newest; all are in Servers' detail
 
     def _show_nodes(self, nodes: dict[str, tuple[str, tuple[str, ...], str]]) -> None:
         """A plan with several targets: each node's state and the variants it measures."""
         shown = self.query_one("#run-nodes", Static)
         shown.display = bool(nodes)
-        shown.update("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}" + (f"  ({detail})" if detail else "")
-                               for node, (state, variants, detail) in nodes.items()))
+        shown.update(clean("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}" + (f"  ({detail})" if detail else "")
+                                     for node, (state, variants, detail) in nodes.items())))
 
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)

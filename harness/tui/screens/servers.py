@@ -8,6 +8,7 @@ from textual.binding import Binding
 from textual.markup import escape
 from textual.widgets import DataTable, Static
 
+from harness.common.terminal import clean
 from harness.tui.messages import ServerActionRequested
 from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ServerView
@@ -61,9 +62,9 @@ class ServersScreen(SectionScreen):
         if view is None:
             self.query_one("#server-detail", Static).update("")
             return
-        parts = [f"[b]{a.severity}[/b] {escape(a.code)}: {escape(a.text)}" for a in view.alarms]
+        parts = [f"[b]{a.severity}[/b] {escape(clean(a.code))}: {escape(clean(a.text))}" for a in view.alarms]
         if view.state == "failed" and view.detail:
-            parts.append("[b]failed[/b]: " + escape(view.detail.strip().splitlines()[0]))
+            parts.append("[b]failed[/b]: " + escape(clean(view.detail.strip().splitlines()[0])))
         self.query_one("#server-detail", Static).update("\n".join(parts) or "no alarms")
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:

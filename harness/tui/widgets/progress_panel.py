@@ -6,6 +6,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import ProgressBar, Static
 
+from harness.common.terminal import clean
 from harness.tui.state import ProgressSnapshot
 
 
@@ -38,12 +39,13 @@ class ProgressPanel(Vertical):
             "idle: choose suites, variants, concurrency and max tokens, then ctrl+r",
             id="run-status",
             classes="pane-title",
+            markup=False,  # phase names come from suites
         )
         yield ProgressBar(total=1, show_eta=False, id="run-bar")  # not indeterminate: that one animates
-        yield Static("", id="run-numbers")
+        yield Static("", id="run-numbers", markup=False)
 
     def show_status(self, text: str) -> None:
-        self.query_one("#run-status", Static).update(text)
+        self.query_one("#run-status", Static).update(clean(text))  # may quote a server's failure
 
     def show_progress(self, p: ProgressSnapshot | None, now: float | None = None) -> None:
         bar = self.query_one("#run-bar", ProgressBar)

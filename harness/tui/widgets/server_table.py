@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from harness.tui.state import ServerView
-from harness.tui.widgets.table import Table
+from harness.tui.widgets.table import Table, plain_cell
 
 COLUMNS = [
     ("variant", "variant"),
@@ -90,7 +90,7 @@ class ServerTable(Table):
                     self.add_row(*(cells[k] for k, _ in COLUMNS), key=name)
                     continue
                 for key, value in cells.items():
-                    if self.get_cell(name, key) != value:
+                    if self.get_cell(name, key) != plain_cell(value):
                         self.update_cell(name, key, value, update_width=True)
             for key in [k for k in self.rows if k.value not in views]:
                 self.remove_row(key)
