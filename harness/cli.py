@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import harness
+from harness.cli_gate import add_no_check, gate, stop_rule  # noqa: F401  (the shells import them from here)
 from harness.common.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILURES,
@@ -105,24 +106,6 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("plan", nargs="?")
     tui.add_argument("--results-dir", default="results")
     return p
-
-
-def add_no_check(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-check", action="store_true", help="skip the preflight (`draftbench check`) that "
-                   "otherwise stops the command on an error before any server starts")
-
-
-def gate(plan, where: str | None, args: argparse.Namespace, variants=None) -> None:
-    """The preflight of a command that starts servers (harness.run.gate); PreflightFailed: exit 2."""
-    if getattr(args, "no_check", False):
-        return
-    from harness.checks.expected import is_expected
-    from harness.run.gate import require_preflight
-
-    found = asyncio.run(require_preflight(plan, where, variants=variants, resume_dir=getattr(args, "resume", None)))
-    for f in found:  # why a deliberately wrong arm runs anyway
-        if is_expected(f) and (variants is None or f.variant in variants):
-            say(f"note: variant '{f.variant}' runs as the plan expects: {f.what}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,24 +207,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     gate(plan, args.resume or given, args)
-    _stop_rule(plan, args)
+    stop_rule(plan, args)
     return _execute(plan, args.results_dir, args.keep_servers, args.resume)
-
-
-def _stop_rule(plan, args: argparse.Namespace) -> None:
-    """--until-decided and --budget onto the plan's run settings; the budget planned before any start."""
-    from harness.cli_tune import _duration
-    from harness.run.budget import plan_budget
-
-    if getattr(args, "until_decided", False):
-        plan.run.stop = "decided"
-        plan.run.max_repeats = max(plan.run.max_repeats, plan.run.repeats)
-    if getattr(args, "budget", None):
-        try:
-            plan.run.budget_s = _duration(args.budget)
-        except argparse.ArgumentTypeError as exc:
-            raise InputError(None, None, "--budget", str(exc)) from None
-        say(plan_budget(plan, args.results_dir, plan.run.budget_s).words())
 
 
 def _demo(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     be.add_argument("--concurrency", type=_ints, default=None, metavar="N,M",
                     help="concurrencies (default: the plan's)")
     be.add_argument("--results-dir", default="results")
-    from harness.cli import add_no_check
+    from harness.cli_gate import add_no_check
 
     add_no_check(be)
 
@@ -48,7 +48,8 @@ def _breakeven(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from harness.analysis.breakeven import render_forced_table
-    from harness.cli import _load_plan, gate
+    from harness.cli import _load_plan
+    from harness.cli_gate import gate
     from harness.run.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
     from harness.run.progress import consume
 

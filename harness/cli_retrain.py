@@ -30,7 +30,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("--retry-errors", action="store_true", help="try rows recorded as errors again")
     rg.add_argument("--request-timeout", type=float)
     rg.add_argument("--results-dir", default="results")
-    from harness.cli import add_no_check
+    from harness.cli_gate import add_no_check
 
     add_no_check(rg)
 
@@ -78,7 +78,7 @@ def _regen(args: argparse.Namespace) -> int:
     if not Path(args.input).exists():
         raise InputError(args.input, None, None, "input file not found")
     if not args.endpoint:  # it starts the plan's baseline server(s): their preflight first
-        from harness.cli import gate
+        from harness.cli_gate import gate
 
         gate(plan, args.plan, args, variants=[plan.baseline.name])
 

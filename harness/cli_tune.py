@@ -55,7 +55,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tn.add_argument("--verify-top", type=int, default=1, help="winners per concurrency given a full paired run")
     tn.add_argument("--no-preflight", action="store_true", help="skip preflight of the grid")
     tn.add_argument("--results-dir", default="results")
-    from harness.cli import add_no_check
+    from harness.cli_gate import add_no_check
 
     add_no_check(tn)
     tn.add_argument("--resume", metavar="TUNE_DIR", help="continue an interrupted tune")
@@ -103,7 +103,7 @@ def _tune(args: argparse.Namespace) -> int:
         tuned = next((v for v in plan.variants if v.name == args.variant), None) if args.variant else \
             next((v for v in plan.variants if v.drafter is not None), None)
         if tuned is not None:  # the plan's own arms first; the grid's configs get tune's own preflight
-            from harness.cli import gate
+            from harness.cli_gate import gate
 
             gate(plan, args.plan, args, variants=[tuned.name, plan.baseline_of(tuned).name])
     else:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from harness.analysis.records import CsvAppender
 from harness.inputs.config import load_plan
+from harness.run.run_record import on_lines
 from harness.run.runner import SERVER_WINDOW_COLUMNS, _Run
 
 DECODE = ("[2026-11-29 14:41:53] Decode batch, #running-req: 1, #token: 237, token usage: 0.00, accept len: 1.00, "
@@ -26,7 +27,7 @@ def test_lines_after_the_stop_keep_their_numbers(tmp_path):
 
     def deliver(lines):  # what Server._follow_into does: count, then hand on
         server.lines_seen += len(lines)
-        run._on_lines("eagle3", lines)
+        on_lines(run, "eagle3", lines)
 
     run.servers.append(server)
     run._log_owner["eagle3"] = server

@@ -32,3 +32,19 @@ async def drain(start: Callable[[Emit], Awaitable[None]], *, name: str) -> Async
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await asyncio.shield(task)
+
+
+async def finish(aw: Awaitable[Any]) -> bool:
+    """Await `aw` to its end even when this task is cancelled meanwhile: cleanup (stopping servers) must finish
+    what it started, or a server is left on the GPU. Returns whether a cancellation arrived, so that the
+    caller re-raises it once the rest of its cleanup is done."""
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(task)
+            return cancelled
+        except asyncio.CancelledError:
+            if task.cancelled():  # the work itself was cancelled: nothing left to wait for
+                return True
+            cancelled = True

@@ -9,20 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import platform
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import harness
 from harness.analysis import attempts as tries
 from harness.analysis.alarms import AlarmTracker
 from harness.analysis.outputs import OUTPUT_COLUMNS
 from harness.analysis.records import RECORD_COLUMNS, CsvAppender, make_record
 from harness.common import events as ev
-from harness.common.aio import drain
+from harness.common.aio import drain, finish
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
 from harness.run.adopt import launch
@@ -34,16 +32,13 @@ from harness.run.kept import gpu_has_room, reap_leftovers
 from harness.run.key_handoff import key_in_log_warning
 from harness.run.lock import RunDirLock
 from harness.run.run_phases import one_off, phase_id, plan_phases, rate_phase_id, sizer_for  # noqa: F401
+from harness.run.run_record import log_catch_up, on_lines, summarise_at_end, write_provenance
 from harness.run.rundir import (
     PHASE_COLUMNS,
     SERVER_WINDOW_COLUMNS,
-    WINDOW_COLUMNS,
     append_jsonl,
-    mark_incomplete,
     new_run_dir,
     redact_argv,
-    redact_plan,
-    write_json,
 )
 from harness.run.server import Server, ServerFailed, stopped_detail
 from harness.run.sizing import sized_passes
@@ -135,7 +130,7 @@ class _Run:
                 engine = engine_of(plan, variant)
                 if engine.name not in self.versions:
                     self.versions[engine.name] = await engine.detect_version(plan, self.target)
-            self._write_provenance(self.versions, status="running")
+            write_provenance(self, self.versions, status="running")
             for variant in plan.variants:  # a missing API key variable fails here, before any server starts
                 api_key(plan, variant)
             per_variant = requests_per_pass(plan) * plan.run.repeats
@@ -160,32 +155,22 @@ class _Run:
             complete = self.failures == 0
         finally:
             self.parked.clear()
-            await asyncio.shield(asyncio.gather(*(self._stop(s) for s in list(self.servers)), return_exceptions=True))
+            # every server is stopped, together, even when this task is cancelled meanwhile (a closed generator,
+            # a second Ctrl-C): the cancellation is re-raised once the files are closed and the summary written
+            cancelled = await finish(asyncio.gather(*(self._stop(s) for s in list(self.servers)),
+                                                    return_exceptions=True))
             for f in (self.records, self.phases, self.windows, self.attempts,
                       *([self.outputs] if self.outputs else [])):
                 f.close()
-            summary_csv = self._summarise(complete)
+            summary_csv = summarise_at_end(self, complete)
             if self.own_target and self.target is not None:
                 with contextlib.suppress(Exception):
                     await self.target.close()
+            if cancelled:
+                raise asyncio.CancelledError
         self.emit(ev.RunDone(str(self.run_dir), complete and bool(summary_csv), self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
 
-    def _write_provenance(self, versions: dict[str, str | None], status: str) -> None:
-        if not (self.resume_dir and (self.run_dir / "plan.resolved.json").exists()):  # a resume keeps the run's plan
-            write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
-        write_json(self.run_dir / "provenance.json", {
-            "draftbench_version": harness.__version__, "run_id": self.run_id, "status": status,
-            "plan": self.plan.name, "plan_file": str(Path(getattr(self.plan, "source_path", "")).resolve()),
-            "target": self.plan.target.host, "target_workdir": str(self.plan.target.workdir),
-            "simulated": bool(self.plan.target.simulated),
-            "servers_not_started": [v.name for v in self.plan.variants if v.is_existing],
-            "engine_versions": versions,  # engine name -> version, as detected before the first start
-            "client_host": platform.node(),
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        })
-
-    # ------------------------------------------------------------------------------------------------
     async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None,
                            only: set[int] | None = None, park: bool = False) -> None:
         """Measure `variant`'s phases (those of `repeats` at the concurrencies `only`, default all). `park`:
@@ -218,7 +203,7 @@ class _Run:
         server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
             if variant.is_existing else \
             Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir, engine_version=version,
-                   on_lines=lambda lines, s=name: self._on_lines(s, lines), api_key=key)
+                   on_lines=lambda lines, s=name: on_lines(self, s, lines), api_key=key)
         self.servers.append(server)
         self._log_owner[name] = server
         if self.parked and not gpu_has_room(self.plan, len(self.parked)):
@@ -377,7 +362,7 @@ class _Run:
         accept = server_side.pop("server_accept_len", None)  # the phase's counter delta, where the engine has one
         if accept is None:
             accept = engine.server_accept_len(info)
-        await self._log_catch_up(server, mark)
+        await log_catch_up(server, mark)
         self.phase_tag[name] = None
         passes = sizer.passes if sizer is not None else 1
         if sizer is not None and sizer.fixed_passes is None:
@@ -396,47 +381,6 @@ class _Run:
                              engine.request_spec)
             self.phase_tag[name] = None
 
-    async def _log_catch_up(self, server: Server, mark: int, timeout: float = 2.0) -> None:
-        """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
-        deadline = time.monotonic() + timeout if getattr(server, "has_log", True) else 0.0
-        while time.monotonic() < deadline:
-            new = server.lines_seen - mark
-            if new > 0 and any("server_info" in ln for ln in list(server.last_lines)[-min(new, 50):]):
-                return
-            await asyncio.sleep(0.02)
-
-    # ------------------------------------------------------------------------------------------------
-    def _on_lines(self, variant: str, lines: list[str]) -> None:
-        server = self._log_owner.get(variant)
-        first = (server.lines_seen if server else len(lines)) - len(lines) + 1
-        self.emit(ev.ServerLog(variant, tuple(lines)))
-        tag = self.phase_tag.get(variant)
-        engine = getattr(server, "engine", None) or engine_of(
-            self.plan, next((v for v in self.plan.variants if v.name == variant), None))
-        for i, text in enumerate(lines):
-            w = engine.parse_log_line(text, first + i)
-            if w is None:
-                continue
-            row = {"variant": variant, "phase": tag or ""}
-            row.update({k: getattr(w, k) for k in WINDOW_COLUMNS if hasattr(w, k)})
-            self.windows.append(row)
-            self.emit(ev.LogWindow(variant, w, tag))
-            for alarm in self.alarms.feed(variant, w):
-                self.emit(alarm)
-
     # ------------------------------------------------------------------------------------------------
     def _write_variant_meta(self, meta: dict[str, Any]) -> None:
         append_jsonl(self.run_dir / "variants.jsonl", meta)
-
-    def _summarise(self, complete: bool) -> str:
-        from harness.analysis.summary import load_summary, summarise_run
-
-        try:
-            path = summarise_run(self.run_dir, complete=complete)
-        except Exception as exc:  # a broken summary must not lose the records: they are on disk
-            self.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
-            mark_incomplete(self.run_dir)  # provenance must not read "running" after the run has ended
-            return ""
-        for alarm in self.alarms.compare(load_summary(self.run_dir)):
-            self.emit(alarm)
-        return str(path)
