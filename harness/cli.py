@@ -27,6 +27,11 @@ from harness.common.errors import (
 from harness.common.terminal import clean
 
 
+def _add_wide(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true", help="the table with every column (summary.csv has them "
+                   "all), not only those that decide")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.",
                                 epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--results-dir", default="results")
     demo.add_argument("--keep-servers", action="store_true")
     add_no_check(demo)
+    _add_wide(demo)
 
     run = sub.add_parser("run", help="run a plan: start servers, replay suites, compare")
     run.add_argument("plan", nargs="?", help="plan YAML file")
@@ -51,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--budget", metavar="DURATION", help="wall-clock budget (90s, 20m, 2h): planned before "
                      "any server starts; no look is started that it cannot pay for")
     add_no_check(run)
+    _add_wide(run)
 
     pl = sub.add_parser("parse-log", help="parse SGLang Decode/Prefill log lines into a CSV")
     pl.add_argument("file")
@@ -64,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     sm = sub.add_parser("summary", help="print the comparison table of a finished run")
     sm.add_argument("run_dir")
     sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
+    _add_wide(sm)
 
     cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change, "
                           "and whether B's tok/s differs from A's for real (ratio, 95%% CI, verdict)")
@@ -208,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     gate(plan, args.resume or given, args)
     stop_rule(plan, args)
-    return _execute(plan, args.results_dir, args.keep_servers, args.resume)
+    return _execute(plan, args.results_dir, args.keep_servers, args.resume, args.wide)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -216,10 +224,10 @@ def _demo(args: argparse.Namespace) -> int:
 
     plan = prepare_demo(args.results_dir)
     gate(plan, "plans/demo.yaml", args)
-    return _execute(plan, args.results_dir, args.keep_servers, None)
+    return _execute(plan, args.results_dir, args.keep_servers, None, args.wide)
 
 
-def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
+def _execute(plan, results_dir: str, keep: bool, resume: str | None, wide: bool = False) -> int:
     from harness.common import events as ev
     from harness.run.left_running import results_dir_notices, run_dir_notices
     from harness.run.progress import consume
@@ -246,7 +254,7 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None) -> int:
             events = run_multi(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
         else:
             events = run_plan(plan, results_dir=results_dir, keep_servers=keep, resume_dir=resume)
-        return await consume(watch(events))
+        return await consume(watch(events), wide=wide)
 
     def left() -> list[str]:
         """Servers this run started and did not stop (cut short, or the target lost)."""
@@ -327,7 +335,7 @@ def _summary(args: argparse.Namespace) -> int:
     if missing is not None:  # the mark comes first, with what is missing, then the rows the run has
         print(clean(missing.headline()))
         print(clean("\n".join(f"  {line}" for line in missing.lines())))
-    print(clean(render_table(df)))
+    print(clean(render_table(df, wide=args.wide)))
     extra = render_load_tables(run_dir)
     if extra:
         print(clean(extra))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import pandas as pd
 
+from harness.analysis import table_notes as notes
 from harness.analysis.engines_table import engines_of, stand_ins
-from harness.analysis.forced import forced_note, without_forced
+from harness.analysis.forced import without_forced
 
 TABLE_COLUMNS = [
     ("variant", "variant", "{}"),
@@ -27,6 +29,17 @@ TABLE_COLUMNS = [
     ("verdict", "verdict", "{}"),
     ("break_even_accept_len", "break-even AL", "{:.2f}"),
     ("output_match", "same output", "{:.2f}"),
+]
+# the columns that decide, the table's default (`--wide`: all of TABLE_COLUMNS); summary.csv keeps every column
+DEFAULT_KEYS = ("variant", "engine", "compared_with", "concurrency", "accept_len", "tok_s", "speedup",
+                "speedup_ci", "verdict", "break_even_accept_len")
+LEGEND_WIDTH = 110
+MARKS_LEGEND = [
+    "CI: 95% interval of the speedup (the stopping rule's look level when shown)",
+    "verdict: faster/slower (CI above/below 1.00x), equivalent (CI inside the band), undecided (too wide: the "
+    "reason says what decides it), too-short",
+    "* fastest at that concurrency with a faster verdict   ! slower verdict",
+    "break-even AL: accept length needed at this variant's measured step cost to match the baseline",
 ]
 
 
@@ -55,37 +68,7 @@ def table_cell(row: Any, col: str, spec: str) -> str:
 
 def verdict_notes(row: Any) -> list[str]:
     """What the verdict columns add to a row's note (the CLI table and the TUI share it)."""
-    notes = []
-    if row.get("too_short") is True or str(row.get("too_short")) == "True" \
-            or str(row.get("verdict_reason")).startswith("too short to decide"):  # this row's or its baseline's
-        notes.append("too short to decide")
-    mif, conc = row.get("mean_in_flight"), row.get("concurrency")
-    if fmt_cell(mif, "{}") != "-" and conc and float(mif) < 0.75 * float(conc):
-        notes.append(f"{float(mif):.1f} in flight on average, not {float(conc):.0f}")
-    return notes
-
-
-def spec_notes(row: Any) -> list[str]:
-    """Where the accept length came from, forced acceptance, the batch the break-even holds for, output
-    divergence and failed cache flushes (the CLI table and the TUI share it)."""
-    forced = forced_note(row)
-    notes = [forced] if forced else []
-    source = str(row.get("accept_len_source") or "")
-    if source == "probe":
-        notes.append("accept len: untimed replay, checked")
-    elif source == "probe-unchecked":
-        notes.append("accept len: untimed replay, unchecked")
-    batch, conc = row.get("break_even_batch"), row.get("concurrency")
-    if fmt_cell(batch, "{}") != "-" and conc and float(conc) > 1:
-        notes.append(f"break-even at batch {float(batch):.0f}")
-    match, first = row.get("output_match"), row.get("first_divergence")
-    if fmt_cell(match, "{}") != "-" and float(match) < 1.0:
-        where = f", first at char {float(first):.0f} (median)" if fmt_cell(first, "{}") != "-" else ""
-        notes.append(f"output differs from the baseline{where}")
-    flush = row.get("flush_failed")
-    if fmt_cell(flush, "{}") != "-" and float(flush) > 0:
-        notes.append(f"cache flush failed before {float(flush):.0f} phase(s)")
-    return notes
+    return [n.text for n in notes.verdict_notes(row)]
 
 
 def grid(headers: list[str], rows: list[list[str]]) -> str:
@@ -111,50 +94,112 @@ def best_variant(df: pd.DataFrame, concurrency: int) -> str | None:
     return str(rows.loc[pd.to_numeric(rows["tok_s"]).idxmax(), "variant"])
 
 
-def render_table(df: pd.DataFrame) -> str:
+def table_columns(df: pd.DataFrame, wide: bool = False) -> list[tuple[str, str, str]]:
+    """(summary column, header, format) of the table: the deciding ones, or with `wide` all of them; a table
+    across engines says each row's engine and baseline."""
+    columns = list(TABLE_COLUMNS)
+    if len(engines_of(df)) > 1:
+        columns[1:1] = [("engine", "engine", "{}"), ("compared_with", "vs", "{}")]
+    return columns if wide else [c for c in columns if c[0] in DEFAULT_KEYS]
+
+
+def render_table(df: pd.DataFrame, wide: bool = False) -> str:
     """Variants as rows; the fastest variant with a `faster` verdict per concurrency marked '*', variants
-    with a `slower` verdict marked '!' with their break-even accept length."""
+    with a `slower` verdict marked '!' with their break-even accept length. The deciding columns (`wide`: all
+    of them), a row's notes in plain words (one a line, the first on the row's own line), and under the table
+    a legend of the marks, the CI and verdict words and each kind of note that appears."""
     if df.empty:
         return "(no results)"
     if "node" in df.columns and df["node"].nunique() > 1:  # a run over several nodes: name the node
         df = df.assign(variant=df["variant"].astype(str) + "@" + df["node"].astype(str))
-    columns = list(TABLE_COLUMNS)
-    if len(engines_of(df)) > 1:  # a table across engines says each row's engine and baseline
-        columns[1:1] = [("engine", "engine", "{}"), ("compared_with", "vs", "{}")]
+    columns = table_columns(df, wide)
     headers = [h for _, h, _ in columns] + ["note"]
     body: list[list[str]] = []
+    kinds: set[str] = set()
     for _, row in df.iterrows():
         cells = [table_cell(row, col, spec) for col, _, spec in columns]
-        note = []
-        if str(row.get("status")) == "failed":
-            if str(row.get("concurrency")) in ("0", "0.0"):  # it never measured: no concurrency to show
-                cells[[c for c, _, _ in columns].index("concurrency")] = "-"
-            why = row.get("failure_reason")
-            note.append("FAILED" + (f": {why}" if fmt_cell(why, "{}") != "-" else ""))
+        if str(row.get("status")) == "failed" and str(row.get("concurrency")) in ("0", "0.0"):
+            cells[[c for c, _, _ in columns].index("concurrency")] = "-"  # it never measured: no concurrency
         if row.get("variant") == best_variant(df, row.get("concurrency")):
             cells[0] = "*" + cells[0]
-        if row.get("slower_than_baseline") is True or str(row.get("slower_than_baseline")) == "True":
+        if notes.is_true(row.get("slower_than_baseline")):
             cells[0] = "!" + cells[0]
-            note.append("slower than baseline")
-        note += verdict_notes(row)
-        note += spec_notes(row)
-        al = row.get("accept_len")
-        if al is not None and not (isinstance(al, float) and math.isnan(al)) and float(al) <= 1.005:
-            note.append("drafter inert (accept len 1.00)")
-        agree = row.get("accept_sources_agree")
-        if agree is False or str(agree) == "False":
-            note.append("accept-len sources disagree")
-        body.append(cells + ["; ".join(note)])
-    out = grid(headers, body).split("\n")
+        row_notes = notes.row_notes(row) or [notes.Note("", "")]
+        kinds.update(n.kind for n in row_notes)
+        body.append(cells + [row_notes[0].text])
+        body += [[""] * len(cells) + [n.text] for n in row_notes[1:]]  # one note a line, under the first
+    out = [line.rstrip() for line in grid(headers, body).split("\n")]
     if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
         out.insert(0, f"SIMULATED: numbers from draftbench's {stand_ins(engines_of(df))}, not a GPU")
-    out.append("")
-    out.append("CI: 95% interval of the speedup (the stopping rule's look level when shown)   "
-               "verdict: faster/slower (CI above/below 1.00x), equivalent (CI inside the band), undecided "
-               "(too wide: the reason says what decides it), too-short")
-    out.append("* fastest at that concurrency with a faster verdict   ! slower verdict   "
-               "break-even AL: accept length needed at this variant's measured step cost to match the baseline")
+    legend = list(MARKS_LEGEND)
     if "ci_method" in df and bool((df["ci_method"].astype(str) == "bootstrap-windows").any()):
-        out.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between runs, so "
-                   "it stays undecided (run.repeats >= 3, or run.stop: decided)")
+        legend.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between runs, "
+                      "so it stays undecided (run.repeats >= 3, or run.stop: decided)")
+    legend += notes.legend_lines(kinds)
+    out.append("")
+    for line in legend:  # wrapped to the width of a terminal, continuations indented
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out += textwrap.wrap(line, LEGEND_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
     return "\n".join(out)
+
+
+# --- README.md's sample table ------------------------------------------------------------------------------
+
+README_ANCHOR = "replays the seed's story:"  # README.md's sample table is the fenced block right after this line
+
+
+def readme_sample(readme_text: str) -> list[str]:
+    """The lines of README.md's sample table (inside the fences after README_ANCHOR)."""
+    lines = readme_text.splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.rstrip().endswith(README_ANCHOR)), None)
+    if at is None or at + 1 >= len(lines) or lines[at + 1].strip() != "" or not lines[at + 2].startswith("```"):
+        raise ValueError(f"README: no ``` block right after the line ending {README_ANCHOR!r}")
+    end = next((i for i in range(at + 3, len(lines)) if lines[i].startswith("```")), None)
+    if end is None:
+        raise ValueError("README: the sample table's ``` block is not closed")
+    return lines[at + 3:end]
+
+
+def with_readme_sample(readme_text: str, table: str) -> str:
+    """README.md's text with its sample table replaced by `table`."""
+    old = "\n".join(readme_sample(readme_text))
+    return readme_text.replace(f"{README_ANCHOR}\n\n```\n{old}\n```", f"{README_ANCHOR}\n\n```\n{table}\n```", 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.analysis.report SUMMARY_CSV [--wide] [--readme] [--update-readme README.md]`: the
+    table `draftbench summary` prints for that summary.csv; --readme fences it as README.md's sample (from a
+    real demo's summary.csv: tests/fixtures/demo-summary.csv, which tests/test_report_table.py holds the
+    README to); --update-readme writes it into README.md."""
+    import argparse
+    from pathlib import Path
+
+    from harness.common.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, say
+
+    p = argparse.ArgumentParser(prog="python -m harness.analysis.report", description=main.__doc__)
+    p.add_argument("summary_csv")
+    p.add_argument("--wide", action="store_true", help="every column, not only those that decide")
+    p.add_argument("--readme", action="store_true", help="fenced, as README.md's sample block")
+    p.add_argument("--update-readme", metavar="README", help="replace README's sample block with the table")
+    args = p.parse_args(argv)
+    try:
+        path = Path(args.summary_csv)
+        if not path.is_file():
+            raise InputError(str(path), None, None, "summary.csv not found")
+        table = render_table(pd.read_csv(path), wide=args.wide)
+        if args.update_readme:
+            readme = Path(args.update_readme)
+            try:
+                readme.write_text(with_readme_sample(readme.read_text(), table))
+            except (OSError, ValueError) as exc:
+                raise InputError(str(readme), None, None, str(exc)) from None
+            say(f"{readme}: sample table replaced")
+    except InputError as exc:
+        say(f"error: {exc}")
+        return EXIT_BAD_INPUT
+    print(f"```\n{table}\n```" if args.readme else table)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import table_notes
 from harness.analysis.completeness import Missing, missing_parts
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.forced import forced_note, is_forced
@@ -185,13 +186,13 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         if forced:  # first: a forced row's numbers are speed only
             notes.insert(0, forced)
         if slower:
-            notes.append("slower than baseline")
+            notes.append(table_notes.SLOWER)
         notes += verdict_notes(row)
         al = row.get("accept_len")
         if not _missing(al) and float(al) <= 1.005:
-            notes.append("drafter inert (accept len 1.00)")
+            notes.append(table_notes.INERT)
         if str(row.get("accept_sources_agree")) == "False":
-            notes.append("accept-len sources disagree")
+            notes.append(table_notes.DISAGREE)
         rows.append(
             ResultRow(
                 key=f"{row['variant']}@{row['concurrency']}",

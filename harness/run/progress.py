@@ -16,8 +16,9 @@ from harness.run.arrivals import load_label
 PROGRESS_EVERY_S = 2.0
 
 
-async def consume(events: AsyncIterator[Any], *, out=None) -> int:
-    """Drain a run's events; returns the exit code. The table comes from summary.csv, like everywhere."""
+async def consume(events: AsyncIterator[Any], *, out=None, wide: bool = False) -> int:
+    """Drain a run's events; returns the exit code. The table comes from summary.csv, like everywhere
+    (`wide`: every column, not only those that decide)."""
     from harness.analysis.load_report import render_load_tables
     from harness.analysis.report import render_table
     from harness.analysis.summary import load_summary
@@ -76,7 +77,7 @@ async def consume(events: AsyncIterator[Any], *, out=None) -> int:
             say(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
         elif isinstance(e, ev.RunDone):
             if e.summary_csv:
-                print(clean(render_table(load_summary(e.run_dir))), file=out, flush=True)
+                print(clean(render_table(load_summary(e.run_dir), wide=wide)), file=out, flush=True)
                 extra = render_load_tables(e.run_dir)
                 if extra:
                     print(clean(extra), file=out, flush=True)

@@ -1,0 +1,136 @@
+"""The note column of the results table, in plain words, and the legend that explains each kind of note.
+
+A row's notes come from its summary.csv cells (`row_notes`); each note has a kind, and the CLI table prints
+one legend line per kind that appears in it (`legend_lines`), so a reader never meets a note without its
+explanation. The TUI's Results rows (harness.analysis.runs) use the same words for the notes they show."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.forced import forced_note
+
+AGREE_PCT = 5  # harness.analysis.summary.AGREE_TOLERANCE, in percent
+
+INERT = "no draft token accepted (accept len 1.00)"
+DISAGREE = f"accept-length sources differ by over {AGREE_PCT} %"
+SLOWER = "slower than baseline"
+TOO_SHORT = "too short to decide"
+PROBE_CHECKED = "accept len from a second, untimed pass (checked against the server)"
+PROBE_UNCHECKED = "accept len from a second, untimed pass (not checked: no server figure)"
+
+# kind -> its legend line, in the order the legend lists them
+LEGEND = {
+    "failed": "FAILED: the variant measured nothing; the reason says why (its server's last log lines are "
+              "in variants.jsonl)",
+    "forced": "FORCED: a `draftbench breakeven` copy whose server was told to accept that many tokens per "
+              "step: its speed only, never a drafter's result",
+    "slower": f"{SLOWER}: the whole speedup interval lies below 1.00x (the ! mark)",
+    "too-short": f"{TOO_SHORT}: a phase of this row or of its baseline had too few requests or too little "
+                 "steady state for any verdict (summary.csv's verdict_reason says which)",
+    "in-flight": "N in flight on average, not C: the server had fewer requests at once than the concurrency "
+                 "asked for (too few prompts, or a long tail), so the row measures that lighter load",
+    "probe": "accept len from a second, untimed pass: the timed requests did not report it, so the prompts "
+             f"were replayed once more untimed; checked: within {AGREE_PCT} % of the server's own counter",
+    "break-even-batch": "break-even measured at batch N: break-even AL compares step costs at N requests per "
+                        "batch, the batch this variant's decode ran at most",
+    "output-differs": "output differs from the baseline: at temperature 0 a correct drafter leaves the text "
+                      "as the baseline's; char N is where they first differ (median over prompts)",
+    "flush-failed": "cache flush failed: the server's cache and counters were not reset before those "
+                    "phases; the server's accept-length figure leaves them out",
+    "inert": f"{INERT}: the drafter does nothing useful (a wrong algorithm, checkpoint or flags: the "
+             "drafter-inert alarm)",
+    "disagree": f"{DISAGREE}: the per-request stats, the server's counter and its log lines give accept "
+                f"lengths more than {AGREE_PCT} % apart (each in summary.csv's accept_len_* columns)",
+}
+
+
+@dataclass(frozen=True)
+class Note:
+    kind: str  # a key of LEGEND
+    text: str
+
+
+def _given(value: Any) -> bool:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return False
+    return not (isinstance(value, str) and value.strip() in ("", "nan"))
+
+
+def is_true(value: Any) -> bool:
+    return value is True or str(value) == "True"
+
+
+def failed_note(row: Any) -> Note | None:
+    if str(row.get("status")) != "failed":
+        return None
+    why = row.get("failure_reason")
+    return Note("failed", "FAILED" + (f": {why}" if _given(why) else ""))
+
+
+def verdict_notes(row: Any) -> list[Note]:
+    """Too short to decide (this row's or its baseline's phases), and a load lighter than the concurrency."""
+    notes = []
+    if is_true(row.get("too_short")) or str(row.get("verdict_reason")).startswith("too short to decide"):
+        notes.append(Note("too-short", TOO_SHORT))
+    mif, conc = row.get("mean_in_flight"), row.get("concurrency")
+    if _given(mif) and conc and float(mif) < 0.75 * float(conc):
+        notes.append(Note("in-flight", f"{float(mif):.1f} in flight on average, not {float(conc):.0f}"))
+    return notes
+
+
+def spec_notes(row: Any) -> list[Note]:
+    """Where the accept length came from, the batch the break-even holds for, output divergence and failed
+    cache flushes."""
+    notes = []
+    source = str(row.get("accept_len_source") or "")
+    if source == "probe":
+        notes.append(Note("probe", PROBE_CHECKED))
+    elif source == "probe-unchecked":
+        notes.append(Note("probe", PROBE_UNCHECKED))
+    batch, conc = row.get("break_even_batch"), row.get("concurrency")
+    if _given(batch) and conc and float(conc) > 1:
+        notes.append(Note("break-even-batch", f"break-even measured at batch {float(batch):.0f}"))
+    match, first = row.get("output_match"), row.get("first_divergence")
+    if _given(match) and float(match) < 1.0:
+        where = f", first at char {float(first):.0f} (median)" if _given(first) else ""
+        notes.append(Note("output-differs", f"output differs from the baseline{where}"))
+    flush = row.get("flush_failed")
+    if _given(flush) and float(flush) > 0:
+        notes.append(Note("flush-failed", f"cache flush failed before {float(flush):.0f} phase(s)"))
+    return notes
+
+
+def accept_notes(row: Any) -> list[Note]:
+    """A drafter that accepts nothing, and accept-length sources that disagree."""
+    notes = []
+    al = row.get("accept_len")
+    if _given(al) and float(al) <= 1.005:
+        notes.append(Note("inert", INERT))
+    if row.get("accept_sources_agree") is False or str(row.get("accept_sources_agree")) == "False":
+        notes.append(Note("disagree", DISAGREE))
+    return notes
+
+
+def row_notes(row: Any) -> list[Note]:
+    """Every note of a row, in the table's order: forced first (its numbers are speed only), then failure,
+    the verdict's, where the figures come from, the drafter's own."""
+    forced = forced_note(row)
+    notes = [Note("forced", forced)] if forced else []
+    failed = failed_note(row)
+    if failed:
+        notes.append(failed)
+    if is_true(row.get("slower_than_baseline")):
+        notes.append(Note("slower", SLOWER))
+    return notes + verdict_notes(row) + spec_notes(row) + accept_notes(row)
+
+
+def legend_lines(kinds: set[str] | list[str]) -> list[str]:
+    """One line per kind of note that appears, in LEGEND's order; none when no row has a note."""
+    present = set(kinds)
+    lines = [LEGEND[k] for k in LEGEND if k in present]
+    return ["notes:", *(f"  {line}" for line in lines)] if lines else []
