@@ -39,7 +39,7 @@ def test_list_runs_newest_first_and_skips_what_is_not_a_run(tmp_path):
 def test_rows_carry_the_cli_cells_and_marks():
     df = load_summary(RUN_A)
     rows = result_rows(df)
-    cli = render_table(df).splitlines()
+    cli = render_table(df, wide=True).splitlines()  # the TUI's rows carry every column, as `--wide` shows
     for row in rows:
         mark = ("*" if row.winner else "") + ("!" if row.slower else "")
         # the CLI puts "!" before "*"; a variant cannot be both fastest and slower than the baseline
