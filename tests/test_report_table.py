@@ -169,7 +169,7 @@ def test_runs_table_is_wide_on_request(tmp_path, busy_port):
     out = cli("run", str(plan), "--results-dir", "r", "--no-check", "--wide", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert header(out.stdout) == [h for _, h, _ in TABLE_COLUMNS] + ["note"]
-    assert "FAILED: the variant measured nothing" in out.stdout  # the legend of its notes
+    assert "FAILED: the variant's server did not start" in out.stdout  # the legend of its notes
     [run_dir] = run_dirs(tmp_path / "r")
     assert "TTFT p50 ms" not in cli("summary", str(run_dir), cwd=tmp_path).stdout
 

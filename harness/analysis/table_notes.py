@@ -12,9 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.acceptance import AGREE_TOLERANCE
 from harness.analysis.forced import forced_note
 
-AGREE_PCT = 5  # harness.analysis.summary.AGREE_TOLERANCE, in percent
+AGREE_PCT = f"{100 * AGREE_TOLERANCE:g}"  # the probe's check and the sources' agreement (summary.py: the same 5 %)
 
 INERT = "no draft token accepted (accept len 1.00)"
 DISAGREE = f"accept-length sources differ by over {AGREE_PCT} %"
@@ -25,8 +26,8 @@ PROBE_UNCHECKED = "accept len from a second, untimed pass (not checked: no serve
 
 # kind -> its legend line, in the order the legend lists them
 LEGEND = {
-    "failed": "FAILED: the variant measured nothing; the reason says why (its server's last log lines are "
-              "in variants.jsonl)",
+    "failed": "FAILED: the variant's server did not start or did not finish its phases; the reason says "
+              "why (its last log lines are in variants.jsonl)",
     "forced": "FORCED: a `draftbench breakeven` copy whose server was told to accept that many tokens per "
               "step: its speed only, never a drafter's result",
     "slower": f"{SLOWER}: the whole speedup interval lies below 1.00x (the ! mark)",
@@ -35,7 +36,8 @@ LEGEND = {
     "in-flight": "N in flight on average, not C: the server had fewer requests at once than the concurrency "
                  "asked for (too few prompts, or a long tail), so the row measures that lighter load",
     "probe": "accept len from a second, untimed pass: the timed requests did not report it, so the prompts "
-             f"were replayed once more untimed; checked: within {AGREE_PCT} % of the server's own counter",
+             f"were replayed once more untimed; checked: within {AGREE_PCT} % of the timed pass's server "
+             "counter (else its log lines); not checked: neither was there",
     "break-even-batch": "break-even measured at batch N: break-even AL compares step costs at N requests per "
                         "batch, the batch this variant's decode ran at most",
     "output-differs": "output differs from the baseline: at temperature 0 a correct drafter leaves the text "
