@@ -47,6 +47,7 @@ variants:
   - name: wrong-flag
     drafter: {{name: good2, path: demo-models/good-eagle3, algorithm: EAGLE3}}
     algorithm: EAGLE
+    expect: drafter-inert   # deliberately wrong: the preflight notes it instead of stopping the run
     num_steps: 3
     eagle_topk: 1
     num_draft_tokens: 4
@@ -61,6 +62,7 @@ run:
   repeats: 1
   max_tokens: 64
   warmup_requests: 1
+  phase_sizing: false   # the test counts its requests: one pass of the suite
 """
 
 

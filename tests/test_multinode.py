@@ -57,7 +57,7 @@ suites:
     prompts:
       - {{id: a, category: code, text: "Write a function that reverses a list."}}
       - {{id: b, category: chat, text: "Tell me about tea."}}
-run: {{concurrency: [2], max_tokens: 48, warmup_requests: 0, repeats: 1}}
+run: {{concurrency: [2], max_tokens: 48, warmup_requests: 0, repeats: 1, phase_sizing: false}}
 """
 
 

@@ -72,7 +72,8 @@ def write_plan(tmp_path: Path, *, host: str = "local", max_tokens: int = 32, tim
     )
     plan["model"]["extra_args"] = ["--random-seed", "1234"]
     plan["variants"] = plan["variants"][:2]
-    plan["run"].update(concurrency=[1], max_tokens=max_tokens, warmup_requests=1)
+    # one pass per phase and a fixed design: the test counts requests and compares two runs row by row
+    plan["run"].update(concurrency=[1], max_tokens=max_tokens, warmup_requests=1, phase_sizing=False, stop="fixed")
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
     return path

@@ -192,11 +192,12 @@ async def warmup(client: Any, plan: Any, variant: Any, timing: dict | None = Non
     async def one(req: Any) -> bool:
         async with sem:
             got = await client.stream(req)
-            times.append(got.t_end - got.t_send)
+            if getattr(got, "t_end", None) is not None and getattr(got, "t_send", None) is not None:
+                times.append(got.t_end - got.t_send)
             return bool(got.ok)
 
     done = ok + sum(await asyncio.gather(*(one(r) for r in reqs)))
-    if timing is not None:  # a first decode far slower than the rest: a one-off compile (harness.run.runner)
+    if timing is not None and getattr(first, "t_end", None) is not None:  # a one-off compile (run_phases.one_off)
         timing["first_s"] = first.t_end - first.t_send
         timing["rest_s"] = sorted(times)[len(times) // 2] if times else None
     return done
