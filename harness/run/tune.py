@@ -270,21 +270,10 @@ class _Tune:
         return out
 
     def est_cost(self) -> float:
-        """A step-cost stage's seconds: the mean of those measured so far (start-up included)."""
-        adopted = set(self.state.get("adopted", []))  # no start-up in those: not what a new config costs
-        costs = [v for k, v in self.state["stage_s"].items() if k.startswith("cost/") and k not in adopted]
-        if costs:
-            return sum(costs) / len(costs)
-        return float(td.startup_seconds(self.dir / "wide") or 0.0) * 2
+        return tb.est_cost(self)
 
     def verify_cost(self) -> float:
-        """A verify run's seconds: the wide run's speculative stage, less a one-off compile it paid (charged
-        once per machine, never again: harness.run.runner._one_off)."""
-        from harness.analysis.summary import read_variants
-
-        stage = float(self.state["stage_s"].get(f"wide/{self.wide_name}", 0.0))
-        compile_s = float(read_variants(self.dir / "wide").get(self.wide_name, {}).get("compile_s") or 0.0)
-        return max(0.0, stage - compile_s)
+        return tb.verify_cost(self)
 
     async def search(self) -> AsyncIterator[Any]:
         done = {c.name for c in self.grid} & set(td.variant_status(self.dir / "cost"))

@@ -82,3 +82,24 @@ def plan_words(t: Any) -> list[str]:
     tail = (f"; {rest} of the grid's {len(t.grid)} configs stay predicted from the wide run's histograms"
             if rest else "; every config of the grid gets measured")
     return [words + tail]
+
+
+def est_cost(t: Any) -> float:
+    """A step-cost stage's seconds: the mean of those measured so far (start-up included)."""
+    from harness.analysis import tune_data as td
+
+    adopted = set(t.state.get("adopted", []))  # no start-up in those: not what a new config costs
+    costs = [v for k, v in t.state["stage_s"].items() if k.startswith("cost/") and k not in adopted]
+    if costs:
+        return sum(costs) / len(costs)
+    return float(td.startup_seconds(t.dir / "wide") or 0.0) * 2
+
+
+def verify_cost(t: Any) -> float:
+    """A verify run's seconds: the wide run's speculative stage, less a one-off compile it paid (charged
+    once per machine, never again: harness.run.run_phases.one_off)."""
+    from harness.analysis.summary import read_variants
+
+    stage = float(t.state["stage_s"].get(f"wide/{t.wide_name}", 0.0))
+    compile_s = float(read_variants(t.dir / "wide").get(t.wide_name, {}).get("compile_s") or 0.0)
+    return max(0.0, stage - compile_s)
