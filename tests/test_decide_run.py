@@ -50,6 +50,9 @@ async def test_phase_sizing_cycles_a_short_suite_until_it_can_decide(tmp_path: P
     # 5 prompts at concurrency 4: at least 16 requests per phase, so at least 4 passes; said before it runs on
     assert {e.variant for e in sized} == {"baseline", "good"} and all(e.prompts == 5 and e.passes >= 4 for e in sized)
     assert all(e.phase.endswith("#r1") for e in sized)  # the first repeat sizes itself, later ones follow it
+    done = [e for e in seen if isinstance(e, ev.RequestDone)]
+    assert done[-1].done == done[-1].total == len(done)  # the progress total counts every pass it ran
+    assert all(e.done <= e.total for e in done if e.record.repeat > 1)  # later repeats: known before they run
     rq = pd.read_csv(run_dir / "requests.csv")
     ph = pd.read_csv(run_dir / "phases.csv")
     for (variant, phase), g in rq.groupby(["variant", "phase"]):
@@ -81,6 +84,8 @@ async def test_the_stopping_rule_decides_each_row_at_its_own_look(tmp_path: Path
     assert [d["look"] for d in looks] == list(range(1, len(looks) + 1)) and looks[0]["looks"] == 3
     assert [d["level"] for d in looks] == [0.995, 0.995, 0.97][: len(looks)]
     assert [e.look for e in seen if isinstance(e, ev.Look)] == [d["look"] for d in looks]
+    done = [e for e in seen if isinstance(e, ev.RequestDone)]
+    assert done[-1].done == done[-1].total == len(done)  # every look's repeats and passes counted
     s = pd.read_csv(run_dir / "summary.csv").set_index(["variant", "concurrency"])
     ph = pd.read_csv(run_dir / "phases.csv")
     for name in ("good", "weak"):

@@ -68,9 +68,22 @@ def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) 
     per_pass = sum(getattr(p, "turns", 1) for p in prompts)
 
     def told(n: int, one: float, passes: int, planned: float, capped: bool) -> None:
-        run.total_requests += per_pass * (passes - 1)
+        run.total_requests += per_pass * (passes - 1) - sizer.counted  # the progress total grows with the plan
+        sizer.counted = per_pass * (passes - 1)
         run.emit(ev.PhaseSized(name, pid, c, n, one, passes, planned, capped))
 
-    return Sizer(prompts=per_pass, concurrency=c, min_steady_s=float(settings.min_steady_s),
-                 max_phase_s=float(settings.max_phase_s), min_requests=MIN_REQUESTS_PER_SLOT * c,
-                 fixed_passes=run.pass_count.get((name, suite.name, c)), on_plan=told)
+    sizer = Sizer(prompts=per_pass, concurrency=c, min_steady_s=float(settings.min_steady_s),
+                  max_phase_s=float(settings.max_phase_s), min_requests=MIN_REQUESTS_PER_SLOT * c,
+                  fixed_passes=run.pass_count.get((name, suite.name, c)), on_plan=told)
+    if sizer.fixed_passes:  # a later repeat replays as many passes as the first: known now
+        sizer.counted = per_pass * (sizer.fixed_passes - 1)
+        run.total_requests += sizer.counted
+    return sizer
+
+
+def settle_total(run: Any, sizer: Sizer | None) -> None:
+    """After a sized phase: the progress total counts the passes it really ran (the plan was an estimate)."""
+    if sizer is not None:
+        done = sizer.prompts * (sizer.passes - 1)
+        run.total_requests += done - sizer.counted
+        sizer.counted = done

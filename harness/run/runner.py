@@ -31,7 +31,14 @@ from harness.run.existing import ExistingServer, as_served, check_existing, requ
 from harness.run.kept import gpu_has_room, reap_leftovers
 from harness.run.key_handoff import key_in_log_warning
 from harness.run.lock import RunDirLock
-from harness.run.run_phases import one_off, phase_id, plan_phases, rate_phase_id, sizer_for  # noqa: F401
+from harness.run.run_phases import (  # noqa: F401  (phase_id, rate_phase_id: read from here by others)
+    one_off,
+    phase_id,
+    plan_phases,
+    rate_phase_id,
+    settle_total,
+    sizer_for,
+)
 from harness.run.run_record import log_catch_up, on_lines, summarise_at_end, write_provenance
 from harness.run.rundir import (
     PHASE_COLUMNS,
@@ -364,6 +371,7 @@ class _Run:
             accept = engine.server_accept_len(info)
         await log_catch_up(server, mark)
         self.phase_tag[name] = None
+        settle_total(self, sizer)
         passes = sizer.passes if sizer is not None else 1
         if sizer is not None and sizer.fixed_passes is None:
             self.pass_count[(name, suite.name, c)] = passes

@@ -40,6 +40,7 @@ class Sizer:
     clock: Callable[[], float] = time.perf_counter
     on_plan: Callable[[int, float, int, float, bool], None] | None = None  # (prompts, one-pass s, passes, s, capped)
     passes: int = 1
+    counted: int = 0  # requests of passes after the first already added to the run's progress total
     _t0: float | None = None
     _told: bool = False
 
