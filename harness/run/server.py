@@ -120,9 +120,31 @@ class Server:
                                                 pid_path=pid_path)
         except BaseException:
             await remove_key_file(self.target, self.key_file)
+            await self._stop_unrecorded(pid_path)
             raise
         self._record_start(pid_path)
         await self._attach(offset=0)
+
+    async def _stop_unrecorded(self, pid_path: str, wait_s: float = 5.0) -> None:
+        """A spawn cut short (a cancellation while its script ran): the process group may exist with no pgid
+        handed back yet. Its pid file names it (the spawn script writes it within moments): stop that group,
+        so no server is left that nothing records."""
+        deadline = time.monotonic() + wait_s
+        with contextlib.suppress(Exception):
+            while True:
+                text = (await self.target.read_file(pid_path, max_bytes=64)).decode().strip() \
+                    if await self._exists(pid_path) else ""
+                if text.isdigit() and int(text) > 0:
+                    if await self.target.alive(int(text)):
+                        await self.target.kill_group(int(text))
+                    return
+                if time.monotonic() > deadline:
+                    return
+                await asyncio.sleep(0.05)
+
+    async def _exists(self, path: str) -> bool:
+        got = await self.target.run(["test", "-s", path], timeout=10)
+        return got.rc == 0
 
     async def adopt(self, kept: Any) -> None:
         """Take over a server an earlier run left running with this variant's exact launch command
