@@ -31,19 +31,10 @@ def left_line(variant: str, pgid: int, target: str, ssh_port: int | None = None,
             f"`{stop_command(target, pgid, ssh_port)}`")
 
 
-def _alive_here(pid: int) -> bool:
+def _alive_here(n: int, probe: Any = os.kill) -> bool:
+    """Signal 0 to a pid (os.kill) or a process group (os.killpg) on this host: does it exist?"""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _group_alive_here(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
+        probe(n, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
@@ -88,7 +79,7 @@ def run_dir_notices(run_dir: str | Path, *, ours: bool = False) -> list[str]:
             if gone is False:
                 continue  # that run is still going
             pgid, target = int(entry["pgid"]), str(entry.get("target") or "local")
-            if target == "local" and not _group_alive_here(pgid):
+            if target == "local" and not _alive_here(pgid, os.killpg):
                 continue
             why = "" if ours else \
                 f" (left by {Path(run_dir).name}: its draftbench was killed before it stopped it)" if gone else \
