@@ -201,3 +201,27 @@ def test_the_demo_says_why_its_wrong_arm_runs(tmp_path):
     assert first.startswith("note: variant 'wrong-flag-eagle' runs as the plan expects: expected (error, the plan "
                             "says `expect: drafter-inert`): EAGLE-3 drafter")
     assert "[wrong-flag-eagle] server ready" in out.stderr
+
+
+async def test_servers_draftbench_did_not_start_pass_the_gate_without_a_drafter(tmp_path):
+    """An `endpoint:` arm names the algorithm it expects and no drafter (the server already has one): the
+    gate has no argv of ours to judge there, so `EAGLE3 without a drafter` must not stop the run (it stopped
+    decide.sh's serve stage, whose endpoints plan is exactly this). Its settings are checked against the
+    server's /get_server_info when the run connects (tests/test_endpoints_run.py)."""
+    plan = yaml.safe_load(DEMO.read_text())
+    plan["target"]["workdir"] = str(tmp_path / "nowhere")
+    plan["variants"] = [{"name": "baseline", "endpoint": "http://127.0.0.1:9"},
+                        {"name": "eagle3", "endpoint": "http://127.0.0.1:10", "algorithm": "EAGLE3",
+                         "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}]
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    from harness.inputs.config import load_plan
+
+    findings = await run_checks(load_plan(path), LocalTarget())
+    assert not [f for f in findings if f.variant in ("baseline", "eagle3")], findings
+    assert blocking(findings) == []
+    # the same arm started by draftbench (no endpoint) is refused at load: EAGLE3 needs a drafter
+    plan["variants"][1].pop("endpoint")
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    out = cli("check", str(path), cwd=tmp_path)
+    assert out.returncode == 2 and "needs a drafter" in out.stderr, out.stderr

@@ -102,7 +102,9 @@ class _Context:
 
 def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
     plan, argv = ctx.plan, ctx.argvs.get(v.name)
-    if argv is None:
+    if argv is None or v.is_existing:
+        # a server draftbench did not start (`endpoint:`): no argv of ours to judge and no drafter to read;
+        # what it runs is checked against its own /get_server_info when the run connects
         return []
     out: list[Finding] = []
     # open-loop phases only: arrivals may fill every slot the server has
