@@ -19,6 +19,9 @@
 #   tune     draftbench tune: the EAGLE3 variant's draft length at concurrency 1 and 8 within TUNE_BUDGET (8m);
 #            its wide and verify runs stop when decided (looks after 2, 4, 6 repeats); the first EAGLE-3
 #            decode's one-off compile lands in a warmup (detected, charged once, kept out of every phase)
+#   aa       no training: the random-weight 8B shape against a copy of itself and with CUDA graphs off,
+#            run.stop decided at c8, the arms side by side (one call; decides equivalent/undecided vs slower)
+#   resume   draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune left (configs predicted only)
 #   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8)
 #   dry      here, without a GPU: the verdict and tune commands on draftbench's SGLang stand-in
 # Each stage packs what it made into $OUT/<stage>.tar.gz. Call it as
@@ -28,7 +31,7 @@
 # and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
 # that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|warm|serve|verdict|tune|decided|dry|snapshot}
+STAGE=${1:?prep|warm|serve|verdict|tune|resume|decided|aa|dry|snapshot}
 if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
   tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
@@ -125,6 +128,9 @@ EOF
   TUNE_BUDGET=${DRY_TUNE_BUDGET:-150s} tune_run "$W/tune.yaml" "$W/tune" 400  # 1: stopped by its budget
   T=$(latest "$W/tune"); ls "$T"
   [ -f "$T/tune.csv" ] && [ -f "$T/speculation_profile.json" ] || exit 9
+  stamp "draftbench tune --resume (stand-in): ${DRY_RESUME_BUDGET:-60s} more"
+  timeout -s TERM -k 30 300 $DB -m harness.cli tune --resume "$T" --budget "${DRY_RESUME_BUDGET:-60s}" > "$W/resume.log" 2>&1
+  rc=$?; grep -E "resumed|^c[0-9]+:" "$W/resume.log"; [ "$rc" = 0 ] || { tail -20 "$W/resume.log"; exit 7; }
   stamp "draftbench run --until-decided (stand-in)"
   $DB benchmarks/h200/make_plan.py --decided "$W" "$T" || exit 3
   timeout -s TERM -k 30 300 $DB -m harness.cli run "$W/decided.yaml" --results-dir "$W/decided" --until-decided \
@@ -137,7 +143,7 @@ fi
 S=$W/stage-$STAGE; mkdir -p "$W"; rm -rf "$S"; mkdir -p "$S"
 SIMFLAG=""  # DECIDE_SIM=1: a GPU stage's own commands on the stand-in here (no bundle, no GPU), as a dry run
 if [ -n "${DECIDE_SIM:-}" ]; then SIMFLAG=--sim; fi
-if [ "$STAGE" != prep ] && [ -z "$SIMFLAG" ] && [ ! -e "$W/draft/model.safetensors" ]; then
+if [ "$STAGE" != prep ] && [ "$STAGE" != aa ] && [ -z "$SIMFLAG" ] && [ ! -e "$W/draft/model.safetensors" ]; then
   echo "decide.sh $STAGE: no trained drafter in $W: the machine went cold since the prep stage (its state is"
   echo "gone); run 'decide.sh prep' again first"
   exit 6
@@ -243,6 +249,31 @@ tune)
   [ -n "$T" ] && (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
   [ -n "$T" ] && tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
   [ -n "$T" ] && for f in tune.csv speculation_profile.json; do find "$T" -name "$f" -exec cp {} "$S/" \; ; done
+  pack ;;
+aa)  # no training needed: the 8B-shaped random-weight target against a copy of itself and against itself with
+  # CUDA graphs off, run --until-decided at c8, all servers up side by side (make_plan.py --aa); one call
+  $DB benchmarks/h200/make_plan.py --aa "$W" || exit 3
+  cp "$W/aa.yaml" "$S/"
+  stamp "draftbench run aa.yaml --until-decided"
+  timeout -s TERM -k 20 "${AA_S:-500}" $DB -m harness.cli run "$W/aa.yaml" --results-dir "$W/aa" 2>&1 |
+    grep -v "requests done" | tee "$S/aa-run.log"
+  stamp "draftbench run exited ${PIPESTATUS[0]}"
+  RUN=$(latest "$W/aa")
+  [ -n "$RUN" ] || { pack; exit 7; }
+  $DB -m harness.cli summary "$RUN" > "$S/summary-table.txt" 2>&1
+  [ -f "$RUN/requests.csv" ] && gzip -kf "$RUN/requests.csv"
+  tar -czf "$S/aa-run.tar.gz" -C "$(dirname "$RUN")" --exclude=requests.csv --exclude='server-*.log' "$(basename "$RUN")"
+  pack ;;
+resume)  # draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune stage left (predicted configs,
+  # undecided rows), on the same machine (the first EAGLE-3 decode's compile is paid by then)
+  T=$(latest "$W/tune"); [ -n "$T" ] || { echo "decide.sh resume: no tune directory in $W/tune: run the tune stage first"; exit 6; }
+  stamp "draftbench tune --resume $(basename "$T") --budget ${RESUME_BUDGET:-5m}"
+  timeout -s TERM -k 30 "${RESUME_S:-540}" $DB -m harness.cli tune --resume "$T" --budget "${RESUME_BUDGET:-5m}" 2>&1 |
+    grep -v " requests$" | tee "$S/resume.log"
+  stamp "draftbench tune --resume exited ${PIPESTATUS[0]}"
+  (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
+  tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
+  for f in tune.csv speculation_profile.json; do find "$T" -maxdepth 1 -name "$f" -exec cp {} "$S/" \; ; done
   pack ;;
 *) echo "unknown stage $STAGE"; exit 2 ;;
 esac

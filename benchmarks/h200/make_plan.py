@@ -6,6 +6,7 @@ Run on the GPU machine from the repository root:
   python3 benchmarks/h200/make_plan.py --endpoints WORKDIR WARM_RUN_DIR [--sim]
       # decide.sh serve: the verdict and request-rate plans against the servers the warm run kept
   python3 benchmarks/h200/make_plan.py --decide WORKDIR [--sim]
+  python3 benchmarks/h200/make_plan.py --aa WORKDIR     # random weights: A/A and CUDA graphs off, run.stop decided
       # decide.sh: baseline and EAGLE3 on the trained tiny target, repeats for the speedup's interval;
       # --sim: the same plan on draftbench's SGLang stand-in (the demo's checkpoints), for a dry run here
 Paths are made absolute there.
@@ -172,6 +173,27 @@ def decide(workdir: str, sim: bool = False) -> None:
               f"{len(yaml.safe_load(path.read_text())['prompts'])} prompts, run {plan['run']}")
 
 
+def aa(workdir: str) -> None:
+    """WORKDIR/aa.yaml (decide.sh aa): what the stopping rule decides on real SGLang when nothing needs training:
+    the Llama-8B-shaped random-weight target against an identical copy of itself (an A/A arm: the truth is
+    1.00x, so `equivalent` or `undecided` are right and `faster`/`slower` wrong) and against itself with CUDA
+    graphs off (an A/B arm that is really slower), at concurrency 8, `run.stop: decided` (looks after 2, 4, 6
+    repeats), all three servers kept up so that the arms run repeat by repeat side by side."""
+    work = Path(workdir).resolve()
+    main(str(work))  # the suite (h200.yaml) and plan.yaml of the random-weight runs
+    plan = yaml.safe_load((work / "plan.yaml").read_text())
+    plan["name"] = "h200-aa-decided"
+    plan["description"] = "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights: A/A and graphs off"
+    plan["variants"] = [{"name": "baseline", "baseline": True},
+                        {"name": "baseline-copy", "baseline": False},
+                        {"name": "no-cuda-graph", "baseline": False, "cuda_graph": False}]
+    plan["run"].update(concurrency=[8], repeats=2, max_repeats=int(os.environ.get("AA_MAX_REPEATS", "6")),
+                       stop="decided", max_tokens=int(os.environ.get("AA_TOKENS", "64")), order="shuffled",
+                       min_steady_s=float(os.environ.get("MIN_STEADY_S", "3")))
+    (work / "aa.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
+    print(f"plan at {work / 'aa.yaml'}: {[v['name'] for v in plan['variants']]}, run {plan['run']}")
+
+
 def endpoints(workdir: str, warm_run: str, sim: bool = False) -> None:
     """decide.sh serve: plans against the two servers the warm run kept (its servers.jsonl), which draftbench
     then measures as servers it did not start (`endpoint:` variants) and never stops:
@@ -240,6 +262,8 @@ if __name__ == "__main__":
         decided(sys.argv[2], sys.argv[3])
     elif sys.argv[1:2] == ["--endpoints"]:
         endpoints(sys.argv[2], sys.argv[3], sim="--sim" in sys.argv[4:])
+    elif sys.argv[1:2] == ["--aa"]:
+        aa(sys.argv[2])
     elif sys.argv[1:2] == ["--tiny"]:
         tiny(sys.argv[2])
     elif sys.argv[1:2] == ["--decide"]:
