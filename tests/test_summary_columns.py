@@ -9,6 +9,7 @@ import dataclasses
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -81,6 +82,29 @@ def test_summary_csv_keeps_its_columns_and_their_order():
         assert set(comp.needs) <= done, comp.fn.__name__
         done |= set(comp.fills)
     assert done == set(SUMMARY_COLUMNS)
+
+
+def _of_kind(kind: str, value) -> bool:
+    if value is None or (isinstance(value, float) and value != value) or value == "":
+        return True  # a missing cell fits every kind
+    if kind == "bool":
+        return isinstance(value, bool | np.bool_)
+    if kind == "str":
+        return isinstance(value, str)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        return False
+    return kind == "float" or float(value).is_integer()
+
+
+def test_every_cell_of_a_real_summary_is_of_its_columns_declared_kind(tune_dir):
+    from harness.analysis.summary import summarise_dir
+
+    for df in (pd.read_csv(FIX / "demo-summary.csv"), summarise_dir(tune_dir / "cost")):
+        for name in df.columns:
+            kind = COLUMNS[name].kind
+            wrong = [v for v in df[name] if not _of_kind(kind, v)]
+            assert not wrong, (name, kind, wrong[:3])
+    assert not _of_kind("int", 2.5) and not _of_kind("bool", "True") and not _of_kind("float", True)
 
 
 # ------------------------------------------------------------------------------------------ the tables

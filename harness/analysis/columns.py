@@ -85,6 +85,8 @@ class Registry:
                 raise ValueError(f"column {c.name!r}: kind {c.kind!r} / scope {c.scope!r} unknown")
             if c.compute is None and (c.shown is None or c.cell is None):
                 raise ValueError(f"column {c.name!r}: no compute function and no table cell")
+            if "|" in c.definition or "\n" in c.definition:
+                raise ValueError(f"column {c.name!r}: its definition is one line of docs/metrics.md's table")
             self._by_name[c.name] = c
         for c in self.columns:
             for need in c.needs:
@@ -105,9 +107,6 @@ class Registry:
     def csv_columns(self) -> list[str]:
         """summary.csv's columns, in order."""
         return [c.name for c in self.columns if c.in_csv]
-
-    def of_kind(self, kind: str) -> list[str]:
-        return [c.name for c in self.columns if c.in_csv and c.kind == kind]
 
     def shown(self) -> list[Column]:
         """The columns the tables show, left to right."""
