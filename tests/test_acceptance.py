@@ -6,7 +6,7 @@ import pytest
 from harness.analysis import acceptance
 from harness.analysis.breakeven import interpolate_break_even, ttft_cost_ms
 from harness.analysis.outputs import first_divergence, output_match
-from harness.analysis.summary import _effective_draft_tokens
+from harness.analysis.summary_rows import effective_draft_tokens as _effective_draft_tokens
 
 
 def test_server_accept_length_across_phases_is_verify_weighted():

@@ -39,6 +39,7 @@ TIMING = {
     "step_ms_ratio",  # from the measured step times, like step_ms
     "verify_step_ms",
     "decode_step_ms",
+    "decode_step_speedup",  # accept len x decode step / verify step
     "ttft_cost_ms",
     "mean_in_flight",
     "steady_s",

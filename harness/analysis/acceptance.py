@@ -59,7 +59,7 @@ def server_accept(ph: pd.DataFrame) -> float | None:
     if ph.empty or "server_accept_len" not in ph:
         return None
     if "flush_ok" in ph:
-        ph = ph[ph["flush_ok"].astype(str) != "False"]
+        ph = ph[ph["flush_ok"].ne(False).fillna(True)]  # a missing cell: no failed flush
     tokens = _num(ph["output_tokens"]) - (_num(ph["requests"]).fillna(0) if "requests" in ph else 0)
     return verify_weighted(ph["server_accept_len"], tokens)
 
@@ -144,7 +144,7 @@ def by_category(requests: pd.DataFrame, probe: pd.DataFrame | None = None,
     baseline at the same concurrency with a 95 % bootstrap interval over the category's paired prompts."""
     if requests.empty:
         return pd.DataFrame()
-    ok = requests[requests["ok"].astype(str) == "True"].copy()
+    ok = requests[requests["ok"].eq(True)].copy()
     if ok.empty:
         return pd.DataFrame()
     ok = _with_probe(ok, probe)

@@ -46,7 +46,7 @@ def ttft_cost_ms(requests: pd.DataFrame, variant: str, baseline: str, concurrenc
     common prompt, the difference of the two means."""
     if requests.empty or variant == baseline:
         return None
-    r = requests[(requests["concurrency"] == concurrency) & (requests["ok"].astype(str) == "True")]
+    r = requests[(requests["concurrency"] == concurrency) & requests["ok"].eq(True)]
     a = pd.to_numeric(r[r["variant"] == variant].set_index(["phase", "request_id"])["ttft_ms"], errors="coerce")
     b = pd.to_numeric(r[r["variant"] == baseline].set_index(["phase", "request_id"])["ttft_ms"], errors="coerce")
     a, b = a[~a.index.duplicated(keep="last")].dropna(), b[~b.index.duplicated(keep="last")].dropna()

@@ -15,9 +15,6 @@ DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engin
 CROSS_STATUS = "cross-engine"
 
 
-def tag(df: pd.DataFrame, variants: dict[str, dict[str, Any]]) -> None:
-    """The `engine` column, from variants.jsonl."""
-    df["engine"] = [str(variants.get(v, {}).get("engine") or DEFAULT_ENGINE) for v in df["variant"]]
 
 
 def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
@@ -34,14 +31,6 @@ def window_weights(dec: pd.DataFrame) -> pd.Series:
     return pd.to_numeric(dec["running_req"], errors="coerce").fillna(1)
 
 
-def compared_with(df: pd.DataFrame) -> None:
-    """`compared_with`: the baseline variant each row's speedup and break-even are relative to."""
-    base = df[df["baseline"].astype(bool)]
-    out = []
-    for _, row in df.iterrows():
-        b = own_baseline(base, row)
-        out.append("" if b.empty or bool(row["baseline"]) else str(b.iloc[0]["variant"]))
-    df["compared_with"] = out
 
 
 def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -82,17 +71,6 @@ def engines_of(df: pd.DataFrame) -> list[str]:
     return names or [DEFAULT_ENGINE]
 
 
-def break_even_fallback(df: pd.DataFrame) -> None:
-    """Break-even accept length where the step costs give none (an engine whose log has no per-step timing,
-    vLLM's): accept_len * tok/s(baseline) / tok/s(variant) = accept_len / speedup, from end-to-end tok/s."""
-    if "break_even_accept_len" not in df:
-        return
-    for i, row in df.iterrows():
-        have = row.get("break_even_accept_len")
-        al, sp = row.get("accept_len"), row.get("speedup")
-        if (have is None or pd.isna(have)) and not bool(row["baseline"]) and row.get("algorithm") \
-                and al is not None and not pd.isna(al) and sp and not pd.isna(sp):
-            df.at[i, "break_even_accept_len"] = float(al) / float(sp)
 
 
 def stand_ins(engines: Any) -> str:

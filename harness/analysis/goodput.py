@@ -65,7 +65,7 @@ def by_rate(requests: pd.DataFrame, phases: pd.DataFrame, variants: dict[str, di
     ph = phases[phases["phase"].map(is_rate_phase)] if not phases.empty else phases
     rows = []
     for (name, rate), g in rq.groupby(["variant", "request_rate"], sort=True):
-        ok = g[g["ok"].astype(str) == "True"]
+        ok = g[g["ok"].eq(True)]
         pids = set(g["phase"])
         wall = float(_num(ph[(ph["variant"] == name) & ph["phase"].isin(pids)]["wall_s"]).sum()) if not ph.empty else 0.0
         tokens = int(_num(ok["output_tokens"]).fillna(0).sum())
@@ -104,7 +104,7 @@ def by_turn(requests: pd.DataFrame, probe: pd.DataFrame | None = None) -> pd.Dat
     replays first turns only: there later turns have no acceptance of their own."""
     if requests.empty or "turn" not in requests:
         return pd.DataFrame(columns=TURN_COLUMNS)
-    ok = requests[requests["ok"].astype(str) == "True"].copy()
+    ok = requests[requests["ok"].eq(True)].copy()
     if ok.empty:
         return pd.DataFrame(columns=TURN_COLUMNS)
     if probe is not None and not probe.empty and "spec_verify_ct" in ok:

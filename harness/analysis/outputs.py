@@ -48,7 +48,7 @@ def output_match(requests: pd.DataFrame, outputs: pd.DataFrame | None, base: str
     none = {"output_match": None, "first_divergence": None}
     if not greedy or base == name or requests.empty:
         return none
-    r = requests[(requests["concurrency"] == conc) & (requests["ok"].astype(str) == "True")]
+    r = requests[(requests["concurrency"] == conc) & requests["ok"].eq(True)]
     phases = set(r["phase"])
     if outputs is not None and not outputs.empty:
         a, b = _texts(outputs, base, phases), _texts(outputs, name, phases)

@@ -2,67 +2,36 @@
 
 from __future__ import annotations
 
-import math
 import textwrap
 from typing import Any
 
 import pandas as pd
 
+from harness.analysis import summary_columns
 from harness.analysis import table_notes as notes
+from harness.analysis.columns import fmt_cell
 from harness.analysis.engines_table import engines_of, stand_ins
 from harness.analysis.forced import without_forced
+from harness.analysis.summary_columns import COLUMNS
 
-TABLE_COLUMNS = [
-    ("variant", "variant", "{}"),
-    ("concurrency", "conc", "{:.0f}"),
-    ("algorithm", "algo", "{}"),
-    ("requests", "reqs", "{:.0f}"),
-    ("errors", "err", "{:.0f}"),
-    ("accept_len", "accept len", "{:.2f}"),
-    ("accept_rate", "accept rate", "{:.2f}"),
-    ("tok_s", "tok/s", "{:.1f}"),
-    ("decode_tok_s", "decode tok/s", "{:.1f}"),
-    ("ttft_p50_ms", "TTFT p50 ms", "{:.0f}"),
-    ("itl_p50_ms", "ITL p50 ms", "{:.1f}"),
-    ("speedup", "speedup", "{:.2f}x"),
-    ("speedup_ci", "CI", "{}"),  # derived from speedup_ci_low/high and ci_level (table_cell)
-    ("verdict", "verdict", "{}"),
-    ("break_even_accept_len", "break-even AL", "{:.2f}"),
-    ("output_match", "same output", "{:.2f}"),
-]
-# the columns that decide, the table's default (`--wide`: all of TABLE_COLUMNS); summary.csv keeps every column
-DEFAULT_KEYS = ("variant", "engine", "compared_with", "concurrency", "accept_len", "tok_s", "speedup",
-                "speedup_ci", "verdict", "break_even_accept_len")
+# (summary column, header, format), left to right: every column the tables show (`--wide`, the TUI's Results),
+# from the column registry (harness.analysis.summary_columns); the default table: those it marks `default`
+TABLE_COLUMNS = summary_columns.TABLE_COLUMNS
+DEFAULT_KEYS = tuple(c.name for c in COLUMNS.shown() if c.shown and c.shown.default)
 LEGEND_WIDTH = 110
 MARKS_LEGEND = [
     "CI: 95% interval of the speedup (the stopping rule's look level when shown)",
-    "verdict: faster/slower (CI above/below 1.00x), equivalent (CI inside the band), undecided (too wide: the "
-    "reason says what decides it), too-short",
+    "verdict: faster/slower (CI above/below 1.00x), equivalent (CI inside the band), undecided (too wide: "
+    "the reason says what decides it), too-short",
     "* fastest at that concurrency with a faster verdict   ! slower verdict",
     "break-even AL: accept length needed at this variant's measured step cost to match the baseline",
 ]
 
 
-def fmt_cell(value: Any, spec: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return "-"
-    if isinstance(value, str) and value == "":
-        return "-"
-    try:
-        return spec.format(value)
-    except (ValueError, TypeError):
-        return str(value)
-
-
 def table_cell(row: Any, col: str, spec: str) -> str:
-    if col == "speedup_ci":
-        low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
-        if fmt_cell(low, "{}") == "-" or fmt_cell(high, "{}") == "-":
-            return "-"
-        level = row.get("ci_level")
-        tail = "" if fmt_cell(level, "{}") == "-" or abs(float(level) - 0.95) < 1e-9 else \
-            f" ({100 * float(level):.4g}%)"
-        return f"{float(low):.2f}-{float(high):.2f}{tail}"
+    column = COLUMNS[col] if col in COLUMNS else None
+    if column is not None and column.cell is not None:
+        return column.cell(row)
     return fmt_cell(row.get(col), spec)
 
 
@@ -97,10 +66,9 @@ def best_variant(df: pd.DataFrame, concurrency: int) -> str | None:
 def table_columns(df: pd.DataFrame, wide: bool = False) -> list[tuple[str, str, str]]:
     """(summary column, header, format) of the table: the deciding ones, or with `wide` all of them; a table
     across engines says each row's engine and baseline."""
-    columns = list(TABLE_COLUMNS)
-    if len(engines_of(df)) > 1:
-        columns[1:1] = [("engine", "engine", "{}"), ("compared_with", "vs", "{}")]
-    return columns if wide else [c for c in columns if c[0] in DEFAULT_KEYS]
+    across = len(engines_of(df)) > 1
+    return [(c.name, c.shown.header, c.shown.fmt) for c in COLUMNS.shown()
+            if c.shown and (wide or c.shown.default) and (across or not c.shown.across_engines)]
 
 
 def render_table(df: pd.DataFrame, wide: bool = False) -> str:
@@ -129,12 +97,12 @@ def render_table(df: pd.DataFrame, wide: bool = False) -> str:
         body.append(cells + [row_notes[0].text])
         body += [[""] * len(cells) + [n.text] for n in row_notes[1:]]  # one note a line, under the first
     out = [line.rstrip() for line in grid(headers, body).split("\n")]
-    if bool(df.get("simulated", pd.Series([False])).astype(str).eq("True").any()):
+    if bool(df.get("simulated", pd.Series([False])).eq(True).any()):
         out.insert(0, f"SIMULATED: numbers from draftbench's {stand_ins(engines_of(df))}, not a GPU")
     legend = list(MARKS_LEGEND)
     if "ci_method" in df and bool((df["ci_method"].astype(str) == "bootstrap-windows").any()):
-        legend.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between runs, "
-                      "so it stays undecided (run.repeats >= 3, or run.stop: decided)")
+        legend.append("1 repeat above concurrency 1: its CI sees only noise within that run, not between "
+                      "runs, so it stays undecided (run.repeats >= 3, or run.stop: decided)")
     legend += notes.legend_lines(kinds)
     out.append("")
     for line in legend:  # wrapped to the width of a terminal, continuations indented
@@ -145,14 +113,16 @@ def render_table(df: pd.DataFrame, wide: bool = False) -> str:
 
 # --- README.md's sample table ------------------------------------------------------------------------------
 
-README_ANCHOR = "replays the seed's story:"  # README.md's sample table is the fenced block right after this line
+# README.md's sample table is the fenced block right after the line ending with this
+README_ANCHOR = "replays the seed's story:"
 
 
 def readme_sample(readme_text: str) -> list[str]:
     """The lines of README.md's sample table (inside the fences after README_ANCHOR)."""
     lines = readme_text.splitlines()
     at = next((i for i, ln in enumerate(lines) if ln.rstrip().endswith(README_ANCHOR)), None)
-    if at is None or at + 1 >= len(lines) or lines[at + 1].strip() != "" or not lines[at + 2].startswith("```"):
+    if at is None or at + 1 >= len(lines) or lines[at + 1].strip() != "" \
+            or not lines[at + 2].startswith("```"):
         raise ValueError(f"README: no ``` block right after the line ending {README_ANCHOR!r}")
     end = next((i for i in range(at + 3, len(lines)) if lines[i].startswith("```")), None)
     if end is None:
@@ -163,7 +133,8 @@ def readme_sample(readme_text: str) -> list[str]:
 def with_readme_sample(readme_text: str, table: str) -> str:
     """README.md's text with its sample table replaced by `table`."""
     old = "\n".join(readme_sample(readme_text))
-    return readme_text.replace(f"{README_ANCHOR}\n\n```\n{old}\n```", f"{README_ANCHOR}\n\n```\n{table}\n```", 1)
+    fence = f"{README_ANCHOR}\n\n```\n{{}}\n```"
+    return readme_text.replace(fence.format(old), fence.format(table), 1)
 
 
 def main(argv: list[str] | None = None) -> int:

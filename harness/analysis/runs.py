@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import table_notes
+from harness.analysis.columns import is_false, is_true
 from harness.analysis.completeness import Missing, missing_parts
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.forced import forced_note, is_forced
@@ -146,10 +147,6 @@ def _csv(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def _true(value: Any) -> bool:
-    return value is True or str(value) == "True"
-
-
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
@@ -172,7 +169,7 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
     for _, row in df.iterrows():
         cells = tuple(table_cell(row, col, spec) for col, _, spec in TABLE_COLUMNS)
         failed = str(row.get("status")) == "failed"
-        slower = _true(row.get("slower_than_baseline"))
+        slower = is_true(row.get("slower_than_baseline"))
         name = str(row["variant"])
         why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0]) \
             or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))  # variant@node
@@ -191,7 +188,7 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         al = row.get("accept_len")
         if not _missing(al) and float(al) <= 1.005:
             notes.append(table_notes.INERT)
-        if str(row.get("accept_sources_agree")) == "False":
+        if is_false(row.get("accept_sources_agree")):
             notes.append(table_notes.DISAGREE)
         rows.append(
             ResultRow(

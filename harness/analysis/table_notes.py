@@ -13,9 +13,11 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.acceptance import AGREE_TOLERANCE
+from harness.analysis.columns import is_false, is_true
 from harness.analysis.forced import forced_note
 
-AGREE_PCT = f"{100 * AGREE_TOLERANCE:g}"  # the probe's check and the sources' agreement (summary.py: the same 5 %)
+# the probe's check and the sources' agreement (summary_rows.AGREE_TOLERANCE: the same 5 %)
+AGREE_PCT = f"{100 * AGREE_TOLERANCE:g}"
 
 INERT = "no draft token accepted (accept len 1.00)"
 DISAGREE = f"accept-length sources differ by over {AGREE_PCT} %"
@@ -61,10 +63,6 @@ def _given(value: Any) -> bool:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return False
     return not (isinstance(value, str) and value.strip() in ("", "nan"))
-
-
-def is_true(value: Any) -> bool:
-    return value is True or str(value) == "True"
 
 
 def failed_note(row: Any) -> Note | None:
@@ -113,7 +111,7 @@ def accept_notes(row: Any) -> list[Note]:
     al = row.get("accept_len")
     if _given(al) and float(al) <= 1.005:
         notes.append(Note("inert", INERT))
-    if row.get("accept_sources_agree") is False or str(row.get("accept_sources_agree")) == "False":
+    if is_false(row.get("accept_sources_agree")):
         notes.append(Note("disagree", DISAGREE))
     return notes
 

@@ -28,7 +28,7 @@ def histograms_by_category(run_dir: Path, variant: str, ids: set[str] | None = N
     req = _read_csv(run_dir / "requests.csv")
     if req.empty:
         return {}
-    req = req[(req["variant"].astype(str) == variant) & (req["ok"].astype(str) == "True")]
+    req = req[(req["variant"].astype(str) == variant) & req["ok"].eq(True)]
     if ids is not None:
         req = req[req["request_id"].astype(str).isin(ids)]
     hists: dict[str, list[list[int]]] = {}

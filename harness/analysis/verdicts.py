@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import sequential, stats
+from harness.analysis.columns import is_true
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 DEFAULT_MIN_STEADY_S = 10.0
@@ -73,7 +74,7 @@ def phase_profiles(requests: pd.DataFrame) -> pd.DataFrame:
         g = g[g["t_send"].notna() & g["t_end"].notna()]
         conc = int(g["concurrency"].iloc[0]) if len(g) else 0
         prof = stats.in_flight(g["t_send"].to_numpy(), g["t_end"].to_numpy(), conc)
-        ok = g[g["ok"].astype(str) == "True"]
+        ok = g[g["ok"].eq(True)]
         at, tok = _arrivals(ok)
         steady_tokens, rates = 0.0, np.array([])
         if prof.steady_s > 0:
@@ -92,10 +93,12 @@ def _too_short(prof: pd.DataFrame, conc: int, min_steady_s: float) -> str | None
     if prof.empty:
         return "no timed requests"
     if int(prof["max_in_flight"].max()) < conc:
-        return f"never {conc} requests in flight (at most {int(prof['max_in_flight'].max())}): not a c{conc} load"
+        most = int(prof["max_in_flight"].max())
+        return f"never {conc} requests in flight (at most {most}): not a c{conc} load"
     few = prof[prof["requests"] < MIN_REQUESTS_PER_SLOT * conc]
     if not few.empty:
-        return f"{int(few['requests'].min())} requests in a phase, fewer than {MIN_REQUESTS_PER_SLOT} x {conc}"
+        least = int(few["requests"].min())
+        return f"{least} requests in a phase, fewer than {MIN_REQUESTS_PER_SLOT} x {conc}"
     short = prof[prof["steady_s"] < min_steady_s]
     if not short.empty:
         return f"steady state of {float(short['steady_s'].min()):.1f} s, under {min_steady_s:g} s"
@@ -103,14 +106,14 @@ def _too_short(prof: pd.DataFrame, conc: int, min_steady_s: float) -> str | None
 
 
 def _replays(requests: pd.DataFrame, name: str, conc: int) -> pd.DataFrame:
-    r = requests[(requests["variant"] == name) & (requests["concurrency"] == conc)
-                 & (requests["ok"].astype(str) == "True")]
-    r = r.assign(tok=pd.to_numeric(r["output_tokens"], errors="coerce"),
-                 secs=pd.to_numeric(r["t_end"], errors="coerce") - pd.to_numeric(r["t_send"], errors="coerce"))
+    r = requests[(requests["variant"] == name) & (requests["concurrency"] == conc) & requests["ok"].eq(True)]
+    secs = pd.to_numeric(r["t_end"], errors="coerce") - pd.to_numeric(r["t_send"], errors="coerce")
+    r = r.assign(tok=pd.to_numeric(r["output_tokens"], errors="coerce"), secs=secs)
     return r.dropna(subset=["tok", "secs"])
 
 
-def _per_prompt_pair(requests: pd.DataFrame, name: str, base: str, conc: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _per_prompt_pair(requests: pd.DataFrame, name: str, base: str, conc: int
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Both arms' tokens and seconds per prompt, over the replays (repeat, pass, turn) both arms made: a
     variant whose phases cycled the suite fewer times is paired with the same passes of the baseline."""
     v, b = _replays(requests, name, conc), _replays(requests, base, conc)
@@ -158,68 +161,65 @@ def _only_repeats(frame: pd.DataFrame, repeats: int | None) -> pd.DataFrame:
     return frame[pd.to_numeric(frame["repeat"], errors="coerce") <= repeats]
 
 
-def add_verdicts(df: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame, *,
-                 min_steady_s: float = DEFAULT_MIN_STEADY_S, equivalence: float = DEFAULT_EQUIVALENCE,
-                 looks: dict[tuple[str, int], dict[str, Any]] | None = None) -> None:
-    """Fill VERDICT_COLUMNS in the summary (its `speedup` and `baseline` are set) and make
-    `slower_than_baseline` follow the verdict. `looks`: the stopping rule's record per (variant,
-    concurrency) (decisions.jsonl: the look's level and the repeats it covered); without one a row is
-    judged once, at 95 %, over every repeat."""
-    profiles = phase_profiles(requests)
-    for col in VERDICT_COLUMNS:
-        df[col] = None
-    base = df[df["baseline"].astype(bool)]
-    for i, row in df.iterrows():
-        name, conc = str(row["variant"]), int(row["concurrency"])
-        look = (looks or {}).get((name, conc)) or {}
-        upto = look.get("repeats")
-        level = float(look.get("level", 0.95))
-        prof = _only_repeats(profiles[(profiles["variant"] == name) & (profiles["concurrency"] == conc)], upto)
-        if prof.empty:
-            continue
-        steady = float(prof["steady_s"].sum())
-        df.at[i, "repeats"] = int(prof["repeat"].nunique())
-        df.at[i, "mean_in_flight"] = float(prof["busy_s"].sum() / prof["span_s"].sum()) \
-            if prof["span_s"].sum() > 0 else None
-        df.at[i, "steady_s"] = float(prof["steady_s"].min())
-        df.at[i, "steady_tok_s"] = float(prof["steady_tokens"].sum()) / steady if steady > 0 else None
-        short = _too_short(prof, conc, min_steady_s)
-        df.at[i, "too_short"] = short is not None
-        b = base[base["concurrency"] == conc]
-        if row["baseline"] or b.empty or row["speedup"] is None or pd.isna(row["speedup"]):
-            if row["baseline"]:
-                df.at[i, "verdict"], df.at[i, "verdict_reason"] = "baseline", short or ""
-            continue
-        bname = str(b.iloc[0]["variant"])
-        reps = set(prof["repeat"])  # the baseline's repeats this row pairs with
-        prof_b = profiles[(profiles["variant"] == bname) & (profiles["concurrency"] == conc)
-                          & profiles["repeat"].isin(reps)]
-        short_b = _too_short(prof_b, conc, min_steady_s)
-        rq, ph = _keep_repeats(requests, [name, bname], conc, reps), _keep_repeats(phases, [name, bname], conc, reps)
-        est, method, basis, units = _interval(rq, ph, prof, prof_b, name, bname, conc, level)
-        speedup = float(row["speedup"])
-        df.at[i, "ci_method"] = method
-        df.at[i, "ci_level"] = level
-        if look:
-            df.at[i, "decide_look"] = f"{look.get('look')}/{look.get('looks')}"
-        low = high = None
-        if est is not None and est[0] > 0:
-            low = df.at[i, "speedup_ci_low"] = speedup * est[1] / est[0]
-            high = df.at[i, "speedup_ci_high"] = speedup * est[2] / est[0]
-        verdict, reason = _verdict(low, high, method, basis, short, short_b, equivalence=equivalence, level=level)
-        if verdict == "undecided":
-            need = _need(low, high, speedup, method, units, equivalence)
-            if need is not None:
-                per_unit = _unit_seconds(ph, [name, bname], conc, method)
-                df.at[i, "needs_repeats"] = need.units if method != "bootstrap-prompts" else None
-                df.at[i, "needs_s"] = round(per_unit * need.more, 1) if per_unit and method != "bootstrap-prompts" \
-                    else None
-                reason += "; " + _need_words(need, method, per_unit)
-        elif verdict == "too-short":
-            reason += "; " + _short_fix(short or short_b or "", conc)
-        df.at[i, "verdict"], df.at[i, "verdict_reason"] = verdict, reason
-    df["slower_than_baseline"] = [None if r["baseline"] or r["verdict"] is None else r["verdict"] == "slower"
-                                  for _, r in df.iterrows()]
+def row_verdict(row: Any, baselines: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame,
+                profiles: pd.DataFrame, *, min_steady_s: float = DEFAULT_MIN_STEADY_S,
+                equivalence: float = DEFAULT_EQUIVALENCE,
+                looks: dict[tuple[str, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """VERDICT_COLUMNS of one summary row (its `speedup` and `baseline` set) against the baseline row at its
+    concurrency in `baselines`; `profiles`: phase_profiles(requests). `looks`: the stopping rule's record per
+    (variant, concurrency) (decisions.jsonl: the look's level and the repeats it covered); without one a row
+    is judged once, at 95 %, over every repeat. A column left out is None."""
+    out: dict[str, Any] = {}
+    name, conc = str(row["variant"]), int(row["concurrency"])
+    look = (looks or {}).get((name, conc)) or {}
+    upto = look.get("repeats")
+    level = float(look.get("level", 0.95))
+    prof = _only_repeats(profiles[(profiles["variant"] == name) & (profiles["concurrency"] == conc)], upto)
+    if prof.empty:
+        return out
+    steady = float(prof["steady_s"].sum())
+    out["repeats"] = int(prof["repeat"].nunique())
+    span = prof["span_s"].sum()
+    out["mean_in_flight"] = float(prof["busy_s"].sum() / span) if span > 0 else None
+    out["steady_s"] = float(prof["steady_s"].min())
+    out["steady_tok_s"] = float(prof["steady_tokens"].sum()) / steady if steady > 0 else None
+    short = _too_short(prof, conc, min_steady_s)
+    out["too_short"] = short is not None
+    b = baselines[baselines["concurrency"] == conc]
+    if row["baseline"] or b.empty or row["speedup"] is None or pd.isna(row["speedup"]):
+        if row["baseline"]:
+            out["verdict"], out["verdict_reason"] = "baseline", short or ""
+        return out
+    bname = str(b.iloc[0]["variant"])
+    reps = set(prof["repeat"])  # the baseline's repeats this row pairs with
+    prof_b = profiles[(profiles["variant"] == bname) & (profiles["concurrency"] == conc)
+                      & profiles["repeat"].isin(reps)]
+    short_b = _too_short(prof_b, conc, min_steady_s)
+    rq = _keep_repeats(requests, [name, bname], conc, reps)
+    ph = _keep_repeats(phases, [name, bname], conc, reps)
+    est, method, basis, units = _interval(rq, ph, prof, prof_b, name, bname, conc, level)
+    speedup = float(row["speedup"])
+    out["ci_method"] = method
+    out["ci_level"] = level
+    if look:
+        out["decide_look"] = f"{look.get('look')}/{look.get('looks')}"
+    low = high = None
+    if est is not None and est[0] > 0:
+        low = out["speedup_ci_low"] = speedup * est[1] / est[0]
+        high = out["speedup_ci_high"] = speedup * est[2] / est[0]
+    verdict, reason = _verdict(low, high, method, basis, short, short_b, equivalence=equivalence, level=level)
+    if verdict == "undecided":
+        need = _need(low, high, speedup, method, units, equivalence)
+        if need is not None:
+            per_unit = _unit_seconds(ph, [name, bname], conc, method)
+            out["needs_repeats"] = need.units if method != "bootstrap-prompts" else None
+            out["needs_s"] = round(per_unit * need.more, 1) if per_unit and method != "bootstrap-prompts" \
+                else None
+            reason += "; " + _need_words(need, method, per_unit)
+    elif verdict == "too-short":
+        reason += "; " + _short_fix(short or short_b or "", conc)
+    out["verdict"], out["verdict_reason"] = verdict, reason
+    return out
 
 
 def _keep_repeats(frame: pd.DataFrame, names: list[str], conc: int, reps: set) -> pd.DataFrame:
@@ -251,14 +251,16 @@ def _unit_seconds(phases: pd.DataFrame, names: list[str], conc: int, method: str
 
 def _need_words(need: sequential.Need, method: str, per_unit: float | None) -> str:
     if method == "bootstrap-prompts":
-        return f"needs ~{need.units} paired prompts ({need.more} more prompts in the suite; repeats replay the same ones)"
+        return (f"needs ~{need.units} paired prompts ({need.more} more prompts in the suite; repeats replay "
+                "the same ones)")
     cost = f", ~{per_unit * need.more:.0f} s" if per_unit else ""
     return f"needs ~{need.units} repeats ({need.more} more{cost}; run.stop: decided adds them)"
 
 
 def _short_fix(why: str, conc: int) -> str:
     if "requests in a phase" in why:
-        return f"needs >= {MIN_REQUESTS_PER_SLOT * conc} requests per phase (phase sizing cycles the suite; raise run.max_phase_s)"
+        return (f"needs >= {MIN_REQUESTS_PER_SLOT * conc} requests per phase (phase sizing cycles the suite; "
+                "raise run.max_phase_s)")
     if "never" in why:
         return f"needs {conc} requests in flight: more prompts than {conc} (or a lower concurrency)"
     return "needs a longer steady state: raise run.max_phase_s (phase sizing cycles the suite) or add prompts"
@@ -311,10 +313,11 @@ def undecided_rows(summary: pd.DataFrame) -> dict[tuple[str, int], int]:
     phase (phase sizing already ran to run.max_phase_s)."""
     out: dict[tuple[str, int], int] = {}
     for _, r in summary.iterrows():
-        if str(r.get("verdict")) != "undecided" or str(r.get("baseline")) == "True":
+        if str(r.get("verdict")) != "undecided" or is_true(r.get("baseline")):
             continue
         need = r.get("needs_repeats")
-        out[(str(r["variant"]), int(r["concurrency"]))] = int(need) if need is not None and need == need else 0
+        key = (str(r["variant"]), int(r["concurrency"]))
+        out[key] = int(need) if need is not None and need == need else 0
     return out
 
 
@@ -323,9 +326,7 @@ def needing_repeats(summary: pd.DataFrame, until_ci_pct: float) -> set[str]:
     than until_ci_pct. Rows too short to decide are left out: more repeats do not lengthen a phase."""
     out: set[str] = set()
     for _, r in summary.iterrows():
-        if r.get("baseline") is True or str(r.get("baseline")) == "True" or r.get("verdict") is None:
-            continue
-        if r.get("too_short") is True or str(r.get("too_short")) == "True":
+        if is_true(r.get("baseline")) or r.get("verdict") is None or is_true(r.get("too_short")):
             continue
         width = half_width_pct(r)
         if width is None or r.get("ci_method") == "bootstrap-windows" or width > until_ci_pct:

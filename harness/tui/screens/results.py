@@ -14,7 +14,6 @@ from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
 from harness.analysis.engines_table import engines_of, stand_ins
 from harness.analysis.load_report import RATE_TABLE, rate_label, rate_rows, stops_paying
-from harness.analysis.report import TABLE_COLUMNS
 from harness.analysis.runs import (
     Comparison,
     LoadedRun,
@@ -24,6 +23,7 @@ from harness.analysis.runs import (
     fmt_cell,
     result_rows,
 )
+from harness.analysis.summary_columns import TABLE_COLUMNS  # the column registry: headers and order
 from harness.tui.dialogs import ExportDialog
 from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested, ResumeRequested
 from harness.tui.screens.section import SectionScreen
