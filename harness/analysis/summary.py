@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import acceptance, engines_table, outputs
+from harness.analysis import acceptance, engines_table, outputs, store
 from harness.analysis.attempts import final_tables
 from harness.analysis.breakeven import step_break_even, ttft_cost_ms
 from harness.analysis.csv_tail import read_records_csv
@@ -48,18 +48,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """variants.jsonl: the last entry per variant wins (a resumed run appends)."""
-    out: dict[str, dict[str, Any]] = {}
-    path = run_dir / "variants.jsonl"
-    if path.exists():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue  # blank, or cut by a kill mid-write
-            if isinstance(d, dict) and "variant" in d:
-                out[d["variant"]] = {**out.get(d["variant"], {}), **d}
-    return out
+    """variants.jsonl as the table reads it, a dict per variant (harness.analysis.store.read_variants)."""
+    return {name: meta.as_dict() for name, meta in store.read_variants(run_dir).items()}
 
 
 def _effective_draft_tokens(meta: dict[str, Any]) -> int | None:

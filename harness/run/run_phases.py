@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from harness.analysis.store import VariantMeta
 from harness.common import events as ev
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 from harness.run.arrivals import rate_label
@@ -45,15 +46,15 @@ def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: 
     return out
 
 
-def one_off(run: Any, name: str, meta: dict[str, Any], timing: dict[str, Any]) -> None:
+def one_off(run: Any, name: str, meta: VariantMeta, timing: dict[str, Any]) -> None:
     """The warmup's first (sampled) request far slower than the rest: a one-off compile, seen for the
     first EAGLE-3 decode on a fresh H200 (~2 min). It stays out of every measured phase (the warmup is
     never measured); recorded as `compile_s` so budgets charge it once per machine (harness.run.tune)."""
     first, rest = timing.get("first_s"), timing.get("rest_s")
-    meta["warmup_first_s"] = round(first, 3) if first is not None else None
+    meta.warmup_first_s = round(first, 3) if first is not None else None
     if first is None or rest is None or first < COMPILE_MIN_S or first < COMPILE_RATIO * max(rest, 0.05):
         return
-    meta["compile_s"] = round(first - rest, 1)
+    meta.compile_s = round(first - rest, 1)
     run.emit(ev.Alarm(name, "info", "one-off-compile",
                        f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the warmup: "
                        "a one-off compile, charged once per machine and kept out of every measured phase"))
