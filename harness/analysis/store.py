@@ -166,8 +166,14 @@ class PhaseRecord:
                    server_accept_len=parse_float(row.get("server_accept_len")),
                    flush_ok=parse_bool(row.get("flush_ok")),
                    last_gen_throughput=parse_float(row.get("last_gen_throughput")),
-                   server={k: parse_float(v) for k, v in row.items() if k is not None and k not in own},
+                   server={k: _engine_cell(v) for k, v in row.items() if k is not None and k not in own},
                    passes=parse_count(row["passes"]) if row.get("passes") else None)
+
+
+def _engine_cell(text: str | None) -> float | str | None:
+    """An engine's per-phase cell: a number, or the engine's own text (vLLM's per-position rates), or None."""
+    number = parse_float(text)
+    return number if number is not None or not text else text
 
 
 def read_phases(run_dir: Path) -> list[PhaseRecord]:

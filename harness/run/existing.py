@@ -10,6 +10,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.records import RequestRecord
 from harness.analysis.store import VariantMeta
 from harness.engines import engine_of
 from harness.inputs.endpoints import parse_endpoint
@@ -130,9 +131,9 @@ async def require_auth(server: Any) -> None:
                            "(plan: api_key_env; the key is read from this machine's environment)", [])
 
 
-def unauthorized(variant: str, record: Any) -> None:
+def unauthorized(variant: str, record: RequestRecord) -> None:
     """A 401 in the middle of a phase (a key rotated under us) stops the variant with the same message."""
-    if getattr(record, "http_status", None) == 401:
+    if record.http_status == 401:
         raise ServerFailed(variant, "answered 401 Unauthorized: its API key is missing or wrong "
                            "(plan: api_key_env)", [])
 

@@ -28,7 +28,7 @@ def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
 def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: set[int] | None = None
             ) -> list[tuple[str, Any, int, int, list[Any]]]:
     out = []
-    rates = [] if only is not None else list(map(float, getattr(run.plan.run, "request_rate", [])))
+    rates = [] if only is not None else list(map(float, run.plan.run.request_rate))
     levels = [c for c in run.plan.run.concurrency if only is None or c in only]
     for repeat in repeats or range(1, run.plan.run.repeats + 1):
         for suite in run.plan.suites:
@@ -38,7 +38,7 @@ def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: 
                 if isinstance(c, float):
                     run.phase_rate[pid], c = c, 0  # open loop: records and phases say concurrency 0
                 prompts = list(suite.prompts)
-                if getattr(run.plan.run, "order", "suite") == "shuffled":
+                if run.plan.run.order == "shuffled":
                     # same seed for every variant: all arms see the same order (TTFT depends on it)
                     random.Random(f"{run.plan.run.seed}/{pid}").shuffle(prompts)
                 if (variant.name, pid) not in run.done.phases:  # no phase row: replayed whole (attempts.py)
@@ -66,7 +66,7 @@ def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) 
     settings = run.plan.run
     if len(prompts) != len(suite.prompts) or not settings.phase_sizing:
         return None
-    per_pass = sum(getattr(p, "turns", 1) for p in prompts)
+    per_pass = sum(p.turns for p in prompts)
 
     def told(n: int, one: float, passes: int, planned: float, capped: bool) -> None:
         run.total_requests += per_pass * (passes - 1) - sizer.counted  # the progress total grows with the plan
