@@ -27,9 +27,12 @@ from harness.run.rundir import PHASE_COLUMNS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 START = {"variant": "eagle3", "engine": "sglang", "engine_version": "0.5.15.post1", "baseline": False,
-         "algorithm": "EAGLE3", "drafter": "good", "drafter_path": "/m/good", "num_steps": 3, "eagle_topk": 1,
-         "num_draft_tokens": 4, "cuda_graph": True, "simulated": True, "status": "running", "temperature": 0.0,
-         "forced_acceptance": None}
+         "algorithm": "EAGLE3", "drafter": "good", "drafter_path": "/m/good", "num_steps": 3,
+         "eagle_topk": 1, "num_draft_tokens": 4, "cuda_graph": True, "simulated": True, "status": "running",
+         "temperature": 0.0, "forced_acceptance": None}
+VERSION = "0.5.15.post1"
+ARGV = ["python3", "-m", "harness.sim"]
+URL = "http://127.0.0.1:30002"
 
 
 def test_every_fixture_variant_line_reads_back_byte_for_byte():
@@ -44,24 +47,24 @@ def test_a_variant_line_holds_what_was_learnt_in_the_order_learnt(tmp_path: Path
     """As the runner writes one (the dicts it built before, spelled out): a failed start has no startup_s
     and no facts of a ready server; an existing server's pgid is learnt as null and written so."""
     failed = VariantMeta(**START)
-    failed.port, failed.pgid, failed.launch_command = 30001, 4242, ["python3", "-m", "harness.sim"]
+    failed.port, failed.pgid, failed.launch_command = 30001, 4242, ARGV
     failed.status, failed.failure, failed.last_log_lines = "failed", "exited before it became ready", ["boom"]
     append_variant(tmp_path, failed)
     ready = VariantMeta(**{**START, "variant": "existing"})
     ready.gpus = ["simulated"]  # learnt last: still written after the launch and the server's facts
     ready.port, ready.pgid, ready.launch_command = 30002, None, []
     ready.startup_s = 0.05
-    ready.server_facts.update({"sglang_version": "0.5.15.post1", "server_tp_size": 1, "server_version": "0.5.15.post1"})
-    ready.started_by_draftbench, ready.endpoint, ready.launch_command = False, "http://127.0.0.1:30002", ""
+    ready.server_facts.update({"sglang_version": VERSION, "server_tp_size": 1, "server_version": VERSION})
+    ready.started_by_draftbench, ready.endpoint, ready.launch_command = False, URL, ""
     ready.drafter_config_sha256 = ""
     ready.per_request_spec, ready.warmup_first_s, ready.status = "stream", None, "ok"
     append_variant(tmp_path, ready)
     before = [
-        {**START, "status": "failed", "port": 30001, "pgid": 4242, "launch_command": ["python3", "-m", "harness.sim"],
+        {**START, "status": "failed", "port": 30001, "pgid": 4242, "launch_command": ARGV,
          "failure": "exited before it became ready", "last_log_lines": ["boom"]},
         {**START, "variant": "existing", "status": "ok", "port": 30002, "pgid": None, "launch_command": "",
-         "startup_s": 0.05, "sglang_version": "0.5.15.post1", "server_tp_size": 1, "server_version": "0.5.15.post1",
-         "started_by_draftbench": False, "endpoint": "http://127.0.0.1:30002", "drafter_config_sha256": "",
+         "startup_s": 0.05, "sglang_version": VERSION, "server_tp_size": 1, "server_version": VERSION,
+         "started_by_draftbench": False, "endpoint": URL, "drafter_config_sha256": "",
          "gpus": ["simulated"], "per_request_spec": "stream", "warmup_first_s": None},
     ]
     assert (tmp_path / "variants.jsonl").read_text() == "".join(json.dumps(d) + "\n" for d in before)
@@ -73,8 +76,9 @@ def test_a_variant_line_holds_what_was_learnt_in_the_order_learnt(tmp_path: Path
 
 def test_read_variants_merges_a_resumed_runs_lines_and_skips_a_cut_one(tmp_path: Path):
     path = tmp_path / "variants.jsonl"
-    path.write_text(json.dumps({**START, "compile_s": 95.0}) + "\n" + '{"variant": "baseline", "base'
-                    + "\n" + json.dumps({"variant": "eagle3", "status": "ok", "vllm_version": "0.33.0"}) + "\n")
+    later = {"variant": "eagle3", "status": "ok", "vllm_version": "0.33.0"}
+    cut = '{"variant": "baseline", "base'
+    path.write_text(json.dumps({**START, "compile_s": 95.0}) + "\n" + cut + "\n" + json.dumps(later) + "\n")
     metas = read_variants(tmp_path)
     assert list(metas) == ["eagle3"]
     meta = metas["eagle3"]
@@ -85,7 +89,8 @@ def test_read_variants_merges_a_resumed_runs_lines_and_skips_a_cut_one(tmp_path:
 def test_no_field_is_added_at_run_time():
     with pytest.raises(ValueError):
         VariantMeta(**START).attempt = 2
-    result = StreamResult(ok=True, error=None, http_status=200, t_send=1.0, t_first=1.1, t_end=1.2, wall_send=0.0)
+    result = StreamResult(ok=True, error=None, http_status=200, t_send=1.0, t_first=1.1, t_end=1.2,
+                          wall_send=0.0)
     result.turn, result.conversation_id, result.attempts = 2, "s/q", 3  # declared: the replay sets them
     with pytest.raises(AttributeError):
         result.round = 1  # type: ignore[attr-defined]
@@ -95,20 +100,22 @@ def test_no_field_is_added_at_run_time():
 
 def test_phase_rows_read_back_typed(tmp_path: Path):
     engine = phase_columns()
-    rec = PhaseRecord(variant="v", phase="s@c4#r1", suite="s", concurrency=4, repeat=1, requests=15, errors=1,
-                      output_tokens=720, wall_s=3.25, server_accept_len=None, flush_ok=False,
-                      last_gen_throughput=221.5, server={"server_requests": 16.0, "server_accept_per_pos": "0.8 0.6"},
-                      passes=2)
+    rec = PhaseRecord(variant="v", phase="s@c4#r1", suite="s", concurrency=4, repeat=1, requests=15,
+                      errors=1, output_tokens=720, wall_s=3.25, server_accept_len=None, flush_ok=False,
+                      last_gen_throughput=221.5,
+                      server={"server_requests": 16.0, "server_accept_per_pos": "0.8 0.6"}, passes=2)
     with CsvAppender(tmp_path / "phases.csv", PHASE_COLUMNS) as out:
         out.append(rec.row())
-    assert (tmp_path / "phases.csv").read_text().splitlines()[1].startswith("v,s@c4#r1,s,4,1,15,1,720,3.25,,False,")
+    row = (tmp_path / "phases.csv").read_text().splitlines()[1]
+    assert row.startswith("v,s@c4#r1,s,4,1,15,1,720,3.25,,False,221.5,16.0,")
     [back] = read_phases(tmp_path)
     # every engine's column comes back (empty ones None), numbers as numbers, "False" as False
     assert back == replace(rec, server={**dict.fromkeys(engine), **rec.server})
 
 
 def test_an_older_phases_file_reads_with_what_it_has():
-    old = read_phases(FIXTURES / "sglang-0.5.15.post1" / "draftbench-run")  # no flush_ok, server columns, passes
+    # no flush_ok, no engine columns, no passes
+    old = read_phases(FIXTURES / "sglang-0.5.15.post1" / "draftbench-run")
     assert old and all(p.flush_ok is None and p.passes is None and p.server == {} for p in old)
     sized = read_phases(FIXTURES / "sglang-0.5.15.post1" / "decided" / "run")
     assert {type(p.flush_ok) for p in sized} == {bool} and all(p.passes and p.passes >= 1 for p in sized)
@@ -143,5 +150,6 @@ def test_tune_state_keys_set_later_are_written_in_the_order_first_set(tmp_path: 
     write_tune_state(tmp_path, resumed)
     text = (tmp_path / "tune_state.json").read_text()
     assert list(json.loads(text))[8:] == ["adopted", "note", "warnings", "preflight_done"]
-    assert text == json.dumps({**TuneState().as_dict(), "spent_s": 5.0, "adopted": ["wide/baseline", "cost/baseline"],
-                               "note": "kept", "warnings": ["c8 too short"], "preflight_done": True}, indent=2) + "\n"
+    before = {**TuneState().as_dict(), "spent_s": 5.0, "adopted": ["wide/baseline", "cost/baseline"],
+              "note": "kept", "warnings": ["c8 too short"], "preflight_done": True}
+    assert text == json.dumps(before, indent=2) + "\n"

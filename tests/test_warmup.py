@@ -23,8 +23,8 @@ class _Client:
         await asyncio.sleep(0)
         self.inflight -= 1
         ok = not req.request_id.endswith("/3")
-        return StreamResult(ok=ok, error=None if ok else "http 500", http_status=200 if ok else 500, t_send=1.0,
-                            t_first=1.1 if ok else None, t_end=1.2, wall_send=1.7e9)
+        return StreamResult(ok=ok, error=None if ok else "http 500", http_status=200 if ok else 500,
+                            t_send=1.0, t_first=1.1 if ok else None, t_end=1.2, wall_send=1.7e9)
 
 
 def _plan(concurrency: list[int], warmup_requests: int) -> Plan:

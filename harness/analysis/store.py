@@ -69,7 +69,8 @@ class CsvAppender:
                                    + (" (the disk is full)" if exc.errno == errno.ENOSPC else "")) from exc
 
     def _abandon(self) -> None:
-        """After a failed write: close anyway (the close's own flush fails too; the file is closed all the same)."""
+        """After a failed write: close anyway (the close's own flush fails too; the file is closed all the
+        same)."""
         with contextlib.suppress(OSError, ValueError):
             self._fh.close()
 
@@ -148,7 +149,7 @@ class PhaseRecord:
     server_accept_len: float | None  # the phase's own counter delta, else the server's running mean
     flush_ok: bool | None  # the cache flush before the phase worked (None: not recorded)
     last_gen_throughput: float | None
-    server: dict[str, Any] = field(default_factory=dict)  # the engine's per-phase columns (engines.phase_columns)
+    server: dict[str, Any] = field(default_factory=dict)  # the engine's columns (engines.phase_columns)
     passes: int | None = 1  # passes over the suite (harness.run.sizing); None in runs before phase sizing
 
     def row(self) -> dict[str, Any]:
@@ -159,7 +160,8 @@ class PhaseRecord:
     @classmethod
     def from_row(cls, row: dict[str, str]) -> PhaseRecord:
         own = {f.name for f in fields(cls)}
-        return cls(variant=row.get("variant") or "", phase=row.get("phase") or "", suite=row.get("suite") or "",
+        return cls(variant=row.get("variant") or "", phase=row.get("phase") or "",
+                   suite=row.get("suite") or "",
                    concurrency=parse_count(row.get("concurrency")), repeat=parse_count(row.get("repeat")),
                    requests=parse_count(row.get("requests")), errors=parse_count(row.get("errors")),
                    output_tokens=parse_count(row.get("output_tokens")), wall_s=parse_float(row.get("wall_s")),
@@ -216,7 +218,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-# ---------------------------------------------------------------------------------------------------- variants
+# ------------------------------------------------------------------------------------------------- variants
 class VariantMeta(BaseModel):
     """A variants.jsonl line: one variant's server as the run found it. The runner writes a line whenever
     the variant's state changes (ready to measure, done, failed, interrupted); a line holds the fields
@@ -340,7 +342,7 @@ class TuneState:
         if name not in _TUNE_FIELDS:
             raise AttributeError(f"TuneState has no field {name!r}")
         object.__setattr__(self, name, value)
-        order = self.__dict__.setdefault("_order", [])  # the later fields as first set (a resumed file's first)
+        order = self.__dict__.setdefault("_order", [])  # the later fields as first set (or as read)
         if name in _TUNE_LATER and value is not None and name not in order:
             order.append(name)
 

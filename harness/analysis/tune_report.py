@@ -352,7 +352,8 @@ def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
 def render(t: Any, rows: pd.DataFrame) -> str:
     positions = t.wide.num_steps
     curves = acceptance_curves(t.hists, positions)
-    lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state.starts)} server starts for a grid "
+    lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state.starts)} server starts "
+             "for a grid "
              f"of {len(t.grid)}; stop: {t.state.stop_reason or 'unfinished'}; "
              f"{float(t.state.spent_s):.0f} s of {t.opts.budget_s:.0f} s", ""]
     lines += answer(rows, t.hists, positions, algorithm=t.tuned.spec_algorithm or "EAGLE3",

@@ -52,9 +52,9 @@ def next_turn(req: ReplayRequest, answer: str, followup: str, request_id: str) -
     return dataclasses.replace(req, request_id=request_id, messages=messages, prompt=None)
 
 
-async def converse(first: ReplayRequest, prompt: Prompt, suite: Suite, send: Callable[[ReplayRequest], Awaitable[R]],
-                   stopped: Callable[[], bool] = lambda: False, *, replay_pass: int = 1,
-                   suffix: str = "") -> AsyncIterator[tuple[ReplayRequest, R]]:
+async def converse(first: ReplayRequest, prompt: Prompt, suite: Suite,
+                   send: Callable[[ReplayRequest], Awaitable[R]], stopped: Callable[[], bool] = lambda: False,
+                   *, replay_pass: int = 1, suffix: str = "") -> AsyncIterator[tuple[ReplayRequest, R]]:
     """Send `first` (turn 1, built by replay.to_request) and then each follow-up; yields (request, result)
     per turn, the result's `turn`, `replay_pass` and `conversation_id` set. A failed turn ends the
     conversation: the later turns have no answer to follow. `replay_pass`/`suffix`: which pass over the

@@ -14,7 +14,7 @@ from harness.analysis.store import CsvAppender
 from harness.run.conversation import converse
 from harness.run.sizing import Sizer, pass_suffix
 
-if TYPE_CHECKING:  # the client's module imports the openai SDK (~1 s): at run time only where a request is sent
+if TYPE_CHECKING:  # the client's module imports the openai SDK (~1 s): at run time only where it sends
     from harness.client.collect import StreamResult
     from harness.client.stream import ReplayClient, ReplayRequest
     from harness.inputs.config import Plan, Variant
@@ -80,9 +80,10 @@ def to_request(prompt: Prompt, suite: Suite, plan: Plan, extra: dict | None = No
     )
 
 
-async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite, concurrency: int,
-                       extra: dict | None, *, watchdog: Callable[[], Awaitable[bool]] | None = None,
-                       sizer: Sizer | None = None, order_key: str = "") -> AsyncIterator[tuple[ReplayRequest, Prompt, StreamResult]]:
+async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite,
+                       concurrency: int, extra: dict | None, *,
+                       watchdog: Callable[[], Awaitable[bool]] | None = None, sizer: Sizer | None = None,
+                       order_key: str = "") -> AsyncIterator[tuple[ReplayRequest, Prompt, StreamResult]]:
     """Closed loop: `concurrency` workers pull prompts in order; yields (request, prompt, result) as each
     finishes, one per turn of a multi-turn prompt. Stops early when the watchdog says the server is gone.
     `sizer`: when a pass has been sent in full it may ask for another (harness.run.sizing): the same prompts
@@ -187,7 +188,8 @@ async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], 
             await guard_task
 
 
-async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None, timing: dict | None = None) -> int:
+async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,
+                 timing: dict | None = None) -> int:
     """Warmup requests are excluded from every number. One sampled request first: the first sampled
     request can trigger a one-time compile on a fresh server (seen on the H200, GPU.md). Then
     `warmup_requests` requests, at least as many as the plan's highest concurrency and sent that many

@@ -195,7 +195,8 @@ class _Run:
             cuda_graph=bool(variant.cuda_graph), simulated=bool(self.plan.target.simulated), status="running",
             temperature=float(self.plan.run.temperature),
             # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
-            forced_acceptance=engine.forced_acceptance({**(self.plan.target.env or {}), **(variant.env or {})}))
+            forced_acceptance=engine.forced_acceptance({**(self.plan.target.env or {}),
+                                                        **(variant.env or {})}))
         key = api_key(self.plan, variant)
         server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
             if variant.is_existing else \
@@ -248,7 +249,8 @@ class _Run:
         self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
         self.emit(ev.VariantDone(server.name, False, exc.reason))
 
-    async def _measure_on(self, variant: Any, server: Server, meta: VariantMeta, todo: list, park: bool) -> None:
+    async def _measure_on(self, variant: Any, server: Server, meta: VariantMeta, todo: list,
+                          park: bool) -> None:
         name = variant.name
         up = False
         try:
@@ -263,7 +265,7 @@ class _Run:
             raise
         finally:
             self._write_variant_meta(meta)
-            self.metas[name] = meta.model_copy(deep=True)  # the next look's record carries what this one learnt
+            self.metas[name] = meta.model_copy(deep=True)  # the next look's record keeps what this learnt
             if up:
                 self.parked[name] = server  # in self.servers still: stopped at the end, however the run ends
             else:

@@ -96,7 +96,7 @@ class _Tune:
         self.state = read_tune_state(self.dir)  # a resumed tune's, else a fresh one
         self._spent_before = float(self.state.spent_s)
         self.step_source: dict[Config, str] = {}
-        self.hists: dict[str, list[int]] = {}  # the wide run's per-request histograms per category, once it ran
+        self.hists: dict[str, list[int]] = {}  # the wide run's per-request histograms by category
         self.hist: list[int] | None = None  # their sum: what every chain's prediction comes from
         self.answered = False
         self._t0 = clock()
@@ -294,14 +294,15 @@ class _Tune:
             # the wide run's own server is still up: its step-cost phases first, where it stands (the GPU may
             # have no room for it next to a baseline), then the baseline's, adopted too when it was kept
             order.insert(0, self.wide.name)
-            self.state.decisions.append(TuneDecision(self.wide.name, round(self.spent(), 3), 0.0, self.opts.budget_s,
-                                                     None, adopted=True))
+            self.state.decisions.append(TuneDecision(self.wide.name, round(self.spent(), 3), 0.0,
+                                                     self.opts.budget_s, None, adopted=True))
             yield ev.TuneCandidate(self.wide.name, "measuring", None, 0.0, "the wide run's server, adopted")
             async for e in self.sub_run(self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True),
                                         "cost"):
                 yield e
-            yield ev.TuneCandidate(self.wide.name, "failed" if self.wide.name in self.state.failed else "measured",
-                                   None, 0.0, self.state.failed.get(self.wide.name, ""))
+            failed = self.state.failed.get(self.wide.name)
+            yield ev.TuneCandidate(self.wide.name, "failed" if failed is not None else "measured", None, 0.0,
+                                   failed or "")
         while True:
             measured, base = self.measured(), self.base_step()
             skip = set(self.state.rejected) | set(self.state.failed) | {c.name for c in measured}
