@@ -84,10 +84,9 @@ def _tune(args: argparse.Namespace) -> int:
             raise InputError(args.resume, None, None, "not a tune directory (no tune_plan.json)")
         plan, opts = read_tune_plan(args.resume)
         if "--budget" in sys.argv:  # resumed: --budget is what to spend now, on top of what was spent
-            import json
+            from harness.analysis.store import read_tune_state
 
-            state = Path(args.resume) / "tune_state.json"
-            spent = float(json.loads(state.read_text(encoding="utf-8")).get("spent_s", 0.0)) if state.exists() else 0.0
+            spent = float(read_tune_state(Path(args.resume)).spent_s)
             opts.budget_s = spent + args.budget
             say(f"resumed: {spent:.0f} s spent before, {args.budget:.0f} s more (budget {opts.budget_s:.0f} s)")
     elif args.plan:

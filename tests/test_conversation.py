@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from harness.client.collect import StreamResult
 from harness.client.stream import ReplayClient
+from harness.inputs.config import Plan
 from harness.inputs.suites import Prompt, Suite
 from harness.run.conversation import converse, request_ids
 from harness.run.replay import send, to_request
@@ -23,6 +24,11 @@ def stand_in(tmp_path_factory):
     stop_stand_in(server)
 
 
+def _plan(suite: Suite, max_tokens: int) -> Plan:
+    return Plan(name="conv", model={"path": "m"}, variants=[{"name": "baseline"}], suites=[suite],
+                run={"max_tokens": max_tokens, "temperature": 0.0, "retries": 0})
+
+
 def _turn_tokens(role: str, text: str) -> int:
     """What one more message adds to the stand-in's chat template (4 framing tokens and the text)."""
     return 4 + len(model.tokenize(f"{role} {text}", 32000))
@@ -32,7 +38,7 @@ async def test_turn_two_follows_the_servers_own_answer(stand_in):
     prompt = Prompt(id="q1", category="writing", text="Write a haiku about rain.",
                     followups=["Now make it rhyme.", "And translate it."])
     suite = Suite(name="mt", prompts=[prompt])
-    plan = SimpleNamespace(run=SimpleNamespace(max_tokens=24, temperature=0.0, ignore_eos=False, retries=0))
+    plan = _plan(suite, 24)
     client = ReplayClient(stand_in.url + "/v1", "default")
     try:
         turns = [(req, res) async for req, res in converse(to_request(prompt, suite, plan), prompt, suite,
@@ -60,11 +66,12 @@ async def test_a_failed_turn_ends_the_conversation():
 
     async def fail(req):
         sent.append(req.request_id)
-        return SimpleNamespace(ok=False, text="")
+        return StreamResult(ok=False, error="http 500", http_status=500, t_send=1.0, t_first=None, t_end=1.5,
+                            wall_send=1.7e9)
 
-    plan = SimpleNamespace(run=SimpleNamespace(max_tokens=4, temperature=0.0, ignore_eos=False))
-    got = [r async for r in converse(to_request(prompt, suite, plan), prompt, suite, fail)]
+    got = [r async for r in converse(to_request(prompt, suite, _plan(suite, 4)), prompt, suite, fail)]
     assert sent == ["s/q"] and len(got) == 1  # no later turn without an answer to follow
+    assert (got[0][1].turn, got[0][1].conversation_id) == (1, "s/q")
 
 
 def test_single_turn_prompts_keep_their_request_ids(tmp_path: Path):

@@ -107,7 +107,8 @@ def test_a_run_dir_whose_records_cannot_be_written_is_one_line(tmp_path: Path, c
     run = tmp_path / "run"
     run.mkdir()
     (run / "requests.csv").mkdir()  # what stands where the records go cannot be appended to
-    from harness.analysis.records import RECORD_COLUMNS, CsvAppender
+    from harness.analysis.records import RECORD_COLUMNS
+    from harness.analysis.store import CsvAppender
 
     with pytest.raises(InputError, match="cannot write records: Is a directory"):
         CsvAppender(run / "requests.csv", RECORD_COLUMNS)

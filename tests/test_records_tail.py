@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.csv_tail import repair_tail
-from harness.analysis.records import CsvAppender, RecordWriteError
+from harness.analysis.store import CsvAppender, RecordWriteError
 from harness.cli import main as cli_main
 from harness.common.errors import InputError
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, prompts, read_csv, reap_servers, sim_env, write_plan
@@ -69,7 +69,7 @@ def test_a_failed_write_names_the_file(tmp_path: Path, monkeypatch):
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr("harness.analysis.records.os.fsync", full)
+    monkeypatch.setattr("harness.analysis.store.os.fsync", full)
     with pytest.raises(RecordWriteError, match=f"^{path}: could not write a record: No space left on device "
                                                r"\(the disk is full\)$"):
         out.append({"a": "1", "b": "x", "note": ""})
@@ -121,7 +121,7 @@ def test_a_full_disk_stops_the_run_with_the_file_named(tmp_path: Path, monkeypat
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real(fd)
 
-    monkeypatch.setattr("harness.analysis.records.os.fsync", fsync)
+    monkeypatch.setattr("harness.analysis.store.os.fsync", fsync)
     rc = cli_main(["run", str(_plan(tmp_path)), "--results-dir", str(tmp_path / "results")])
     err = capsys.readouterr().err
     assert rc == 1, err

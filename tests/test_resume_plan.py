@@ -22,7 +22,7 @@ from harness.analysis.attempts import (
     final_tables,
     start_attempt,
 )
-from harness.analysis.records import CsvAppender
+from harness.analysis.store import CsvAppender
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
 from harness.run.lock import RunDirLock

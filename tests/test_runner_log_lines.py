@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 
-from harness.analysis.records import CsvAppender
+from harness.analysis.store import CsvAppender
 from harness.inputs.config import load_plan
 from harness.run.run_record import on_lines
 from harness.run.runner import SERVER_WINDOW_COLUMNS, _Run

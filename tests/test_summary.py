@@ -1,7 +1,6 @@
 """Metric math: per-request records and the comparison table (pure, no servers)."""
 
 from dataclasses import asdict
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -9,11 +8,12 @@ import pytest
 from harness.analysis.records import make_record, token_itls_ms
 from harness.analysis.report import render_table
 from harness.analysis.summary import REQUIRED_COLUMNS, summarise
+from harness.client.collect import StreamResult
 from harness.engines.sglang.spec import request_spec as spec_from_server
 
 
 def result(times, tokens, output_tokens, *, ok=True, spec=None, text="abc"):
-    return SimpleNamespace(
+    return StreamResult(
         ok=ok,
         error=None if ok else "http 500",
         http_status=200,

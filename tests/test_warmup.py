@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
+from harness.client.collect import StreamResult
+from harness.inputs.config import Plan
 from harness.inputs.suites import Prompt, Suite
 from harness.run.replay import warmup
 
@@ -21,14 +22,16 @@ class _Client:
         await asyncio.sleep(0)  # let the others start: a real stream yields many times
         await asyncio.sleep(0)
         self.inflight -= 1
-        return SimpleNamespace(ok=not req.request_id.endswith("/3"))
+        ok = not req.request_id.endswith("/3")
+        return StreamResult(ok=ok, error=None if ok else "http 500", http_status=200 if ok else 500,
+                            t_send=1.0, t_first=1.1 if ok else None, t_end=1.2, wall_send=1.7e9)
 
 
-def _plan(concurrency: list[int], warmup_requests: int) -> SimpleNamespace:
+def _plan(concurrency: list[int], warmup_requests: int) -> Plan:
     suite = Suite(name="s", prompts=[Prompt(id=f"p{i}", text=f"prompt {i}") for i in range(3)])
-    run = SimpleNamespace(concurrency=concurrency, warmup_requests=warmup_requests, max_tokens=8,
-                          temperature=0.0, ignore_eos=False, endpoint="chat", seed=1)
-    return SimpleNamespace(suites=[suite], run=run, model=SimpleNamespace(path="m"))
+    return Plan(name="warm", model={"path": "m"}, variants=[{"name": "baseline"}], suites=[suite],
+                run={"concurrency": concurrency, "warmup_requests": warmup_requests, "max_tokens": 8,
+                     "temperature": 0.0, "seed": 1})
 
 
 def test_warmup_reaches_the_highest_concurrency():

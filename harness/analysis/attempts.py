@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.records import CsvAppender
+from harness.analysis.store import CsvAppender, read_phases, read_rows
 
 ATTEMPTS_FILE = "attempts.csv"
 ATTEMPT_COLUMNS = ["variant", "phase", "attempt", "requests_row", "windows_row", "outputs_row", "wall_start"]
@@ -65,13 +65,13 @@ class DonePhases:
 def done_phases(run_dir: Path) -> DonePhases:
     done: set[tuple[str, str]] = set()
     requests = 0
-    for row in _rows(run_dir / "phases.csv"):
-        key = (row.get("variant", ""), row.get("phase", ""))
+    for ph in read_phases(run_dir):
+        key = (ph.variant, ph.phase)
         if key not in done:
             done.add(key)
-            requests += _int(row.get("requests")) + _int(row.get("errors"))
+            requests += ph.requests + ph.errors
     started: dict[tuple[str, str], int] = {}
-    for row in _rows(run_dir / ATTEMPTS_FILE):
+    for row in read_rows(run_dir / ATTEMPTS_FILE):
         key = (row.get("variant", ""), row.get("phase", ""))
         started[key] = started.get(key, 0) + 1
     return DonePhases(frozenset(done), requests, started)
@@ -92,7 +92,7 @@ def start_attempt(log: CsvAppender, done: DonePhases, variant: str, phase: str, 
 def attempt_starts(run_dir: Path) -> dict[str, dict[tuple[str, str], int]]:
     """file name -> (variant, phase) -> first row of the phase's last attempt in that file."""
     out: dict[str, dict[tuple[str, str], int]] = {name: {} for name in ROW_COLUMN}
-    for row in _rows(run_dir / ATTEMPTS_FILE):
+    for row in read_rows(run_dir / ATTEMPTS_FILE):
         key = (row.get("variant", ""), row.get("phase", ""))
         for name, col in ROW_COLUMN.items():
             value = row.get(col, "")
@@ -115,16 +115,3 @@ def final_tables(run_dir: Path, tables: dict[str, pd.DataFrame]) -> dict[str, pd
     starts = attempt_starts(run_dir)
     return {name: final_rows(df, starts.get(name, {})) for name, df in tables.items()}
 
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    if not path.exists():
-        return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return 0

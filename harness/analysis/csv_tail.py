@@ -1,6 +1,6 @@
 """The end of a records CSV before more rows are appended to it (a resume, the next phase).
 
-Every row is written whole and fsynced (records.CsvAppender), so a file that does not end in a line end
+Every row is written whole and fsynced (store.CsvAppender), so a file that does not end in a line end
 was cut while a row was being written: by a kill, a crash or a full disk. Appending to it would glue the
 next row onto the cut one (an 80-field line that no summary can read), so the cut row is dropped and the
 caller says so. A complete row with the wrong number of fields cannot be repaired safely: refused, with

@@ -1,26 +1,27 @@
-"""Per-request records: the source of truth of a run, appended to CSV as requests finish.
+"""Per-request records: the source of truth of a run, appended to requests.csv as requests finish
+(harness.analysis.store writes and reads the file).
 
 The metric math for one request lives here (pure); tables are derived in summary.py.
 """
 
 from __future__ import annotations
 
-import contextlib
-import csv
-import errno
 import hashlib
-import os
 import statistics
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import IO, Any
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
-from harness.analysis.csv_tail import repair_tail
-from harness.common.errors import HarnessError, InputError
 from harness.engines.base import REQUEST_SPEC_KEYS
 
+if TYPE_CHECKING:
+    from harness.client.collect import StreamResult
 
-@dataclass
+# an engine's `request_spec`: a server's per-request stats (and the output tokens) -> REQUEST_SPEC_KEYS
+NormaliseSpec = Callable[[dict[str, Any] | None, int | None], dict[str, Any]]
+
+
+@dataclass(slots=True)
 class RequestRecord:
     run_id: str
     variant: str
@@ -98,8 +99,8 @@ def output_sha(text: str | None, reasoning: str | None = "") -> str:
 
 
 def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id: str, category: str,
-                concurrency: int, repeat: int, request_id: str, result: Any, spec_source: str = "",
-                spec: dict | None = None, normalise_spec: Any = None,
+                concurrency: int, repeat: int, request_id: str, result: StreamResult, spec_source: str = "",
+                spec: dict | None = None, normalise_spec: NormaliseSpec | None = None,
                 request_rate: float | None = None) -> RequestRecord:
     """Build a record from a client StreamResult (see harness.client.stream). `normalise_spec` is the
     engine's `request_spec` (raw per-request stats -> REQUEST_SPEC_KEYS); without it no stats are kept."""
@@ -122,7 +123,7 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
         run_id=run_id, variant=variant, phase=phase, suite=suite, prompt_id=prompt_id,
         category=category, concurrency=concurrency, repeat=repeat, request_id=request_id,
         ok=bool(r.ok), error=r.error or "", http_status=r.http_status,
-        attempts=int(getattr(r, "attempts", 1) or 1), wall_send=r.wall_send,
+        attempts=r.attempts, wall_send=r.wall_send,
         t_send=r.t_send, t_first=r.t_first, t_end=r.t_end, ttft_ms=ttft,
         e2e_ms=(r.t_end - r.t_send) * 1000.0, output_tokens=r.output_tokens,
         prompt_tokens=r.prompt_tokens, chunks=len(times), first_chunk_tokens=first_tokens,
@@ -131,85 +132,11 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
         tokens_per_chunk=(sum(toks) / len(toks)) if toks else None,
         chunk_tokens_exact=bool(r.chunk_tokens_exact), finish_reason=r.finish_reason or "",
         spec_source=spec_source if spec_vals["spec_verify_ct"] else "",
-        text_sha=output_sha(r.text, getattr(r, "reasoning", "")),
+        text_sha=output_sha(r.text, r.reasoning),
         chunk_offsets_ms=" ".join(f"{(t - r.t_send) * 1000.0:.3f}" for t in times),
         chunk_tokens=" ".join(str(n) for n in toks),
-        turn=int(getattr(r, "turn", 1) or 1), conversation_id=str(getattr(r, "conversation_id", "") or ""),
-        request_rate=request_rate,
-        ttft_answer_ms=(r.t_first_answer - r.t_send) * 1000.0 if getattr(r, "t_first_answer", None) else None,
-        reasoning_tokens=getattr(r, "reasoning_tokens", None), reasoning_chars=len(getattr(r, "reasoning", "") or ""),
-        replay_pass=int(getattr(r, "replay_pass", 1) or 1), **spec_vals,
+        turn=r.turn, conversation_id=r.conversation_id, request_rate=request_rate,
+        ttft_answer_ms=(r.t_first_answer - r.t_send) * 1000.0 if r.t_first_answer else None,
+        reasoning_tokens=r.reasoning_tokens, reasoning_chars=len(r.reasoning), replay_pass=r.replay_pass,
+        **spec_vals,
     )
-
-
-class RecordWriteError(HarnessError):
-    """A row could not be written (a full disk, an I/O error): the run stops, naming the file."""
-
-
-class CsvAppender:
-    """Append rows to a CSV file, one flush per row, so a crash or Ctrl-C keeps every finished row.
-    A file cut mid-row is repaired first (harness.analysis.csv_tail); `repaired` says what was done."""
-
-    def __init__(self, path: str | Path, columns: list[str]):
-        self.path = Path(path)
-        try:
-            new = not self.path.exists() or self.path.stat().st_size == 0
-            if not new:  # a resumed run appends under the header the file already has (an older release's)
-                with open(self.path, newline="", encoding="utf-8") as fh:
-                    columns = next(csv.reader(fh), None) or columns
-            self.columns = columns
-            self.repaired = repair_tail(self.path, columns)
-            new = not self.path.exists() or self.path.stat().st_size == 0
-            self._fh: IO[str] = open(self.path, "a", newline="", encoding="utf-8")  # noqa: SIM115
-        except (PermissionError, IsADirectoryError) as exc:  # a run directory we may not write: bad input
-            raise InputError(str(self.path), None, None, f"cannot write records: {exc.strerror}") from None
-        except OSError as exc:
-            raise RecordWriteError(f"{self.path}: cannot write records: {exc.strerror or exc}") from exc
-        self._writer = csv.DictWriter(self._fh, fieldnames=columns, extrasaction="ignore")
-        if new:
-            self._write(self._writer.writeheader)
-
-    def _write(self, write: Any, *args: Any) -> None:
-        try:
-            write(*args)
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-        except OSError as exc:
-            self._abandon()
-            raise RecordWriteError(f"{self.path}: could not write a record: {exc.strerror or exc}"
-                                   + (" (the disk is full)" if exc.errno == errno.ENOSPC else "")) from exc
-
-    def _abandon(self) -> None:
-        """After a failed write: close anyway (the close's own flush fails too; the file is closed all the same)."""
-        with contextlib.suppress(OSError, ValueError):
-            self._fh.close()
-
-    def append(self, row: dict[str, Any]) -> None:
-        self._write(self._writer.writerow, {k: ("" if v is None else v) for k, v in row.items()})
-
-    def close(self) -> None:
-        if not self._fh.closed:
-            self._abandon()
-
-    def __enter__(self) -> CsvAppender:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def append_record(appender: CsvAppender, record: RequestRecord) -> None:
-    appender.append(asdict(record))
-
-
-def finished_request_keys(path: str | Path) -> set[tuple[str, str, str]]:
-    """(variant, phase, request_id) of every successful row already written: used by --resume."""
-    p = Path(path)
-    if not p.exists():
-        return set()
-    done: set[tuple[str, str, str]] = set()
-    with open(p, newline="", encoding="utf-8") as fh:
-        for row in csv.DictReader(fh):
-            if row.get("ok") == "True":
-                done.add((row["variant"], row["phase"], row["request_id"]))
-    return done

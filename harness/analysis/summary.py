@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import acceptance, engines_table
+from harness.analysis import acceptance, engines_table, store
 from harness.analysis.attempts import final_tables
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.goodput import closed_loop, write_load_tables
@@ -57,18 +57,8 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def read_variants(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """variants.jsonl: the last entry per variant wins (a resumed run appends)."""
-    out: dict[str, dict[str, Any]] = {}
-    path = run_dir / "variants.jsonl"
-    if path.exists():
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue  # blank, or cut by a kill mid-write
-            if isinstance(d, dict) and "variant" in d:
-                out[d["variant"]] = {**out.get(d["variant"], {}), **d}
-    return out
+    """variants.jsonl as the table reads it, a dict per variant (harness.analysis.store.read_variants)."""
+    return {name: meta.as_dict() for name, meta in store.read_variants(run_dir).items()}
 
 
 def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFrame,

@@ -59,8 +59,8 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
             prior = None if step is not None else tm.prior_step_ms(cfg, c, measured)
             use = step if step is not None else prior
             v = verified.get((name, c)) or (verified.get((cfg.name, c)) if cfg == t.wide else None)
-            status = ("rejected" if cfg.name in t.state["rejected"] else
-                      "failed" if cfg.name in t.state["failed"] else "")
+            status = ("rejected" if cfg.name in t.state.rejected else
+                      "failed" if cfg.name in t.state.failed else "")
             tok_pred = tm.decode_tok_s(al, c, use) if al and use else None
             spd_pred = tm.predicted_speedup(al, use, base[c]) if al and use and base.get(c) else None
             al_meas = _num(v.get("accept_len")) if v else cost_al.get(cfg.name, {}).get(c)
@@ -352,9 +352,10 @@ def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
 def render(t: Any, rows: pd.DataFrame) -> str:
     positions = t.wide.num_steps
     curves = acceptance_curves(t.hists, positions)
-    lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state['starts'])} server starts for a grid "
-             f"of {len(t.grid)}; stop: {t.state['stop_reason'] or 'unfinished'}; "
-             f"{float(t.state['spent_s']):.0f} s of {t.opts.budget_s:.0f} s", ""]
+    lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state.starts)} server starts "
+             "for a grid "
+             f"of {len(t.grid)}; stop: {t.state.stop_reason or 'unfinished'}; "
+             f"{float(t.state.spent_s):.0f} s of {t.opts.budget_s:.0f} s", ""]
     lines += answer(rows, t.hists, positions, algorithm=t.tuned.spec_algorithm or "EAGLE3",
                     draft_path=str(t.tuned.drafter.path)) + ["", "P(accepted >= k) per category (wide run, topk 1):"]
     cats = list(dict.fromkeys(curves["category"]))

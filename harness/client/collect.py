@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 
-@dataclass
+@dataclass(slots=True)  # declared fields only: an attribute set at run time is an AttributeError
 class StreamResult:
     ok: bool
     error: str | None  # "http 500: <body head>", "timeout", "connection reset", "malformed sse: ..."
@@ -32,6 +32,11 @@ class StreamResult:
     reasoning_tokens: int | None = None  # usage's reasoning tokens where the server counts them
     finish_reason: str | None = None
     spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
+    # where the request stood in the replay (set by harness.run.replay / harness.run.conversation)
+    attempts: int = 1  # 1 + retries; this result is the last attempt's
+    turn: int = 1  # live multi-turn: 1 for the first user turn
+    conversation_id: str = ""  # suite/prompt id shared by every turn of one conversation
+    replay_pass: int = 1  # which pass over the suite within its phase (harness.run.sizing)
 
 
 MAX_TOKENS = 10**9  # a usage count above this is no count of a real request's tokens

@@ -10,6 +10,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.records import RequestRecord
+from harness.analysis.store import VariantMeta
 from harness.engines import engine_of
 from harness.inputs.endpoints import parse_endpoint
 from harness.run.server import TAIL_LINES, ServerFailed
@@ -19,6 +21,7 @@ class ExistingServer:
     """The `Server` interface for an endpoint draftbench only measures: no process group, no log to follow."""
 
     has_log = False
+    key_in_log = False  # it was started with its key by someone else: no log of ours holds it
 
     def __init__(self, target: Any, plan: Any, variant: Any, *, run_dir: Path, api_key: str | None = None):
         self.target = target
@@ -69,13 +72,14 @@ class ExistingServer:
         return True
 
 
-def declared_vs_served(variant: Any, meta: dict[str, Any]) -> tuple[list[str], list[str]]:
+def declared_vs_served(variant: Any, meta: VariantMeta) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the plan's variant against the server's own resolved settings (`meta` holds
     the engine's server provenance: server_speculative_algorithm, ...). Fills the variant's columns from
     the server where the plan left them out."""
     errors: list[str] = []
     warnings: list[str] = []
-    served = meta.get("server_speculative_algorithm") or None
+    facts = meta.server_facts
+    served = facts.get("server_speculative_algorithm") or None
     if served is not None:
         served = str(served).upper()
     declared = variant.spec_algorithm
@@ -85,34 +89,34 @@ def declared_vs_served(variant: Any, meta: dict[str, Any]) -> tuple[list[str], l
         errors.append("is a speculative arm but the server runs no speculative algorithm")
     if declared and served and declared != served:
         errors.append(f"declares {declared} but the server runs {served}")
-    for key in ("num_steps", "eagle_topk", "num_draft_tokens"):
-        got = meta.get(f"server_speculative_{key}")
-        want = getattr(variant, key)
+    for key, want in (("num_steps", variant.num_steps), ("eagle_topk", variant.eagle_topk),
+                      ("num_draft_tokens", variant.num_draft_tokens)):
+        got = facts.get(f"server_speculative_{key}")
         if want is not None and got is not None and int(got) != int(want):
             errors.append(f"declares {key} {want} but the server runs {got}")
         if got is not None and served:
-            meta[key] = int(got)
+            setattr(meta, key, int(got))
     if served:
-        meta["algorithm"] = served
-    steps, topk, ndt = meta.get("num_steps"), meta.get("eagle_topk"), meta.get("num_draft_tokens")
+        meta.algorithm = served
+    steps, topk, ndt = meta.num_steps, meta.eagle_topk, meta.num_draft_tokens
     if served and topk == 1 and steps is not None and ndt is not None and int(ndt) != int(steps) + 1:
         warnings.append(f"topk 1 with {ndt} draft tokens for {steps} steps: SGLang uses steps+1 = {int(steps) + 1}")
-    if meta.get("server_disable_cuda_graph") is True:
-        meta["cuda_graph"] = False
+    if facts.get("server_disable_cuda_graph") is True:
+        meta.cuda_graph = False
         warnings.append("the server runs without CUDA graphs (--disable-cuda-graph): decode is slower")
-    elif "server_disable_cuda_graph" in meta:
-        meta["cuda_graph"] = True
-    if served and not meta.get("server_speculative_draft_model_path") and served in ("EAGLE", "EAGLE3"):
+    elif "server_disable_cuda_graph" in facts:
+        meta.cuda_graph = True
+    if served and not facts.get("server_speculative_draft_model_path") and served in ("EAGLE", "EAGLE3"):
         warnings.append(f"{served} without a draft model path: SGLang loads the target as its own draft")
     return errors, warnings
 
 
-def check_existing(variant: Any, meta: dict[str, Any]) -> list[Any]:
+def check_existing(variant: Any, meta: VariantMeta) -> list[Any]:
     """Preflight of an existing server's resolved settings: a mismatch with the plan fails the variant
     (ServerFailed); the rest are warning alarms. Labels the variant as not started by draftbench."""
     from harness.common import events as ev
 
-    meta.update(started_by_draftbench=False, endpoint=variant.endpoint, launch_command="")
+    meta.started_by_draftbench, meta.endpoint, meta.launch_command = False, variant.endpoint, ""
     errors, warnings = declared_vs_served(variant, meta)
     if errors:
         raise ServerFailed(variant.name, f"at {variant.endpoint} does not match the plan: " + "; ".join(errors), [])
@@ -127,9 +131,9 @@ async def require_auth(server: Any) -> None:
                            "(plan: api_key_env; the key is read from this machine's environment)", [])
 
 
-def unauthorized(variant: str, record: Any) -> None:
+def unauthorized(variant: str, record: RequestRecord) -> None:
     """A 401 in the middle of a phase (a key rotated under us) stops the variant with the same message."""
-    if getattr(record, "http_status", None) == 401:
+    if record.http_status == 401:
         raise ServerFailed(variant, "answered 401 Unauthorized: its API key is missing or wrong "
                            "(plan: api_key_env)", [])
 
@@ -145,8 +149,8 @@ class _Served:
         return getattr(self._variant, name)
 
 
-def as_served(variant: Any, meta: dict[str, Any]) -> Any:
+def as_served(variant: Any, meta: VariantMeta) -> Any:
     """`variant` as the engine should treat it: for an existing server, with the server's own algorithm."""
-    if not getattr(variant, "is_existing", False):
+    if not variant.is_existing:
         return variant
-    return _Served(variant, meta.get("algorithm") or None)
+    return _Served(variant, meta.algorithm or None)

@@ -6,12 +6,19 @@ import asyncio
 import contextlib
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from harness.analysis.records import CsvAppender
+from harness.analysis.store import CsvAppender
 from harness.run.conversation import converse
 from harness.run.sizing import Sizer, pass_suffix
+
+if TYPE_CHECKING:  # the client's module imports the openai SDK (~1 s): at run time only where it sends
+    from harness.client.collect import StreamResult
+    from harness.client.stream import ReplayClient, ReplayRequest
+    from harness.inputs.config import Plan, Variant
+    from harness.inputs.suites import Prompt, Suite
 
 PROBE_COLUMNS = ["variant", "phase", "request_id", "spec_verify_ct", "completion_tokens",
                  "spec_correct_drafts", "spec_proposed_drafts", "spec_accept_len", "spec_histogram"]
@@ -19,15 +26,26 @@ WATCHDOG_S = 1.0  # a killed server is noticed within this (plus one liveness ro
 RETRY_BACKOFF_S = 0.25
 
 
-def retryable(result: Any) -> bool:
+@dataclass(slots=True)
+class ProbeAnswer:
+    """What the spec probe (`probe_meta`) got for one turn: enough for a conversation's next turn."""
+
+    ok: bool
+    text: str
+    turn: int = 1
+    conversation_id: str = ""
+    replay_pass: int = 1
+
+
+def retryable(result: StreamResult) -> bool:
     """Server-side or network failures are worth one more try, also when they cut a stream after its 200
     (reset, timeout, broken SSE: a dropped SSH link looks like this); a 4xx says the request is wrong."""
-    status = getattr(result, "http_status", None)
+    status = result.http_status
     return not result.ok and (status is None or status < 400 or status == 429 or status >= 500)
 
 
-async def send(client: Any, req: Any, retries: int, stop: asyncio.Event | None = None,
-               server_up: Callable[[], Awaitable[bool]] | None = None) -> Any:
+async def send(client: ReplayClient, req: ReplayRequest, retries: int, stop: asyncio.Event | None = None,
+               server_up: Callable[[], Awaitable[bool]] | None = None) -> StreamResult:
     """Send with bounded retries; the returned result is the last attempt (attempts recorded on it).
     `server_up` is asked before a retry: a dead server gets no more attempts."""
     attempt = 0
@@ -45,12 +63,12 @@ async def send(client: Any, req: Any, retries: int, stop: asyncio.Event | None =
     return result
 
 
-def to_request(prompt: Any, suite: Any, plan: Any, extra: dict | None = None, *, request_id: str | None = None,
-               temperature: float | None = None) -> Any:
+def to_request(prompt: Prompt, suite: Suite, plan: Plan, extra: dict | None = None, *,
+               request_id: str | None = None, temperature: float | None = None) -> ReplayRequest:
     from harness.client.stream import ReplayRequest
 
     messages = [dict(m) for m in prompt.messages] if prompt.messages else None
-    if getattr(plan.run, "ignore_eos", False):
+    if plan.run.ignore_eos:
         extra = {**(extra or {}), "ignore_eos": True}
     return ReplayRequest(
         request_id=request_id or f"{suite.name}/{prompt.id}",
@@ -62,14 +80,15 @@ def to_request(prompt: Any, suite: Any, plan: Any, extra: dict | None = None, *,
     )
 
 
-async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, concurrency: int,
-                       extra: dict | None, *, watchdog: Callable[[], Awaitable[bool]] | None = None,
-                       sizer: Sizer | None = None, order_key: str = "") -> AsyncIterator[tuple[Any, Any, Any]]:
+async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite,
+                       concurrency: int, extra: dict | None, *,
+                       watchdog: Callable[[], Awaitable[bool]] | None = None, sizer: Sizer | None = None,
+                       order_key: str = "") -> AsyncIterator[tuple[ReplayRequest, Prompt, StreamResult]]:
     """Closed loop: `concurrency` workers pull prompts in order; yields (request, prompt, result) as each
     finishes, one per turn of a multi-turn prompt. Stops early when the watchdog says the server is gone.
     `sizer`: when a pass has been sent in full it may ask for another (harness.run.sizing): the same prompts
     in an order seeded by `order_key` and the pass, request ids ending in `#p<pass>`."""
-    pending: asyncio.Queue[Any] = asyncio.Queue()
+    pending: asyncio.Queue[tuple[Prompt, int]] = asyncio.Queue()
     for p in prompts:
         pending.put_nowait((p, 1))
     exhausted = False
@@ -86,7 +105,7 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             pending.put_nowait((p, sizer.passes))
         return True
 
-    done: asyncio.Queue[Any] = asyncio.Queue()
+    done: asyncio.Queue[tuple[ReplayRequest, Prompt, StreamResult]] = asyncio.Queue()
     stop = asyncio.Event()
     check: asyncio.Future[bool] | None = None
 
@@ -109,7 +128,7 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             check = asyncio.ensure_future(ask_watchdog())
         return await asyncio.shield(check)
 
-    retries = int(getattr(plan.run, "retries", 0))
+    retries = int(plan.run.retries)
 
     async def worker() -> None:
         while not stop.is_set():
@@ -169,7 +188,8 @@ async def replay_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, c
             await guard_task
 
 
-async def warmup(client: Any, plan: Any, variant: Any, timing: dict | None = None) -> int:
+async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,
+                 timing: dict | None = None) -> int:
     """Warmup requests are excluded from every number. One sampled request first: the first sampled
     request can trigger a one-time compile on a fresh server (seen on the H200, GPU.md). Then
     `warmup_requests` requests, at least as many as the plan's highest concurrency and sent that many
@@ -189,35 +209,31 @@ async def warmup(client: Any, plan: Any, variant: Any, timing: dict | None = Non
     sem = asyncio.Semaphore(width)
     times: list[float] = []
 
-    async def one(req: Any) -> bool:
+    async def one(req: ReplayRequest) -> bool:
         async with sem:
             got = await client.stream(req)
-            if getattr(got, "t_end", None) is not None and getattr(got, "t_send", None) is not None:
-                times.append(got.t_end - got.t_send)
+            times.append(got.t_end - got.t_send)
             return bool(got.ok)
 
     done = ok + sum(await asyncio.gather(*(one(r) for r in reqs)))
-    if timing is not None and getattr(first, "t_end", None) is not None:  # a one-off compile (run_phases.one_off)
+    if timing is not None:  # a one-off compile (run_phases.one_off)
         timing["first_s"] = first.t_end - first.t_send
         timing["rest_s"] = sorted(times)[len(times) // 2] if times else None
     return done
 
 
-async def probe_meta(client: Any, plan: Any, prompts: list[Any], suite: Any, concurrency: int, run_dir: Path,
-                     variant: str, phase: str, normalise_spec: Any) -> int:
+async def probe_meta(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite, concurrency: int,
+                     run_dir: Path, variant: str, phase: str,
+                     normalise_spec: Callable[[dict[str, Any] | None, int | None], dict[str, Any]]) -> int:
     """Per-request spec stats on servers that only offer them non-streaming (SGLang 0.5.13-0.5.18):
     replay the phase's prompts once more with return_meta_info, outside every timed number. Under greedy
     decoding the outputs, and so the acceptance, are the same as in the timed pass; a conversation's later
     turns follow the probe's own answers (harness.run.conversation), which greedy makes the timed pass's."""
-    from types import SimpleNamespace
-
-    from harness.run.conversation import converse
-
     sem = asyncio.Semaphore(max(1, concurrency))
     out = CsvAppender(run_dir / "spec_probe.csv", PROBE_COLUMNS)
     written = 0
 
-    async def send(req: Any) -> Any:
+    async def send(req: ReplayRequest) -> ProbeAnswer:
         nonlocal written
         async with sem:
             got = await client.complete_meta_text(req)
@@ -227,9 +243,9 @@ async def probe_meta(client: Any, plan: Any, prompts: list[Any], suite: Any, con
             out.append({"variant": variant, "phase": phase, "request_id": req.request_id,
                         "completion_tokens": meta.get("completion_tokens"), **vals})
             written += 1
-        return SimpleNamespace(ok=bool(got), text=got[0] if got else "")  # no answer: no later turns
+        return ProbeAnswer(ok=bool(got), text=got[0] if got else "")  # no answer: no later turns
 
-    async def one(prompt: Any) -> None:
+    async def one(prompt: Prompt) -> None:
         async for _ in converse(to_request(prompt, suite, plan), prompt, suite, send):
             pass
 

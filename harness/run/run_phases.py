@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from harness.analysis.store import VariantMeta
 from harness.common import events as ev
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 from harness.run.arrivals import rate_label
@@ -27,7 +28,7 @@ def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
 def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: set[int] | None = None
             ) -> list[tuple[str, Any, int, int, list[Any]]]:
     out = []
-    rates = [] if only is not None else list(map(float, getattr(run.plan.run, "request_rate", [])))
+    rates = [] if only is not None else list(map(float, run.plan.run.request_rate))
     levels = [c for c in run.plan.run.concurrency if only is None or c in only]
     for repeat in repeats or range(1, run.plan.run.repeats + 1):
         for suite in run.plan.suites:
@@ -37,7 +38,7 @@ def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: 
                 if isinstance(c, float):
                     run.phase_rate[pid], c = c, 0  # open loop: records and phases say concurrency 0
                 prompts = list(suite.prompts)
-                if getattr(run.plan.run, "order", "suite") == "shuffled":
+                if run.plan.run.order == "shuffled":
                     # same seed for every variant: all arms see the same order (TTFT depends on it)
                     random.Random(f"{run.plan.run.seed}/{pid}").shuffle(prompts)
                 if (variant.name, pid) not in run.done.phases:  # no phase row: replayed whole (attempts.py)
@@ -45,15 +46,15 @@ def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: 
     return out
 
 
-def one_off(run: Any, name: str, meta: dict[str, Any], timing: dict[str, Any]) -> None:
+def one_off(run: Any, name: str, meta: VariantMeta, timing: dict[str, Any]) -> None:
     """The warmup's first (sampled) request far slower than the rest: a one-off compile, seen for the
     first EAGLE-3 decode on a fresh H200 (~2 min). It stays out of every measured phase (the warmup is
     never measured); recorded as `compile_s` so budgets charge it once per machine (harness.run.tune)."""
     first, rest = timing.get("first_s"), timing.get("rest_s")
-    meta["warmup_first_s"] = round(first, 3) if first is not None else None
+    meta.warmup_first_s = round(first, 3) if first is not None else None
     if first is None or rest is None or first < COMPILE_MIN_S or first < COMPILE_RATIO * max(rest, 0.05):
         return
-    meta["compile_s"] = round(first - rest, 1)
+    meta.compile_s = round(first - rest, 1)
     run.emit(ev.Alarm(name, "info", "one-off-compile",
                        f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the warmup: "
                        "a one-off compile, charged once per machine and kept out of every measured phase"))
@@ -65,7 +66,7 @@ def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) 
     settings = run.plan.run
     if len(prompts) != len(suite.prompts) or not settings.phase_sizing:
         return None
-    per_pass = sum(getattr(p, "turns", 1) for p in prompts)
+    per_pass = sum(p.turns for p in prompts)
 
     def told(n: int, one: float, passes: int, planned: float, capped: bool) -> None:
         run.total_requests += per_pass * (passes - 1) - sizer.counted  # the progress total grows with the plan

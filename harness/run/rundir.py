@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
+from harness.analysis.store import append_jsonl, write_json  # noqa: F401  (the run directory's writers)
 from harness.engines import phase_columns
 
 PHASE_COLUMNS = ["variant", "phase", "suite", "concurrency", "repeat", "requests", "errors",
@@ -52,12 +52,6 @@ def new_run_dir(results_dir: str | Path, plan_name: str) -> tuple[str, Path]:
         raise InputError(str(base), None, "--results-dir",
                          f"cannot create a run directory ({where}: {exc.strerror or exc})") from None
     raise RuntimeError(f"could not create a run directory under {base}")
-
-
-def write_json(path: str | Path, data: Any) -> None:
-    tmp = Path(str(path) + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 def read_resume_plan(run_dir: str | Path) -> Any:
@@ -141,20 +135,6 @@ def leftover_servers(path: Path) -> list[dict[str, Any]]:
             if entry.get("state") == "started":
                 started[entry["pgid"]] = entry
     return [started[p] for p, e in last.items() if p in started and e.get("state") == "started"]
-
-
-def append_jsonl(path: str | Path, entry: dict[str, Any]) -> None:
-    """One JSON line appended, on a line of its own even when the file was cut mid-line by a kill."""
-    path = Path(path)
-    lead = ""
-    with contextlib.suppress(OSError):
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            if fh.tell():
-                fh.seek(-1, os.SEEK_END)
-                lead = "" if fh.read(1) == b"\n" else "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(lead + json.dumps(entry, default=str) + "\n")
 
 
 def mark_incomplete(run_dir: str | Path) -> None:

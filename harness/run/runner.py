@@ -11,14 +11,14 @@ import contextlib
 import gc
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from harness.analysis import attempts as tries
 from harness.analysis.alarms import AlarmTracker
 from harness.analysis.outputs import OUTPUT_COLUMNS
-from harness.analysis.records import RECORD_COLUMNS, CsvAppender, make_record
+from harness.analysis.records import RECORD_COLUMNS, make_record
+from harness.analysis.store import CsvAppender, PhaseRecord, VariantMeta, append_record, append_variant
 from harness.common import events as ev
 from harness.common.aio import drain, finish
 from harness.engines import engine_of
@@ -40,13 +40,7 @@ from harness.run.run_phases import (  # noqa: F401  (phase_id, rate_phase_id: re
     sizer_for,
 )
 from harness.run.run_record import log_catch_up, on_lines, summarise_at_end, write_provenance
-from harness.run.rundir import (
-    PHASE_COLUMNS,
-    SERVER_WINDOW_COLUMNS,
-    append_jsonl,
-    new_run_dir,
-    redact_argv,
-)
+from harness.run.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, new_run_dir, redact_argv
 from harness.run.server import Server, ServerFailed, stopped_detail
 from harness.run.sizing import sized_passes
 from harness.run.target_facts import drafter_hash, gpus
@@ -71,7 +65,7 @@ class _Run:
                  target: Any, emit: Any, adopt: list[Any] | None = None):
         self.plan = plan
         self.emit = emit
-        self.keep = keep_servers or bool(getattr(plan.server, "keep_running", False))
+        self.keep = keep_servers or bool(plan.server.keep_running)
         self.resume_dir = resume_dir
         self.results_dir = results_dir
         self.target = target
@@ -85,11 +79,11 @@ class _Run:
         self.alarms = AlarmTracker(plan)
         self.versions: dict[str, str | None] = {}  # engine name -> version, asked once per engine
         self.parked: dict[str, Server] = {}  # run.stop: decided keeps servers up between looks (GPU room rules)
-        self.metas: dict[str, dict[str, Any]] = {}  # a parked server's metadata, for the next look's record
+        self.metas: dict[str, VariantMeta] = {}  # a parked server's metadata, for the next look's record
         self.pass_count: dict[tuple[str, str, int], int] = {}  # (variant, suite, conc) -> passes its phases run
         self.warmed: set[str] = set()
         self.probed: set[tuple[str, str]] = set()  # (variant, "suite@cN"): greedy acceptance is probed once
-        budget = getattr(plan.run, "budget_s", None)
+        budget = plan.run.budget_s
         self.deadline = time.monotonic() + float(budget) if budget else None  # run.budget_s (harness.run.decide)
         self.failures = 0
         self.failed: set[str] = set()
@@ -129,7 +123,7 @@ class _Run:
         try:
             if self.target is None:
                 t = plan.target
-                self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
+                self.target = open_target(t.host, ssh_port=t.ssh_port)
             await self.target.connect()
             if self.resume_dir:
                 await reap_leftovers(self.target, self.run_dir, self.emit)
@@ -189,23 +183,20 @@ class _Run:
             return  # resumed: nothing left for this variant
         parked = self.parked.pop(name, None)
         if parked is not None and await parked.alive():
-            await self._measure_on(variant, parked, dict(self.metas[name]), todo, park)
+            await self._measure_on(variant, parked, self.metas[name].model_copy(deep=True), todo, park)
             return
         if parked is not None:
             await self._stop(parked)
-        meta: dict[str, Any] = {
-            "variant": name, "engine": engine.name, "engine_version": version,
-            "baseline": bool(variant.is_baseline), "algorithm": variant.spec_algorithm or "",
-            "drafter": variant.drafter.name if variant.drafter else "",
-            "drafter_path": str(variant.drafter.path) if variant.drafter else "",
-            "num_steps": variant.num_steps, "eagle_topk": variant.eagle_topk,
-            "num_draft_tokens": variant.num_draft_tokens, "cuda_graph": bool(variant.cuda_graph),
-            "simulated": bool(self.plan.target.simulated), "status": "running",
-            "temperature": float(self.plan.run.temperature),
-        }
-        # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
-        forced = getattr(engine, "forced_acceptance", None)  # an engine without the switch: None
-        meta["forced_acceptance"] = forced({**(self.plan.target.env or {}), **(variant.env or {})}) if forced else None
+        meta = VariantMeta(
+            variant=name, engine=engine.name, engine_version=version, baseline=bool(variant.is_baseline),
+            algorithm=variant.spec_algorithm or "", drafter=variant.drafter.name if variant.drafter else "",
+            drafter_path=str(variant.drafter.path) if variant.drafter else "", num_steps=variant.num_steps,
+            eagle_topk=variant.eagle_topk, num_draft_tokens=variant.num_draft_tokens,
+            cuda_graph=bool(variant.cuda_graph), simulated=bool(self.plan.target.simulated), status="running",
+            temperature=float(self.plan.run.temperature),
+            # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
+            forced_acceptance=engine.forced_acceptance({**(self.plan.target.env or {}),
+                                                        **(variant.env or {})}))
         key = api_key(self.plan, variant)
         server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
             if variant.is_existing else \
@@ -219,24 +210,24 @@ class _Run:
                 await self._stop(other)
         try:
             await launch(self, server, variant)  # adopts an offered server with the same command, or starts one
-            meta.update({"port": server.port, "pgid": server.pgid,
-                         "launch_command": redact_argv(server.argv)})
+            meta.port, meta.pgid, meta.launch_command = server.port, server.pgid, redact_argv(server.argv)
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)
-            meta["startup_s"] = round(startup, 2)
-            if getattr(server, "key_in_log", False):  # SGLang prints its ServerArgs, api_key included
+            meta.startup_s = round(startup, 2)
+            if server.key_in_log:  # SGLang prints its ServerArgs, api_key included
                 self.emit(ev.Alarm(name, "warning", "key-in-server-log", key_in_log_warning(server)))
             self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
             await require_auth(server)  # a wrong key: an error now, not a variant at 0 tok/s
             info = await server.admin.server_info() if server.admin else None
-            meta.update(engine.server_provenance(info))
+            meta.server_facts.update(engine.server_provenance(info))
             if variant.is_existing:
                 for alarm in check_existing(variant, meta):  # raises ServerFailed on a mismatch
                     self.emit(alarm)
-            graph_bs = meta.get("server_cuda_graph_max_bs_decode") or meta.get("server_cuda_graph_max_bs")
+            graph_bs = meta.server_facts.get("server_cuda_graph_max_bs_decode") \
+                or meta.server_facts.get("server_cuda_graph_max_bs")
             if isinstance(graph_bs, int):
                 self.alarms.set_graph_max_bs(name, graph_bs)
-            meta["drafter_config_sha256"] = await drafter_hash(self.target, self.plan, variant)
-            meta["gpus"] = await gpus(self.target, self.plan)
+            meta.drafter_config_sha256 = await drafter_hash(self.target, self.plan, variant)
+            meta.gpus = await gpus(self.target, self.plan)
         except ServerFailed as exc:
             self._failed(server, meta, exc)
             self._write_variant_meta(meta)
@@ -244,36 +235,37 @@ class _Run:
             return
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
-                meta["status"] = "interrupted"
+                meta.status = "interrupted"
             self._write_variant_meta(meta)
             await self._stop(server)
             raise
-        self.metas[name] = dict(meta)
+        self.metas[name] = meta.model_copy(deep=True)
         await self._measure_on(variant, server, meta, todo, park)
 
-    def _failed(self, server: Server, meta: dict[str, Any], exc: ServerFailed) -> None:
+    def _failed(self, server: Server, meta: VariantMeta, exc: ServerFailed) -> None:
         self.failures += 1
         self.failed.add(server.name)
-        meta.update(status="failed", failure=exc.reason, last_log_lines=exc.last_lines[-50:])
+        meta.status, meta.failure, meta.last_log_lines = "failed", exc.reason, exc.last_lines[-50:]
         self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
         self.emit(ev.VariantDone(server.name, False, exc.reason))
 
-    async def _measure_on(self, variant: Any, server: Server, meta: dict[str, Any], todo: list, park: bool) -> None:
+    async def _measure_on(self, variant: Any, server: Server, meta: VariantMeta, todo: list,
+                          park: bool) -> None:
         name = variant.name
         up = False
         try:
             await self._measure(variant, server, meta, todo)
-            meta["status"] = "ok"
+            meta.status = "ok"
             self.emit(ev.VariantDone(name, True))
             up = park
         except ServerFailed as exc:
             self._failed(server, meta, exc)
         except asyncio.CancelledError:
-            meta["status"] = "interrupted"  # --resume finishes it; its summary row must not read "running"
+            meta.status = "interrupted"  # --resume finishes it; its summary row must not read "running"
             raise
         finally:
             self._write_variant_meta(meta)
-            self.metas[name] = dict(meta)  # the next look's record carries what this one learnt (compile_s)
+            self.metas[name] = meta.model_copy(deep=True)  # the next look's record keeps what this learnt
             if up:
                 self.parked[name] = server  # in self.servers still: stopped at the end, however the run ends
             else:
@@ -293,7 +285,7 @@ class _Run:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      stopped_detail(server) if gone else "processes left after SIGKILL"))
 
-    async def _measure(self, variant: Any, server: Server, meta: dict[str, Any], todo: list) -> None:
+    async def _measure(self, variant: Any, server: Server, meta: VariantMeta, todo: list) -> None:
         from harness.client.stream import ReplayClient
         from harness.run.replay import warmup
 
@@ -303,9 +295,9 @@ class _Run:
                               max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
                               api_key=api_key(self.plan, variant) or "EMPTY")
         engine = server.engine
-        version = meta.get("server_version") or meta.get("engine_version")  # what the server says it is
+        version = meta.server_facts.get("server_version") or meta.engine_version  # what the server says it is
         probe = engine.spec_mode(run, as_served(variant, meta), version)
-        meta["per_request_spec"] = probe
+        meta.per_request_spec = probe
         try:
             if variant.name not in self.warmed:  # a parked server (the stopping rule's next look) is warm
                 timing: dict[str, Any] = {}
@@ -351,10 +343,10 @@ class _Run:
                               request_id=req.request_id, result=result,
                               normalise_spec=engine.request_spec, request_rate=rate)
             unauthorized(name, rec)
-            self.records.append(asdict(rec))
+            append_record(self.records, rec)
             if self.outputs is not None and rec.ok:
                 self.outputs.append({"variant": name, "phase": pid, "request_id": req.request_id,
-                                     "text": result.text, "reasoning": getattr(result, "reasoning", "")})
+                                     "text": result.text, "reasoning": result.reasoning})
             tokens += (rec.output_tokens or 0) if rec.ok else 0
             ok, err = ok + rec.ok, err + (not rec.ok)
             self.request_errors += not rec.ok
@@ -375,11 +367,10 @@ class _Run:
         passes = sizer.passes if sizer is not None else 1
         if sizer is not None and sizer.fixed_passes is None:
             self.pass_count[(name, suite.name, c)] = passes
-        self.phases.append({"variant": name, "phase": pid, "suite": suite.name, "concurrency": c,
-                            "repeat": repeat, "requests": ok, "errors": err, "output_tokens": tokens,
-                            "wall_s": round(wall, 6), "server_accept_len": accept, "flush_ok": flushed,
-                            "last_gen_throughput": engine.last_gen_throughput(info), **server_side,
-                            "passes": passes})
+        self.phases.append(PhaseRecord(
+            variant=name, phase=pid, suite=suite.name, concurrency=c, repeat=repeat, requests=ok, errors=err,
+            output_tokens=tokens, wall_s=round(wall, 6), server_accept_len=accept, flush_ok=flushed,
+            last_gen_throughput=engine.last_gen_throughput(info), server=server_side, passes=passes).row())
         self.emit(ev.PhaseDone(name, pid, wall, accept, passes))
         where = (name, pid.split("#")[0])
         if probe == "meta_info" and where not in self.probed:  # greedy: every repeat and pass accepts alike
@@ -390,5 +381,5 @@ class _Run:
             self.phase_tag[name] = None
 
     # ------------------------------------------------------------------------------------------------
-    def _write_variant_meta(self, meta: dict[str, Any]) -> None:
-        append_jsonl(self.run_dir / "variants.jsonl", meta)
+    def _write_variant_meta(self, meta: VariantMeta) -> None:
+        append_variant(self.run_dir, meta)

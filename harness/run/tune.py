@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
+from harness.analysis.store import TUNE_STATE_FILE, TuneDecision, read_tune_state, write_tune_state
 from harness.analysis.tune_model import Config
 from harness.common import events as ev
 from harness.common.errors import InputError
@@ -37,7 +38,7 @@ from harness.run import tune_plans as tp
 from harness.run.kept import kept_servers, stop_kept_servers
 from harness.run.rundir import new_run_dir, redact_plan, write_json
 
-STATE_FILE = "tune_state.json"
+STATE_FILE = TUNE_STATE_FILE
 PLAN_FILE = "tune_plan.json"
 
 
@@ -92,13 +93,11 @@ class _Tune:
             opts.graphs = sorted(set(opts.graphs) | {bool(self.tuned.cuda_graph)}, reverse=True)
         self.grid = tm.build_grid(opts.steps, opts.topk, opts.draft_tokens, opts.graphs)
         self.wide = Config(max(opts.steps), 1, max(opts.steps) + 1, True in opts.graphs)
-        self.state: dict[str, Any] = {"spent_s": 0.0, "stage_s": {}, "failed": {}, "rejected": {},
-                                      "decisions": [], "stop_reason": "", "stage": "wide", "starts": 0}
-        path = self.dir / STATE_FILE
-        if path.exists():
-            self.state.update(json.loads(path.read_text(encoding="utf-8")))
-        self._spent_before = float(self.state["spent_s"])
+        self.state = read_tune_state(self.dir)  # a resumed tune's, else a fresh one
+        self._spent_before = float(self.state.spent_s)
         self.step_source: dict[Config, str] = {}
+        self.hists: dict[str, list[int]] = {}  # the wide run's per-request histograms by category
+        self.hist: list[int] | None = None  # their sum: what every chain's prediction comes from
         self.answered = False
         self._t0 = clock()
 
@@ -107,11 +106,11 @@ class _Tune:
         return self._spent_before + (self.clock() - self._t0)
 
     def save(self) -> None:
-        self.state["spent_s"] = round(self.spent(), 3)
-        write_json(self.dir / STATE_FILE, self.state)
+        self.state.spent_s = round(self.spent(), 3)
+        write_tune_state(self.dir, self.state)
 
     def stage(self, name: str, message: str) -> ev.TuneStage:
-        self.state["stage"] = name
+        self.state.stage = name
         self.save()
         return ev.TuneStage(name, message, self.spent(), self.opts.budget_s)
 
@@ -155,13 +154,13 @@ class _Tune:
                 if isinstance(e, ev.ServerState) and e.state in ("starting", "adopted"):
                     started[e.variant] = self.clock()
                     if e.state == "adopted":
-                        self.state.setdefault("adopted", []).append(f"{sub}/{e.variant}")
+                        self.state.adopted = [*(self.state.adopted or []), f"{sub}/{e.variant}"]
                     else:
-                        self.state["starts"] = int(self.state["starts"]) + 1
+                        self.state.starts = int(self.state.starts) + 1
                 elif isinstance(e, ev.VariantDone) and e.variant in started:
-                    self.state["stage_s"][f"{sub}/{e.variant}"] = round(self.clock() - started[e.variant], 3)
+                    self.state.stage_s[f"{sub}/{e.variant}"] = round(self.clock() - started[e.variant], 3)
                     if not e.ok:
-                        self.state["failed"][e.variant] = e.detail or "server failed"
+                        self.state.failed[e.variant] = e.detail or "server failed"
                     self.save()
                 yield e
 
@@ -182,32 +181,32 @@ class _Tune:
             self.hists = td.histograms_by_category(self.dir / "wide", self.wide_name)
             self.hist = tm.add_histograms(self.hists.values())
             if not tm.steps_of(self.hist):
-                self.state["stop_reason"] = "failed"
+                self.state.stop_reason = "failed"
                 yield self.stage("wide", "no per-request histograms from the wide run: nothing to predict")
                 return
-            if self.opts.preflight and not self.state.get("preflight_done"):
+            if self.opts.preflight and not self.state.preflight_done:
                 yield self.stage("preflight", f"{len(self.grid)} configs through preflight")
                 await self.preflight()
-                for w in self.state.get("warnings", []):  # said before the budget is spent, not after
+                for w in self.state.warnings or []:  # said before the budget is spent, not after
                     yield self.stage("preflight", f"warning: {w}: a verification there cannot decide")
             async for e in self.search():
                 yield e
             async for e in self.verify():
                 yield e
-            complete = self.state["stop_reason"] in ("confirmed", "grid-exhausted")
+            complete = self.state.stop_reason in ("confirmed", "grid-exhausted")
         finally:
             self.save()
             await self.stop_kept()
         yield self.stage("report", "tune.csv, speculation_profile.json, the answer")
         csv = self.report()
-        yield ev.TuneDone(str(self.dir), complete, str(self.state["stop_reason"]), str(csv),
-                          int(self.state["starts"]), len(self.grid), answered=bool(self.answered))
+        yield ev.TuneDone(str(self.dir), complete, str(self.state.stop_reason), str(csv),
+                          int(self.state.starts), len(self.grid), answered=bool(self.answered))
 
     async def stop_kept(self) -> None:
         try:  # never in place of the error that ended the tune; the servers stay listed as kept
             await stop_kept_servers(self.plan, self.target, self.kept_here(), by="tune")
         except Exception as exc:
-            self.state["stop_failed"] = f"{type(exc).__name__}: {exc}"
+            self.state.stop_failed = f"{type(exc).__name__}: {exc}"
             self.save()
 
     @property
@@ -225,11 +224,11 @@ class _Tune:
         finally:
             if self.target is None:
                 await target.close()
-        self.state["warnings"] = [f.what for f in findings if f.code == "phase-too-short"]
+        self.state.warnings = [f.what for f in findings if f.code == "phase-too-short"]
         for f in findings:
             if f.severity == "error" and f.variant in {c.name for c in self.grid}:
-                self.state["rejected"].setdefault(f.variant, f"{f.code}: {f.message}")
-        self.state["preflight_done"] = True
+                self.state.rejected.setdefault(f.variant, f"{f.code}: {f.message}")
+        self.state.preflight_done = True
         self.save()
 
     def measured(self, fallback: bool = False) -> dict[Config, dict[int, float]]:
@@ -255,9 +254,9 @@ class _Tune:
 
     def accept(self, cfg: Config) -> float | None:
         if cfg.eagle_topk == 1:
-            return tm.predicted_accept_len(self.hist, cfg)
+            return tm.predicted_accept_len(self.hist or [], cfg)
         got = td.measured_accept_len(self.dir / "cost", cfg.name)  # a tree: its own step-cost phases
-        return max(got.values()) if got else tm.predicted_accept_len(self.hist, cfg)  # lower bound
+        return max(got.values()) if got else tm.predicted_accept_len(self.hist or [], cfg)  # lower bound
 
     def expected(self, cfg: Config, measured: dict[Config, dict[int, float]], base: dict[int, float]
                  ) -> dict[int, float]:
@@ -291,22 +290,22 @@ class _Tune:
         wide_up = any(k.variant == self.wide_name for k in self.kept_here())
         within = self.spent() + self.verify_cost() <= self.opts.budget_s  # no start-up to pay, but its phases
         if within and not self.base_step() and wide_up and self.wide.name not in done \
-                and self.wide.name not in {*self.state["rejected"], *self.state["failed"]}:
+                and self.wide.name not in {*self.state.rejected, *self.state.failed}:
             # the wide run's own server is still up: its step-cost phases first, where it stands (the GPU may
             # have no room for it next to a baseline), then the baseline's, adopted too when it was kept
             order.insert(0, self.wide.name)
-            self.state["decisions"].append({"config": self.wide.name, "spent_s": round(self.spent(), 3),
-                                            "est_cost_s": 0.0, "budget_s": self.opts.budget_s,
-                                            "expected_speedup": None, "adopted": True})
+            self.state.decisions.append(TuneDecision(self.wide.name, round(self.spent(), 3), 0.0,
+                                                     self.opts.budget_s, None, adopted=True))
             yield ev.TuneCandidate(self.wide.name, "measuring", None, 0.0, "the wide run's server, adopted")
             async for e in self.sub_run(self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True),
                                         "cost"):
                 yield e
-            yield ev.TuneCandidate(self.wide.name, "failed" if self.wide.name in self.state["failed"] else "measured",
-                                   None, 0.0, self.state["failed"].get(self.wide.name, ""))
+            failed = self.state.failed.get(self.wide.name)
+            yield ev.TuneCandidate(self.wide.name, "failed" if failed is not None else "measured", None, 0.0,
+                                   failed or "")
         while True:
             measured, base = self.measured(), self.base_step()
-            skip = set(self.state["rejected"]) | set(self.state["failed"]) | {c.name for c in measured}
+            skip = set(self.state.rejected) | set(self.state.failed) | {c.name for c in measured}
             todo = [c for c in self.grid if c.name not in skip]
             if not base:
                 pick, gain = None, None  # the baseline's own step-cost phases come first
@@ -323,31 +322,30 @@ class _Tune:
                     scored.append((lead, max(exp.values(), default=0.0), cfg))
                 scored = [s for s in scored if s[0] > 1.0 + self.opts.margin]
                 if not scored:
-                    self.state["stop_reason"] = "confirmed" if todo else "grid-exhausted"
+                    self.state.stop_reason = "confirmed" if todo else "grid-exhausted"
                     break
                 _, gain, pick = max(scored, key=lambda s: (s[1], s[0]))
             cost = self.est_cost()
             if self.spent() + cost + self.verify_cost() > self.opts.budget_s:
-                self.state["stop_reason"] = "budget"
+                self.state.stop_reason = "budget"
                 if pick is not None:
                     yield ev.TuneCandidate(pick.name, "skipped", gain, cost, "budget")
                 break
             name = pick.name if pick else self.plan.baseline.name
-            self.state["decisions"].append({"config": name, "spent_s": round(self.spent(), 3),
-                                            "est_cost_s": round(cost, 3), "budget_s": self.opts.budget_s,
-                                            "expected_speedup": gain})
+            self.state.decisions.append(TuneDecision(name, round(self.spent(), 3), round(cost, 3),
+                                                     self.opts.budget_s, gain))
             if name not in order:
                 order.append(name)
             self.save()
             yield ev.TuneCandidate(name, "measuring", gain, cost)
             variants = [self.variant_dict(c) for c in self.grid if c.name in order
-                        and c.name not in self.state["failed"]]
+                        and c.name not in self.state.failed]
             async for e in self.sub_run(self.derived(variants, cost=True), "cost"):
                 yield e
-            status = "failed" if name in self.state["failed"] else "measured"
-            yield ev.TuneCandidate(name, status, gain, cost, self.state["failed"].get(name, ""))
+            status = "failed" if name in self.state.failed else "measured"
+            yield ev.TuneCandidate(name, status, gain, cost, self.state.failed.get(name, ""))
             if not base and not self.base_step():
-                self.state["stop_reason"] = "failed"
+                self.state.stop_reason = "failed"
                 return
 
     def winners(self) -> list[Config]:
@@ -360,8 +358,8 @@ class _Tune:
 
     async def verify(self) -> AsyncIterator[Any]:
         names = [c for c in self.winners() if c != self.wide]
-        self.state["winners"] = [c.name for c in self.winners()]
-        yield self.stage("verify", f"full paired runs: {', '.join(self.state['winners']) or 'none'}")
+        self.state.winners = [c.name for c in self.winners()]
+        yield self.stage("verify", f"full paired runs: {', '.join(self.state.winners) or 'none'}")
         status = td.variant_status(self.dir / "wide")
         verified: list[Config] = []
         for cfg in names:
@@ -369,7 +367,7 @@ class _Tune:
                 verified.append(cfg)
                 continue
             if self.spent() + self.verify_cost() > self.opts.budget_s:
-                self.state["stop_reason"] = "budget"
+                self.state.stop_reason = "budget"
                 yield ev.TuneCandidate(cfg.name, "skipped", None, self.verify_cost(), "budget: not verified")
                 continue
             yield ev.TuneCandidate(cfg.name, "verifying", None, self.verify_cost())
@@ -377,12 +375,12 @@ class _Tune:
             variants = [self.variant_dict(self.wide, self.wide_name), *(self.variant_dict(v) for v in verified)]
             async for e in self.sub_run(self.derived(variants, cost=False), "wide"):
                 yield e
-            yield ev.TuneCandidate(cfg.name, "verified" if cfg.name not in self.state["failed"] else "failed")
+            yield ev.TuneCandidate(cfg.name, "verified" if cfg.name not in self.state.failed else "failed")
 
     def report(self) -> Path:
         from harness.analysis import tune_report as tr
 
-        if not hasattr(self, "hist"):
+        if self.hist is None:
             return self.dir / "tune.csv"
         measured, base = self.measured(fallback=True), self.base_step(fallback=True)
         rows = tr.tune_rows(self, measured, base)

@@ -63,7 +63,7 @@ def plan_words(t: Any) -> list[str]:
     c = costs(t)
     start, source = startup_s(t)
     left = t.opts.budget_s - t.spent()
-    if t.state.get("starts"):  # resumed: what is already measured stays; the rest of the plan below
+    if t.state.starts:  # resumed: what is already measured stays; the rest of the plan below
         left = max(left, 0.0)
     elif left < c["wide"]:
         raise InputError(str(t.plan.source_path or ""), None, "--budget",
@@ -88,8 +88,8 @@ def est_cost(t: Any) -> float:
     """A step-cost stage's seconds: the mean of those measured so far (start-up included)."""
     from harness.analysis import tune_data as td
 
-    adopted = set(t.state.get("adopted", []))  # no start-up in those: not what a new config costs
-    costs = [v for k, v in t.state["stage_s"].items() if k.startswith("cost/") and k not in adopted]
+    adopted = set(t.state.adopted or [])  # no start-up in those: not what a new config costs
+    costs = [v for k, v in t.state.stage_s.items() if k.startswith("cost/") and k not in adopted]
     if costs:
         return sum(costs) / len(costs)
     return float(td.startup_seconds(t.dir / "wide") or 0.0) * 2
@@ -98,8 +98,9 @@ def est_cost(t: Any) -> float:
 def verify_cost(t: Any) -> float:
     """A verify run's seconds: the wide run's speculative stage, less a one-off compile it paid (charged
     once per machine, never again: harness.run.run_phases.one_off)."""
-    from harness.analysis.summary import read_variants
+    from harness.analysis.store import read_variants
 
-    stage = float(t.state["stage_s"].get(f"wide/{t.wide_name}", 0.0))
-    compile_s = float(read_variants(t.dir / "wide").get(t.wide_name, {}).get("compile_s") or 0.0)
+    stage = float(t.state.stage_s.get(f"wide/{t.wide_name}", 0.0))
+    wide = read_variants(t.dir / "wide").get(t.wide_name)
+    compile_s = float(wide.compile_s or 0.0) if wide is not None else 0.0
     return max(0.0, stage - compile_s)

@@ -114,9 +114,9 @@ def load_tune(tune_dir: str | Path) -> TuneView:
         for cfg in t.grid:
             status = (
                 "rejected"
-                if cfg.name in state["rejected"]
+                if cfg.name in state.rejected
                 else "failed"
-                if cfg.name in state["failed"]
+                if cfg.name in state.failed
                 else ""
             )
             for c in t.conc:
@@ -141,11 +141,11 @@ def load_tune(tune_dir: str | Path) -> TuneView:
         tuple(t.conc),
         tuple(c.name for c in t.grid),
         tuple(rows),
-        stage=str(state.get("stage", "")),
-        spent_s=float(state.get("spent_s", 0.0)),
+        stage=str(state.stage),
+        spent_s=float(state.spent_s),
         budget_s=float(opts.budget_s),
-        stop_reason=str(state.get("stop_reason", "")),
-        starts=int(state.get("starts", 0)),
+        stop_reason=str(state.stop_reason),
+        starts=int(state.starts),
         heatmaps=heatmaps,
         answer=tuple(answer),
         finished=(d / "tune.csv").exists() and (d / STATE_FILE).exists(),

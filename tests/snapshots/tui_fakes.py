@@ -8,9 +8,10 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
+from harness.analysis.records import RequestRecord, make_record
+from harness.client.collect import StreamResult
 from harness.common import events as ev
 from harness.engines.sglang.logparse import LogWindow
 
@@ -44,18 +45,14 @@ def log_lines(n: int = 4) -> tuple[str, ...]:
     return tuple(out)
 
 
-def record(variant: str, phase: str, i: int, tokens: int = 64) -> Any:
-    """The fields of harness.analysis.records.RequestRecord the TUI reads."""
-    return SimpleNamespace(
-        variant=variant,
-        phase=phase,
-        ok=True,
-        error="",
-        output_tokens=tokens,
-        t_send=10.0 + i,
-        t_end=11.0 + i,
-        prompt_id=f"p{i}",
-    )
+def record(variant: str, phase: str, i: int, tokens: int = 64) -> RequestRecord:
+    """A finished request's record, as the runner makes it: sent at 10 + i s, ended a second later."""
+    result = StreamResult(ok=True, error=None, http_status=200, t_send=10.0 + i, t_first=10.5 + i,
+                          t_end=11.0 + i, wall_send=1.7e9 + i, chunk_times=[10.5 + i, 11.0 + i],
+                          chunk_tokens=[1, tokens - 1], chunk_tokens_exact=True, output_tokens=tokens,
+                          prompt_tokens=16, text="ok", finish_reason="length")
+    return make_record(run_id=FAKE_RUN_ID, variant=variant, phase=phase, suite="smoke", prompt_id=f"p{i}",
+                       category="general", concurrency=1, repeat=1, request_id=f"smoke/p{i}", result=result)
 
 
 def window(al: float, tp: float, line: int = 1) -> LogWindow:
