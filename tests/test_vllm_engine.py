@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines.base import DrafterCheck, LaunchCheck
 from harness.engines.vllm import launch, metrics, spec
 from harness.engines.vllm.logline import parse_line
 from harness.engines.vllm.preflight import drafter_findings, launch_findings
@@ -120,7 +121,7 @@ def test_request_spec_from_vllm_docs_example():
 def test_launch_findings():
     plan = _plan(drafter={"name": "d", "path": "/h"}, num_steps=3, eagle_topk=4, num_draft_tokens=8)
     v = plan.variant("spec")
-    codes = {f.code for f in launch_findings(plan, v, [], None, None, "0.28.0", None, 32)}
+    codes = {f.code for f in launch_findings(LaunchCheck(plan, v, [], None, None, "0.28.0", None, 32))}
     assert {"vllm-chain-only", "vllm-no-per-request"} <= codes
 
 
@@ -137,12 +138,12 @@ ARGV = ["--speculative-config", json.dumps({"method": "eagle3", "model": "/h", "
 ])
 def test_aux_layer_findings(nested, top, codes):
     cfg = {"eagle_aux_hidden_state_layer_ids": top} if top is not None else {}
-    assert {f.code for f in drafter_findings("v", ARGV, nested, 32, "0.33.0", cfg)} == codes
+    assert {f.code for f in drafter_findings(DrafterCheck("v", ARGV, cfg, nested, 32, "0.33.0"))} == codes
 
 
 def test_aux_findings_only_for_eagle3():
     eagle = ["--speculative-config", json.dumps({"method": "eagle", "model": "/h"})]
-    assert drafter_findings("v", eagle, [3, 20, 30], 32, "0.33.0", {}) == []
+    assert drafter_findings(DrafterCheck("v", eagle, {}, [3, 20, 30], 32, "0.33.0")) == []
 
 
 async def test_run_checks_on_a_plan_with_both_engines(tmp_path):
