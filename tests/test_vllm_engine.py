@@ -167,3 +167,23 @@ async def test_run_checks_on_a_plan_with_both_engines(tmp_path):
     assert ("vllm-eagle3", "vllm-aux-ignored") in codes
     assert not any(v == "sgl-eagle3" and c.startswith("vllm") for v, c in codes)
     assert not any(f.variant == "vllm-eagle3" and f.code == "argv" for f in findings)
+
+
+async def test_a_vllm_arm_is_never_judged_by_sglang_release_rules(tmp_path):
+    """Issue 28: the checkpoint checks compared a vLLM arm's vLLM version with SGLang's 0.5.12 limits (one
+    layer, three aux layers), quiet only while vLLM's version number was above 0.5.12. vLLM 0.5.0 is a real
+    vLLM release: its arm gets no SGLang finding, while the same head on an SGLang arm pinned to 0.5.0 does."""
+    from harness.checks import run_checks
+    from harness.targets.local import LocalTarget
+    from tests.checks_helpers import load, write_models, write_plan
+
+    workdir = write_models(tmp_path / "work", num_layers=2, aux_layer_ids=[1, 5, 9, 13])
+    spec = {"drafter": "draft.yaml", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    plan = load(write_plan(tmp_path / "plan", workdir, [
+        {"name": "sgl-base"}, {"name": "sgl-eagle3", **spec},
+        {"name": "vllm-base", "engine": "vllm"}, {"name": "vllm-eagle3", "engine": "vllm", **spec}],
+        target={"sglang_version": "0.5.0", "vllm_version": "0.5.0"}))  # the old keys: they load as before
+    findings = await run_checks(plan, LocalTarget())
+    release = {"draft-layers", "aux-layer-count"}
+    assert {f.code for f in findings if f.variant == "sgl-eagle3"} >= release
+    assert not {f.code for f in findings if f.variant == "vllm-eagle3"} & release
