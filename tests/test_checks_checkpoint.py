@@ -155,7 +155,8 @@ def test_aux_layer_ids_outside_target(tmp_path, target):
 def _on_sglang(d: Path, target: dict, version: str | None) -> list:
     """The shape checks and SGLang's own version rules on the head, as the preflight runs them."""
     facts = _facts(d)
-    head = DrafterCheck("v", [], facts.config, ck.aux_layer_ids(facts.config), target["num_hidden_layers"], version)
+    head = DrafterCheck("v", [], facts.config, ck.aux_layer_ids(facts.config), target["num_hidden_layers"],
+                        version)
     return ck.check_shapes("v", facts, target) + SGLANG.checkpoint_findings(head)
 
 
@@ -173,12 +174,13 @@ def test_multi_layer_drafter_needs_0_5_12(tmp_path, target):
 
 
 def test_release_limits_are_sglangs_alone(tmp_path, target):
-    """The shared shape checks hold no version rule: a two-layer head with four aux layers is SGLang < 0.5.12's
-    problem, never another engine's (vLLM has no such rule: its checkpoint_findings is empty)."""
+    """The shared shape checks hold no version rule: a two-layer head with four aux layers is a problem of
+    SGLang before 0.5.12, never another engine's (vLLM has no such rule: its checkpoint_findings is empty)."""
     d = _drafter(tmp_path, target, num_layers=2, aux_layer_ids=[1, 5, 9, 13])
     facts = _facts(d)
     assert ck.check_shapes("v", facts, target) == []
-    head = DrafterCheck("v", [], facts.config, ck.aux_layer_ids(facts.config), target["num_hidden_layers"], "0.5.0")
+    head = DrafterCheck("v", [], facts.config, ck.aux_layer_ids(facts.config), target["num_hidden_layers"],
+                        "0.5.0")
     assert _codes(SGLANG.checkpoint_findings(head)) == {"aux-layer-count", "draft-layers"}
     assert VLLM.checkpoint_findings(head) == []
 

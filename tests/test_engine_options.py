@@ -52,7 +52,8 @@ def test_old_keys_load_as_each_engines_options(tmp_path):
                                  "vllm": {"launcher": SIM_VLLM, "version": "0.33.0"}}))
     assert old.resolved_dict() == new.resolved_dict()
     assert Plan.model_validate(old.resolved_dict()).resolved_dict() == new.resolved_dict()
-    assert {"launcher", "sglang_version", "vllm_launcher", "vllm_version"}.isdisjoint(new.resolved_dict()["target"])
+    old_keys = {"launcher", "sglang_version", "vllm_launcher", "vllm_version"}
+    assert old_keys.isdisjoint(new.resolved_dict()["target"])
 
 
 @pytest.mark.parametrize("version", ["auto", "0.5.15", "0.5.15.post1", "0.6.0rc1", "0.33.0"])

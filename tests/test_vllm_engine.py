@@ -172,7 +172,8 @@ async def test_run_checks_on_a_plan_with_both_engines(tmp_path):
 async def test_a_vllm_arm_is_never_judged_by_sglang_release_rules(tmp_path):
     """Issue 28: the checkpoint checks compared a vLLM arm's vLLM version with SGLang's 0.5.12 limits (one
     layer, three aux layers), quiet only while vLLM's version number was above 0.5.12. vLLM 0.5.0 is a real
-    vLLM release: its arm gets no SGLang finding, while the same head on an SGLang arm pinned to 0.5.0 does."""
+    vLLM release: its arm gets no SGLang finding, while the same head on an SGLang arm pinned to 0.5.0
+    does."""
     from harness.checks import run_checks
     from harness.targets.local import LocalTarget
     from tests.checks_helpers import load, write_models, write_plan

@@ -162,7 +162,7 @@ class Config:
 
 def build_grid(engine: Engine, steps: Iterable[int], topks: Iterable[int], draft_tokens: Iterable[int],
                graphs: Iterable[bool]) -> list[Config]:
-    """Every config the engine accepts (its `spec_grid`: which shapes it can launch), with and without graphs."""
+    """Every config the engine accepts (its `spec_grid`: the shapes it launches), with and without graphs."""
     graphs = list(graphs)
     return sorted({Config(s.num_steps, s.eagle_topk, s.num_draft_tokens, g)
                    for s in engine.spec_grid(steps, topks, draft_tokens) for g in graphs})

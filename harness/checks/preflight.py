@@ -89,8 +89,8 @@ async def run_checks(plan: Plan, target: Target, *, versions: Mapping[str, str |
                 plan, target, arch, env.python_ok, bool(env.data.get("workdir_exists")),
                 (versions or {}).get(engine.name)))
             findings += answer.findings
-            ctxs[engine.name] = _Context(plan, engine, answer.argvs, answer.parsed, answer.version, arch, target_cfg,
-                                         env, drafter_dirs, facts)
+            ctxs[engine.name] = _Context(plan, engine, answer.argvs, answer.parsed, answer.version, arch,
+                                         target_cfg, env, drafter_dirs, facts)
         findings += _variant_findings(ctxs[engine.name], v)
     return sort_findings(apply_expectations(plan, findings), [v.name for v in plan.variants])
 
@@ -121,8 +121,8 @@ def _variant_findings(ctx: _Context, v: Variant) -> list[Finding]:
                     int(plan.server.max_running_requests))
     base = plan.baseline_of(v)
     base_argv = ctx.argvs.get(base.name) if v is not base else None
-    out += ctx.engine.launch_findings(LaunchCheck(plan, v, argv, base_argv, ctx.parsed.get(v.name), ctx.version,
-                                                  ctx.arch, max_batch))
+    out += ctx.engine.launch_findings(LaunchCheck(plan, v, argv, base_argv, ctx.parsed.get(v.name),
+                                                  ctx.version, ctx.arch, max_batch))
     if not v.spec_algorithm:
         return out
     d = ctx.drafter_dirs.get(v.name)

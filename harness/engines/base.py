@@ -44,12 +44,12 @@ class PreflightInput:
 
 @dataclass(frozen=True)
 class ParserAnswer:
-    """An engine's answer to `ask_parser`: the argv of each of its variants and what its own parser made of them."""
+    """An engine's answer to `ask_parser`: the argv of each of its variants, what its parser made of them."""
 
-    argvs: dict[str, list[str]]  # variant name -> launch argv without the launcher (this engine's variants only)
+    argvs: dict[str, list[str]]  # variant name -> launch argv without the launcher (its own variants only)
     parsed: dict[str, dict[str, Any]]  # variant name -> the engine's parser's answer (empty: none was asked)
     version: str | None  # the version the argv are built for (None: unknown)
-    findings: list[Finding]  # what asking found (engine missing, version unknown, an argv that cannot be built)
+    findings: list[Finding]  # what asking found (engine missing, version unknown, an argv it cannot build)
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class EngineAdmin(Protocol):
     async def healthy(self, timeout: float = 10.0) -> bool: ...
     async def flush_cache(self, timeout: float = 30.0) -> bool: ...
     async def server_info(self, timeout: float = 30.0) -> dict[str, Any] | None: ...
-    async def histograms(self, timeout: float = 10.0) -> object: ...  # opaque scrape, fed to phase_server_means
+    async def histograms(self, timeout: float = 10.0) -> object: ...  # opaque: fed to phase_server_means
     async def model_id(self, timeout: float = 10.0) -> str | None: ...
     async def close(self) -> None: ...
 
@@ -134,7 +134,8 @@ class Engine(Protocol):
     def phase_server_means(self, before: object, after: object) -> dict[str, float | str | None]: ...
 
     # per-request speculative stats
-    def spec_mode(self, run: RunSettings, variant: Variant, version: str | None) -> str: ...  # one of SPEC_MODES
+    # one of SPEC_MODES
+    def spec_mode(self, run: RunSettings, variant: Variant, version: str | None) -> str: ...
     def spec_request_extra(self, mode: str) -> dict[str, Any] | None: ...
     def request_spec(self, spec: dict[str, Any] | None, output_tokens: int | None) -> dict[str, Any]: ...
     # the accept length a server started with `env` is forced to (a benchmarking switch: its outputs are not

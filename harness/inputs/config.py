@@ -265,7 +265,7 @@ class Plan(StrictModel):
         out = []
         for t in self.targets:
             own = t.model_dump(exclude_unset=True)
-            for engine in ENGINE_OPTIONS:  # a node's engine options fill in field by field (its version alone)
+            for engine in ENGINE_OPTIONS:  # a node's engine options fill in field by field
                 if engine in own:
                     own[engine] = {**shared[engine], **own[engine]}
             out.append(Target.model_validate({**shared, **own}))

@@ -2,9 +2,9 @@
 node and which release's flags to speak. The core's `Target` only holds one model per engine name; the engine
 reads its own (`Engine.options(target)`) and owns every rule about the values (version thresholds, defaults).
 
-They sit in the inputs layer, below the engines, because the plan validates them when it is loaded (with the
-same FILE:LINE: field: message errors as the rest of the plan); `Engine.options_model` names each engine's class
-and tests/test_engine_contract.py keeps the two in step.
+They sit in the inputs layer, below the engines, because the plan validates them when it is loaded (with
+the same FILE:LINE: field: message errors as the rest of the plan); `Engine.options_model` names each
+engine's class and tests/test_engine_contract.py keeps the two in step.
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ class EngineOptions(StrictModel):
         "'{python}' is replaced by target.python",
     )
     version: str = Field(
-        default="auto", description="'auto' (asked on the target) or a release such as '0.5.15'; decides the flag "
-        "spellings and the version rules of the preflight",
+        default="auto", description="'auto' (asked on the target) or a release such as '0.5.15'; decides the "
+        "flag spellings and the version rules of the preflight",
     )
 
     @field_validator("version")
     @classmethod
     def _version(cls, value: str) -> str:
         if not VERSION_RE.fullmatch(value):
-            raise ValueError(f"expected 'auto' or a version such as '0.5.15' or '0.5.15.post1', got {value!r}")
+            raise ValueError(
+                f"expected 'auto' or a version such as '0.5.15' or '0.5.15.post1', got {value!r}"
+            )
         return value
 
     @property
@@ -50,8 +52,8 @@ class SGLangOptions(EngineOptions):
 
 
 class VLLMOptions(EngineOptions):
-    """vLLM on this node. `launcher` replaces [vllm, serve] (the stand-in: ["{python}", "-m", "harness.sim.vllm",
-    "serve"]); was `target.vllm_launcher` / `target.vllm_version`."""
+    """vLLM on this node. `launcher` replaces [vllm, serve] (the stand-in: ["{python}", "-m",
+    "harness.sim.vllm", "serve"]); was `target.vllm_launcher` / `target.vllm_version`."""
 
 
 # the plan's keys from before the engines owned their options: old key -> (engine, field); still accepted

@@ -108,7 +108,7 @@ def model_at(model_cls: type[BaseModel], loc: tuple[PathPart, ...]) -> type[Base
 
 
 def child_type(tp: Any, part: PathPart) -> Any:
-    """The declared type one step below `tp`: a model's field, a list's item, a dict's value (None: unknown)."""
+    """The type declared one step below `tp`: a model's field, a list's item, a dict's value (or None)."""
     tp = _unwrap(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         field = tp.model_fields.get(part) if isinstance(part, str) else None

@@ -114,8 +114,8 @@ class Target(StrictModel):
 
 
 def upgrade_target(data: Any) -> Any:
-    """A target mapping with its old engine keys (`launcher`, `sglang_version`, `vllm_launcher`, `vllm_version`)
-    moved under the engine they belong to; anything else is returned as it is."""
+    """A target mapping with its old engine keys (`launcher`, `sglang_version`, `vllm_launcher`,
+    `vllm_version`) moved under the engine they belong to; anything else is returned as it is."""
     if not isinstance(data, dict) or not any(k in data for k in TARGET_ALIASES):
         return data
     data = dict(data)

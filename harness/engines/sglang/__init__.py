@@ -120,7 +120,8 @@ class SGLangEngine:
     def drafter_findings(self, check: DrafterCheck) -> list[Finding]:
         return preflight.drafter_findings(check)
 
-    def spec_grid(self, steps: Iterable[int], topks: Iterable[int], draft_tokens: Iterable[int]) -> list[SpecShape]:
+    def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
+                  draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 STAND_IN_VERSION = "0.5.15.post1"  # the SGLang version the stand-in (harness.sim) reproduces
 PLACEHOLDER_PORT = 30000  # argv needs a port; with `port: auto` the real one is picked at start
-MULTI_LAYER_SINCE = "0.5.12"  # EAGLE-3 heads of more than one layer, and other than 3 aux layers, load from here
+MULTI_LAYER_SINCE = "0.5.12"  # EAGLE-3 heads of several layers, or not 3 aux layers, load from here
 
 
 async def ask_parser(pre: PreflightInput) -> ParserAnswer:
@@ -36,7 +36,8 @@ async def ask_parser(pre: PreflightInput) -> ParserAnswer:
     argvs, findings = build_argvs(plan, sim_version or pinned or detected)
     probe: dict[str, Any] = {}
     if pre.python_ok:
-        probe = await run_probe(target, python, argvs, simulated, pre.arch, pre.workdir_exists, env_vars, workdir)
+        probe = await run_probe(target, python, argvs, simulated, pre.arch, pre.workdir_exists, env_vars,
+                                workdir)
         findings += sglang_findings(python, probe, pinned, simulated)
     importable = bool(probe.get("importable"))
     version = sim_version or (probe.get("version") if importable else None) or detected or pinned
@@ -84,8 +85,8 @@ def checkpoint_findings(check: DrafterCheck) -> list[Finding]:
     three aux layers (the shape checks every engine shares run in harness.checks.checkpoint)."""
     out: list[Finding] = []
     ids, version = check.aux_ids, check.version
-    if (ids is not None and check.target_layers and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
-            and len(ids) != 3 and version_lt(version, MULTI_LAYER_SINCE)):
+    ints = ids is not None and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    if ints and check.target_layers and len(ids or ()) != 3 and version_lt(version, MULTI_LAYER_SINCE):
         out.append(
             error(
                 check.variant,

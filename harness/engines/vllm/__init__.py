@@ -106,12 +106,13 @@ class VLLMEngine:
         return preflight.launch_findings(check)
 
     def checkpoint_findings(self, check: DrafterCheck) -> list[Finding]:
-        return []  # declared: no vLLM release rule on the head's checkpoint is known (drafter_findings has its aux)
+        return []  # declared: no vLLM release rule on a head's checkpoint is known (aux: drafter_findings)
 
     def drafter_findings(self, check: DrafterCheck) -> list[Finding]:
         return preflight.drafter_findings(check)
 
-    def spec_grid(self, steps: Iterable[int], topks: Iterable[int], draft_tokens: Iterable[int]) -> list[SpecShape]:
+    def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
+                  draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)
 
 
