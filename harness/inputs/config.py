@@ -294,7 +294,7 @@ class Plan(StrictModel):
 def upgraded_plan(data: dict[str, Any]) -> dict[str, Any]:
     """A plan dict (a run's plan.resolved.json) with the target's old engine keys moved where they live now,
     so that it compares key by key with a plan loaded today; validation does the same by itself."""
-    def upgraded(target: Any) -> Any:
+    def upgraded(target: object) -> object:
         try:
             return upgrade_target(target)
         except FieldProblem:  # old and new key both given: left for validation to report

@@ -98,16 +98,16 @@ def _allowed_fields(model_cls: type[BaseModel], loc: tuple[PathPart, ...]) -> li
     return list(tp.model_fields) if tp is not None else []
 
 
-def model_at(model_cls: type[BaseModel], loc: tuple[PathPart, ...]) -> type[BaseModel] | None:
-    """The model class found at `loc` inside `model_cls` (None when that place is not a model)."""
-    tp: Any = model_cls
+def model_at(model_cls: object, loc: tuple[PathPart, ...]) -> type[BaseModel] | None:
+    """The model class found at `loc` inside the type `model_cls` (None when that place is not a model)."""
+    tp = model_cls
     for part in loc:
         tp = child_type(tp, part)
     tp = _unwrap(tp)
     return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
 
 
-def child_type(tp: Any, part: PathPart) -> Any:
+def child_type(tp: object, part: PathPart) -> object:
     """The type declared one step below `tp`: a model's field, a list's item, a dict's value (or None)."""
     tp = _unwrap(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):

@@ -105,7 +105,7 @@ class Target(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _old_keys(cls, data: Any) -> Any:
+    def _old_keys(cls, data: object) -> object:
         return upgrade_target(data)
 
     @property
@@ -113,7 +113,7 @@ class Target(StrictModel):
         return self.host == "local"
 
 
-def upgrade_target(data: Any) -> Any:
+def upgrade_target(data: object) -> object:
     """A target mapping with its old engine keys (`launcher`, `sglang_version`, `vllm_launcher`,
     `vllm_version`) moved under the engine they belong to; anything else is returned as it is."""
     if not isinstance(data, dict) or not any(k in data for k in TARGET_ALIASES):

@@ -321,7 +321,7 @@ def _problem(
     return InputError(src, linemap.line_of(loc), format_field(loc), message)
 
 
-def _data_loc(data: Any, loc: tuple[PathPart, ...], model_cls: Any = None) -> tuple[PathPart, ...]:
+def _data_loc(data: Any, loc: tuple[PathPart, ...], model_cls: object = None) -> tuple[PathPart, ...]:
     """Keep the parts of a pydantic location that exist in the data (drops union tags and the like). A field
     the data gave under its old key (a model's `moved_keys`: old key -> the path where it lives now) is placed
     at that key, as written."""
@@ -350,7 +350,7 @@ def _data_loc(data: Any, loc: tuple[PathPart, ...], model_cls: Any = None) -> tu
     return tuple(out)
 
 
-def _moved_from(tp: Any, cur: Any, rest: tuple[PathPart, ...]) -> tuple[str, int] | None:
+def _moved_from(tp: object, cur: object, rest: tuple[PathPart, ...]) -> tuple[str, int] | None:
     """(old key, length of the new path) when `rest` starts at a field `cur` gave under its old key."""
     model = model_at(tp, ()) if tp is not None else None
     moved = getattr(model, "moved_keys", None) or {}
