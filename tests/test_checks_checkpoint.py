@@ -14,6 +14,9 @@ from harness.checks import checkpoint as ck
 from harness.checks import compat
 from harness.checks.checkpoint import DrafterFacts
 from harness.common.safetensors_io import TensorInfo, read_header
+from harness.engines.base import DrafterCheck
+from harness.engines.sglang import SGLANG
+from harness.engines.vllm import VLLM
 from harness.sim.sglang.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
 
 LLAMA = {
@@ -77,7 +80,7 @@ def _drafter(tmp_path: Path, target: dict, name: str = "draft", **kw) -> Path:
 def test_matching_drafter_is_clean(tmp_path, target):
     d = _drafter(tmp_path, target)
     _edit(d, rope_theta=target["rope_theta"], rope_parameters=None, rope_scaling=None)
-    assert ck.check_shapes("v", _facts(d), target, "0.5.15.post1") == []
+    assert ck.check_shapes("v", _facts(d), target) == []
     assert compat.check_rope("v", _cfg(d), target) == []
     assert ck.drafter_kind(_cfg(d), read_header(d / "model.safetensors")) == "eagle3"
 
@@ -85,7 +88,7 @@ def test_matching_drafter_is_clean(tmp_path, target):
 def test_fc_for_another_hidden_size(tmp_path, target):
     other = target["hidden_size"] + 32
     d = _drafter(tmp_path, target, target_hidden_size=other)  # trained on a wider target
-    found = ck.check_shapes("v", _facts(d), target, "0.5.15.post1")
+    found = ck.check_shapes("v", _facts(d), target)
     fc = next(f for f in found if f.code == "fc-shape")
     assert fc.severity == "error"
     assert f"[{target['hidden_size']}, {3 * target['hidden_size']}]" in fc.what
@@ -96,35 +99,35 @@ def test_fc_for_another_hidden_size(tmp_path, target):
 def test_hidden_size_without_target_hidden_size(tmp_path, target):
     h = target["hidden_size"] * 2
     d = _drafter(tmp_path, target, hidden_size=h, target_hidden_size=h)
-    found = ck.check_shapes("v", _facts(d), target, None)
+    found = ck.check_shapes("v", _facts(d), target)
     assert {"fc-shape", "hidden-size"} <= _codes(found, "error")
 
 
 def test_missing_embedding_when_sizes_differ(tmp_path, target):
     d = _drafter(tmp_path, target, hidden_size=32)  # target_hidden_size != hidden_size needs embed_tokens
-    assert ck.check_shapes("v", _facts(d), target, None) == []
+    assert ck.check_shapes("v", _facts(d), target) == []
     facts = _facts(d)
     tensors = {k: v for k, v in facts.tensors.items() if k != "embed_tokens.weight"}
-    found = ck.check_shapes("v", DrafterFacts(facts.path, facts.config, tensors), target, None)
+    found = ck.check_shapes("v", DrafterFacts(facts.path, facts.config, tensors), target)
     assert _codes(found) == {"embed-missing"}
 
 
 def test_vocab_mismatch(tmp_path, target):
     d = _drafter(tmp_path, target, vocab_size=target["vocab_size"] * 2)
-    found = ck.check_shapes("v", _facts(d), target, None)
+    found = ck.check_shapes("v", _facts(d), target)
     assert {"vocab-size", "t2d-shape"} <= _codes(found, "error")
 
 
 def test_draft_vocab_size_missing(tmp_path, target):
     d = _drafter(tmp_path, target, include_draft_vocab_size=False)
-    found = ck.check_shapes("v", _facts(d), target, "0.5.15.post1")
+    found = ck.check_shapes("v", _facts(d), target)
     assert "draft-vocab-missing" in _codes(found, "error")
     assert any("AttributeError" in f.why for f in found)
 
 
 def test_token_map_missing(tmp_path, target):
     d = _drafter(tmp_path, target, include_token_map=False)
-    found = ck.check_shapes("v", _facts(d), target, None)
+    found = ck.check_shapes("v", _facts(d), target)
     assert _codes(found) == {"token-map-missing"}
     # without d2t/t2d, eagle_config or an Eagle3 name the files do not say EAGLE-3 any more
     _edit(d, architectures=["LlamaForCausalLM"])
@@ -134,7 +137,7 @@ def test_token_map_missing(tmp_path, target):
 def test_lm_head_and_d2t_against_draft_vocab_size(tmp_path, target):
     d = _drafter(tmp_path, target, draft_vocab_size=64)
     _edit(d, draft_vocab_size=80)
-    found = ck.check_shapes("v", _facts(d), target, None)
+    found = ck.check_shapes("v", _facts(d), target)
     assert {"lm-head-shape", "d2t-shape"} <= _codes(found, "error")
     assert any("[64, " in f.what and "[80, " in f.what for f in found if f.code == "lm-head-shape")
 
@@ -142,24 +145,44 @@ def test_lm_head_and_d2t_against_draft_vocab_size(tmp_path, target):
 def test_aux_layer_ids_outside_target(tmp_path, target):
     L = target["num_hidden_layers"]
     d = _drafter(tmp_path, target, aux_layer_ids=[1, L // 2, L - 1])
-    found = ck.check_shapes("v", _facts(d), target, None)
+    found = ck.check_shapes("v", _facts(d), target)
     bad = next(f for f in found if f.code == "aux-layer-range")
     assert str([L - 1]) in bad.what
     ok = _drafter(tmp_path, target, name="ok", aux_layer_ids=[1, L // 2, L - 2])
-    assert ck.check_shapes("v", _facts(ok), target, None) == []
+    assert ck.check_shapes("v", _facts(ok), target) == []
+
+
+def _on_sglang(d: Path, target: dict, version: str | None) -> list:
+    """The shape checks and SGLang's own version rules on the head, as the preflight runs them."""
+    facts = _facts(d)
+    head = DrafterCheck("v", [], facts.config, ck.aux_layer_ids(facts.config), target["num_hidden_layers"],
+                        version)
+    return ck.check_shapes("v", facts, target) + SGLANG.checkpoint_findings(head)
 
 
 def test_aux_layer_count_before_0_5_12(tmp_path, target):
     d = _drafter(tmp_path, target, aux_layer_ids=[1, 5, 9, 13])  # fc is 4 x hidden: consistent
-    assert "aux-layer-count" in _codes(ck.check_shapes("v", _facts(d), target, "0.5.11"))
-    assert ck.check_shapes("v", _facts(d), target, "0.5.12") == []
+    assert "aux-layer-count" in _codes(_on_sglang(d, target, "0.5.11"))
+    assert _on_sglang(d, target, "0.5.12") == []
 
 
 def test_multi_layer_drafter_needs_0_5_12(tmp_path, target):
     d = _drafter(tmp_path, target, num_layers=2)
-    assert "draft-layers" in _codes(ck.check_shapes("v", _facts(d), target, "0.5.11.post1"), "error")
-    assert ck.check_shapes("v", _facts(d), target, "0.5.12") == []
-    assert ck.check_shapes("v", _facts(d), target, None) == []  # unknown version: no window check
+    assert "draft-layers" in _codes(_on_sglang(d, target, "0.5.11.post1"), "error")
+    assert _on_sglang(d, target, "0.5.12") == []
+    assert _on_sglang(d, target, None) == []  # unknown version: no window check
+
+
+def test_release_limits_are_sglangs_alone(tmp_path, target):
+    """The shared shape checks hold no version rule: a two-layer head with four aux layers is a problem of
+    SGLang before 0.5.12, never another engine's (vLLM has no such rule: its checkpoint_findings is empty)."""
+    d = _drafter(tmp_path, target, num_layers=2, aux_layer_ids=[1, 5, 9, 13])
+    facts = _facts(d)
+    assert ck.check_shapes("v", facts, target) == []
+    head = DrafterCheck("v", [], facts.config, ck.aux_layer_ids(facts.config), target["num_hidden_layers"],
+                        "0.5.0")
+    assert _codes(SGLANG.checkpoint_findings(head)) == {"aux-layer-count", "draft-layers"}
+    assert VLLM.checkpoint_findings(head) == []
 
 
 def test_max_position_embeddings(tmp_path, target):
@@ -214,7 +237,7 @@ def test_eagle2_checkpoint_with_eagle3_flag(tmp_path, target):
     assert ck.drafter_kind(facts.config, facts.tensors) == "eagle2"
     found = al.check_algorithm("v", "EAGLE3", _drafter_rec(algorithm="EAGLE"), facts, target)
     assert _codes(found) == {"eagle2-drafter-with-eagle3"}
-    assert ck.check_shapes("v", facts, target, None) == []  # not an EAGLE-3 layout: no EAGLE-3 shape rules
+    assert ck.check_shapes("v", facts, target) == []  # not an EAGLE-3 layout: no EAGLE-3 shape rules
     assert al.check_algorithm("v", "EAGLE", _drafter_rec(algorithm="EAGLE"), facts, target) == []
 
 
@@ -264,7 +287,7 @@ def test_seed_scale_kimi_shapes_from_header_only():
         "d2t": info("I64", 32000),
         "t2d": info("BOOL", 163840),
     }
-    assert ck.check_shapes("k25", DrafterFacts("/d", cfg, tensors), kimi, "0.5.15") == []
+    assert ck.check_shapes("k25", DrafterFacts("/d", cfg, tensors), kimi) == []
     llama_drafter = dict(cfg, hidden_size=4096, vocab_size=128256)
     tensors8b = {
         "fc.weight": info("BF16", 4096, 12288),
@@ -272,7 +295,7 @@ def test_seed_scale_kimi_shapes_from_header_only():
         "d2t": info("I64", 32000),
         "t2d": info("BOOL", 128256),
     }
-    found = ck.check_shapes("k25", DrafterFacts("/d", llama_drafter, tensors8b), kimi, "0.5.15")
+    found = ck.check_shapes("k25", DrafterFacts("/d", llama_drafter, tensors8b), kimi)
     fc = next(f for f in found if f.code == "fc-shape")
     assert "21504" in fc.what and "hidden size 4096" in fc.why
     assert {"hidden-size", "vocab-size", "t2d-shape"} <= _codes(found)

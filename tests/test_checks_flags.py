@@ -8,6 +8,7 @@ import pytest
 
 from harness.engines.sglang import flags as fl
 from harness.engines.sglang.launch import build_launch_argv
+from harness.inputs.plan_parts import Target
 
 
 def _variant(name="v", algorithm="EAGLE3", steps=3, topk=1, ndt=4, cuda_graph=True, extra=(), baseline=False):
@@ -27,7 +28,7 @@ def _variant(name="v", algorithm="EAGLE3", steps=3, topk=1, ndt=4, cuda_graph=Tr
 
 def _plan(cuda_graph_max_bs=None, model_extra=()):
     return SimpleNamespace(
-        target=SimpleNamespace(python="python3", launcher=None),
+        target=Target(),
         model=SimpleNamespace(
             path="/m",
             tp_size=1,

@@ -156,7 +156,7 @@ async def test_without_sglang_falls_back_to_tables(tmp_path):
     assert {("", "sglang-missing"), ("", "gpu-missing"), ("wrong", "eagle3-drafter-with-eagle")} <= codes
     assert _by(findings, code="sglang-version-unknown")
     assert not _by(findings, "old-flag", "flag-renamed")  # unknown version: no version window applies
-    pinned = await run_checks(plan, LocalTarget(), sglang_version="0.5.21")
+    pinned = await run_checks(plan, LocalTarget(), versions={"sglang": "0.5.21"})
     assert [f.fix for f in _by(pinned, "old-flag", "flag-renamed")] == ["spell it --cuda-graph-max-bs-decode"]
 
 

@@ -8,9 +8,10 @@ from typing import get_args
 import pytest
 
 from harness.engines import ENGINE_NAMES, get_engine
-from harness.engines.base import REQUEST_SPEC_KEYS, SPEC_MODES, Engine
+from harness.engines.base import REQUEST_SPEC_KEYS, SPEC_MODES, Engine, LaunchCheck
 from harness.inputs.config import Plan
 from harness.inputs.plan_parts import Engine as EngineName
+from harness.inputs.plan_parts import Target
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -68,6 +69,36 @@ def test_request_spec_and_modes(name):
         extra = engine.spec_request_extra(mode)
         assert extra is None or isinstance(extra, dict)
     assert engine.phase_server_means(None, None).keys() >= set(engine.phase_columns)
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_engine_declares_the_options_the_plan_holds_for_it(name):
+    """`target.<name>:` is validated as the engine's own options model, and the engine reads its own there."""
+    engine = get_engine(name)
+    assert Target.model_fields[name].annotation is engine.options_model
+    node = Target.model_validate({name: {"launcher": ["{python}", "-m", "x"], "version": "1.2.3"}})
+    assert engine.options(node) is getattr(node, name)
+    assert engine.launcher_argv(node) == [node.python, "-m", "x"]
+    moved_here = {field for engine_name, field in Target.moved_keys.values() if engine_name == name}
+    assert moved_here <= set(engine.options_model.model_fields)
+
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+def test_every_shape_of_the_engines_grid_launches_without_an_error(name):
+    """The tune's grid (spec_grid) holds only shapes the engine's own preflight rules accept."""
+    engine, plan = get_engine(name), _plan(name)
+    spec = plan.variant("spec")
+    shapes = engine.spec_grid([1, 2, 3, 5], [1, 2, 4, 8], [2, 3, 4, 6, 8, 16, 32])
+    assert shapes and len(set(shapes)) == len(shapes) and all(s.eagle_topk >= 1 for s in shapes)
+    skip = len(engine.launcher_argv(plan.target))
+    base_argv = engine.launch_argv(plan, plan.baseline_of(spec), 1, engine.stand_in_version)[skip:]
+    for shape in shapes:
+        v = spec.model_copy(update={"num_steps": shape.num_steps, "eagle_topk": shape.eagle_topk,
+                                    "num_draft_tokens": shape.num_draft_tokens})
+        argv = engine.launch_argv(plan, v, 1, engine.stand_in_version)[skip:]
+        check = LaunchCheck(plan, v, argv, base_argv, None, engine.stand_in_version, None, 8)
+        found = engine.launch_findings(check)
+        assert not [f for f in found if f.severity == "error"], (shape, found)
 
 
 def _free_port() -> int:

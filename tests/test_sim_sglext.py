@@ -68,7 +68,7 @@ async def test_sglext_chunk_comes_between_the_last_content_and_the_usage(tmp_pat
 @pytest.mark.slow
 async def test_runner_reads_every_timed_requests_histogram_from_sglext(tmp_path):
     plan, _ = write_plan(tmp_path, env={"DRAFTBENCH_SIM_SGLANG_VERSION": "0.5.19"})
-    plan.target.sglang_version = "0.5.19"
+    plan.target.sglang.version = "0.5.19"
     plan.variants = [v for v in plan.variants if v.name in ("baseline", "seed")]
     done = None
     async with contextlib.aclosing(run_plan(plan, results_dir=tmp_path / "results")) as evs:

@@ -181,7 +181,7 @@ def test_trained_head_speeds_up_its_target_losslessly(tmp_path, capsys):
     assert tuple(header["lm_head.weight"].shape) == (320, 64)
     assert header["d2t"].dtype == "I64" and header["t2d"].dtype == "BOOL"
     facts = ck.DrafterFacts(str(ckpt), cfg, header)
-    assert ck.check_shapes("v", facts, MICRO, "0.5.15.post1") == []
+    assert ck.check_shapes("v", facts, MICRO) == []
     assert ck.drafter_kind(cfg, header) == "eagle3"
 
     draft, _ = tinylm.load_checkpoint(ckpt)

@@ -8,6 +8,8 @@ import pytest
 
 from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
+from harness.engines.sglang import SGLANG
+from harness.engines.vllm import VLLM
 from harness.sim.sglang import model
 from harness.sim.sglang.model import SpecShape
 
@@ -62,7 +64,7 @@ def test_wide_chain_histogram_predicts_shorter_chains_of_the_stand_in():
 
 
 def test_grid_respects_sglang_rules():
-    grid = tm.build_grid([1, 2, 3], [1, 4], [4, 8, 16], [True, False])
+    grid = tm.build_grid(SGLANG, [1, 2, 3], [1, 4], [4, 8, 16], [True, False])
     assert Config(3, 1, 4, True) in grid and Config(2, 1, 3, False) in grid
     assert all(c.num_draft_tokens == c.num_steps + 1 for c in grid if c.eagle_topk == 1)
     assert all(c.num_draft_tokens <= c.num_steps * c.eagle_topk + 1 for c in grid)
@@ -70,6 +72,14 @@ def test_grid_respects_sglang_rules():
     assert Config(3, 4, 4, True) not in grid  # no bigger than the chain of 3
     assert Config(3, 4, 8, True) in grid and Config(1, 4, 16, True) not in grid
     assert Config(3, 4, 8, True).depth == 3 and Config(5, 4, 4, True).depth == 3
+
+
+def test_grid_is_the_engines_own():
+    """vLLM drafts one chain (K = num_steps): its grid has no tree, and only the configs it can launch."""
+    grid = tm.build_grid(VLLM, [1, 2, 3], [1, 4], [4, 8, 16], [True, False])
+    assert grid == sorted(Config(s, 1, s + 1, g) for s in (1, 2, 3) for g in (True, False))
+    assert tm.build_grid(VLLM, [3], [4], [8], [True]) == []  # no chain asked for: nothing vLLM builds
+    assert Config(3, 4, 8, True) in tm.build_grid(SGLANG, [3], [4], [8], [True])
 
 
 def test_prediction_formulas():

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines.base import DrafterCheck, LaunchCheck
 from harness.engines.vllm import launch, metrics, spec
 from harness.engines.vllm.logline import parse_line
 from harness.engines.vllm.preflight import drafter_findings, launch_findings
@@ -120,7 +121,7 @@ def test_request_spec_from_vllm_docs_example():
 def test_launch_findings():
     plan = _plan(drafter={"name": "d", "path": "/h"}, num_steps=3, eagle_topk=4, num_draft_tokens=8)
     v = plan.variant("spec")
-    codes = {f.code for f in launch_findings(plan, v, [], None, None, "0.28.0", None, 32)}
+    codes = {f.code for f in launch_findings(LaunchCheck(plan, v, [], None, None, "0.28.0", None, 32))}
     assert {"vllm-chain-only", "vllm-no-per-request"} <= codes
 
 
@@ -137,12 +138,12 @@ ARGV = ["--speculative-config", json.dumps({"method": "eagle3", "model": "/h", "
 ])
 def test_aux_layer_findings(nested, top, codes):
     cfg = {"eagle_aux_hidden_state_layer_ids": top} if top is not None else {}
-    assert {f.code for f in drafter_findings("v", ARGV, nested, 32, "0.33.0", cfg)} == codes
+    assert {f.code for f in drafter_findings(DrafterCheck("v", ARGV, cfg, nested, 32, "0.33.0"))} == codes
 
 
 def test_aux_findings_only_for_eagle3():
     eagle = ["--speculative-config", json.dumps({"method": "eagle", "model": "/h"})]
-    assert drafter_findings("v", eagle, [3, 20, 30], 32, "0.33.0", {}) == []
+    assert drafter_findings(DrafterCheck("v", eagle, {}, [3, 20, 30], 32, "0.33.0")) == []
 
 
 async def test_run_checks_on_a_plan_with_both_engines(tmp_path):
@@ -166,3 +167,24 @@ async def test_run_checks_on_a_plan_with_both_engines(tmp_path):
     assert ("vllm-eagle3", "vllm-aux-ignored") in codes
     assert not any(v == "sgl-eagle3" and c.startswith("vllm") for v, c in codes)
     assert not any(f.variant == "vllm-eagle3" and f.code == "argv" for f in findings)
+
+
+async def test_a_vllm_arm_is_never_judged_by_sglang_release_rules(tmp_path):
+    """Issue 28: the checkpoint checks compared a vLLM arm's vLLM version with SGLang's 0.5.12 limits (one
+    layer, three aux layers), quiet only while vLLM's version number was above 0.5.12. vLLM 0.5.0 is a real
+    vLLM release: its arm gets no SGLang finding, while the same head on an SGLang arm pinned to 0.5.0
+    does."""
+    from harness.checks import run_checks
+    from harness.targets.local import LocalTarget
+    from tests.checks_helpers import load, write_models, write_plan
+
+    workdir = write_models(tmp_path / "work", num_layers=2, aux_layer_ids=[1, 5, 9, 13])
+    spec = {"drafter": "draft.yaml", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    plan = load(write_plan(tmp_path / "plan", workdir, [
+        {"name": "sgl-base"}, {"name": "sgl-eagle3", **spec},
+        {"name": "vllm-base", "engine": "vllm"}, {"name": "vllm-eagle3", "engine": "vllm", **spec}],
+        target={"sglang_version": "0.5.0", "vllm_version": "0.5.0"}))  # the old keys: they load as before
+    findings = await run_checks(plan, LocalTarget())
+    release = {"draft-layers", "aux-layer-count"}
+    assert {f.code for f in findings if f.variant == "sgl-eagle3"} >= release
+    assert not {f.code for f in findings if f.variant == "vllm-eagle3"} & release

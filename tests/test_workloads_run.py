@@ -90,7 +90,7 @@ async def test_acceptance_of_every_turn_on_a_streaming_server(tmp_path: Path):
                            variants=[{"name": "baseline"}, GOOD], suite_prompts=CONVERSATIONS,
                            run={"concurrency": [2], "max_tokens": 16, "repeats": 1})
     plan = load_plan(plan_path)
-    plan.target.sglang_version = "0.5.19"
+    plan.target.sglang.version = "0.5.19"
     assert await consume(run_plan(plan, results_dir=tmp_path / "results"), out=io.StringIO()) == 0
     run_dir = only_run_dir(tmp_path / "results")
     assert run_dir is not None

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.engines.base import Engine
 
 CONSISTENCY_TOLERANCE = 0.02  # specdec_bench's default for AL = 1 + sum of marginals
 SCHEMA_VERSION = "1.0"  # specdec_bench speculation_profile.json
@@ -156,21 +160,12 @@ class Config:
         return max(0, min(self.num_steps, self.num_draft_tokens - 1))
 
 
-def build_grid(steps: Iterable[int], topks: Iterable[int], draft_tokens: Iterable[int],
+def build_grid(engine: Engine, steps: Iterable[int], topks: Iterable[int], draft_tokens: Iterable[int],
                graphs: Iterable[bool]) -> list[Config]:
-    """Every config SGLang accepts: topk 1 forces num_draft_tokens = steps + 1; a tree holds at most
-    steps x topk + 1 tokens (harness.engines.sglang.flags.check_spec_params) and is more than a chain."""
-    out: set[Config] = set()
-    for s in steps:
-        for k in topks:
-            for g in graphs:
-                if k == 1:
-                    out.add(Config(s, 1, s + 1, g))
-                    continue
-                for d in draft_tokens:
-                    if s + 1 < d <= s * k + 1:
-                        out.add(Config(s, k, d, g))
-    return sorted(out)
+    """Every config the engine accepts (its `spec_grid`: the shapes it launches), with and without graphs."""
+    graphs = list(graphs)
+    return sorted({Config(s.num_steps, s.eagle_topk, s.num_draft_tokens, g)
+                   for s in engine.spec_grid(steps, topks, draft_tokens) for g in graphs})
 
 
 def predicted_accept_len(h: Sequence[int], cfg: Config) -> float | None:

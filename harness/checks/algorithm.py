@@ -6,10 +6,13 @@ target's aux-hidden-state capture, so an EAGLE-3 drafter under EAGLE runs with a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.checks.checkpoint import DrafterFacts, archs, drafter_kind, eagle3_evidence, text_config
 from harness.common.findings import Finding, error
+
+if TYPE_CHECKING:
+    from harness.inputs.plan_parts import Drafter
 
 
 def _alg(name: str | None) -> str | None:
@@ -20,7 +23,7 @@ def _alg(name: str | None) -> str | None:
 def check_algorithm(
     variant: str,
     algorithm: str | None,
-    drafter: Any,
+    drafter: Drafter | None,
     facts: DrafterFacts | None,
     target_cfg: dict[str, Any] | None,
 ) -> list[Finding]:

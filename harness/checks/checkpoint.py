@@ -1,6 +1,8 @@
 """Drafter checkpoint checks from config.json dicts and safetensors headers only (REFERENCE §5.3, §6).
 
-Pure functions: the caller fetches the files (harness.checks.remote) and passes what it found.
+Pure functions: the caller fetches the files (harness.checks.remote) and passes what it found. The shapes
+are every engine's business; a release's own limits (SGLang before 0.5.12: one layer, three aux layers) are
+its engine's (`Engine.checkpoint_findings`), judged against that engine's version.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from typing import Any
 
 from harness.common.findings import Finding, error
 from harness.common.safetensors_io import TensorInfo
-from harness.common.versions import version_lt
 
 
 @dataclass(frozen=True)
@@ -73,12 +74,15 @@ def drafter_kind(cfg: dict[str, Any] | None, tensors: dict[str, TensorInfo] | No
     return "unknown"
 
 
-def check_shapes(
-    variant: str, facts: DrafterFacts, target_cfg: dict[str, Any] | None, version: str | None
-) -> list[Finding]:
+def is_eagle3_head(facts: DrafterFacts) -> bool:
+    """True when the files read look like an EAGLE-3 head (its shape rules apply)."""
+    return facts.config is not None and drafter_kind(facts.config, facts.tensors) == "eagle3"
+
+
+def check_shapes(variant: str, facts: DrafterFacts, target_cfg: dict[str, Any] | None) -> list[Finding]:
     """EAGLE-3 drafter config and tensor shapes against the target's config (REFERENCE §6.3)."""
     cfg, tensors = facts.config, facts.tensors
-    if cfg is None or drafter_kind(cfg, tensors) != "eagle3":
+    if cfg is None or not is_eagle3_head(facts):  # (cfg is None: not a head, said for the reader's types)
         return []
     out: list[Finding] = []
     tgt = text_config(target_cfg)
@@ -168,19 +172,7 @@ def check_shapes(
         )
     out += _vocab_tensors(variant, tensors, H, Vd or Vdraft, Vdraft, V)
     if ids is not None and L:
-        out += _aux_ids(variant, ids, L, version)
-    layers = cfg.get("num_hidden_layers", 1)
-    if layers != 1 and version_lt(version, "0.5.12"):
-        out.append(
-            error(
-                variant,
-                "draft-layers",
-                f"the drafter has {layers} layers",
-                f"SGLang {version} raises ValueError('EAGLE3 currently only supports 1 layer'); "
-                "multi-layer drafters load from 0.5.12",
-                "use a one-layer drafter or SGLang ≥ 0.5.12",
-            )
-        )
+        out += _aux_ids(variant, ids, L)
     return out
 
 
@@ -265,7 +257,7 @@ def _vocab_tensors(
     return out
 
 
-def _aux_ids(variant: str, ids: list[Any], L: int, version: str | None) -> list[Finding]:
+def _aux_ids(variant: str, ids: list[Any], L: int) -> list[Finding]:
     out = []
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         return [
@@ -286,16 +278,6 @@ def _aux_ids(variant: str, ids: list[Any], L: int, version: str | None) -> list[
                 f"aux layer ids {bad} fall outside the target's {L} layers (usable 0..{L - 2})",
                 "SGLang captures the input of layer id+1; the drafter was trained on a deeper target",
                 "use a drafter trained for this target",
-            )
-        )
-    if len(ids) != 3 and version_lt(version, "0.5.12"):
-        out.append(
-            error(
-                variant,
-                "aux-layer-count",
-                f"{len(ids)} aux layer ids; SGLang before 0.5.12 uses 3",
-                "the fc input width is fixed at 3 × hidden size there",
-                "use SGLang ≥ 0.5.12 or a three-layer drafter",
             )
         )
     return out

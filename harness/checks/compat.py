@@ -4,10 +4,13 @@ drafters/ record says it was trained for (pure functions on config dicts)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.checks.checkpoint import text_config
 from harness.common.findings import Finding, warning
+
+if TYPE_CHECKING:
+    from harness.inputs.plan_parts import Drafter
 
 DEFAULT_ROPE_THETA = 10000.0  # transformers' LlamaConfig default when a config names none
 
@@ -68,7 +71,8 @@ def _name_key(text: str) -> str:
 
 
 def check_trained_for(
-    variant: str, drafter: Any, model_path: str, served_name: str | None, target_cfg: dict[str, Any] | None
+    variant: str, drafter: Drafter | None, model_path: str, served_name: str | None,
+    target_cfg: dict[str, Any] | None,
 ) -> list[Finding]:
     """A drafters/ record saying the drafter was trained for another model than this target."""
     trained_for = getattr(drafter, "trained_for", None)

@@ -5,16 +5,20 @@ conversations grow: turn k carries every earlier user turn and answer, so each t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.checks.checkpoint import text_config
 from harness.common.findings import PLAN_WIDE, Finding, error, warning
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.inputs.suites import Prompt, Suite
 
 CHARS_PER_TOKEN = 4  # rough English average; the check only needs the order of magnitude
 TEMPLATE_TOKENS = 16  # chat-template overhead per message pair
 
 
-def turn_tokens(prompt: Any, max_tokens: int) -> list[int]:
+def turn_tokens(prompt: Prompt, max_tokens: int) -> list[int]:
     """Estimated tokens at the end of each turn: its prompt (earlier turns and answers included) and its output."""
     cap = int(prompt.max_tokens or max_tokens)
     first = sum(len(m.content) for m in prompt.messages) if prompt.messages else len(prompt.text or "")
@@ -26,7 +30,7 @@ def turn_tokens(prompt: Any, max_tokens: int) -> list[int]:
     return out
 
 
-def target_context(plan: Any, target_cfg: dict[str, Any] | None) -> int | None:
+def target_context(plan: Plan, target_cfg: dict[str, Any] | None) -> int | None:
     """--context-length from the model's extra_args, else the checkpoint's max_position_embeddings."""
     args = [str(a) for a in getattr(plan.model, "extra_args", []) or []]
     for i, a in enumerate(args):
@@ -38,7 +42,7 @@ def target_context(plan: Any, target_cfg: dict[str, Any] | None) -> int | None:
     return int(mpe) if isinstance(mpe, int) else None
 
 
-def _over(plan: Any, limit: int) -> list[tuple[Any, int, int, str]]:
+def _over(plan: Plan, limit: int) -> list[tuple[Suite, int, int, str]]:
     """Per suite: (suite, requests over `limit`, all requests, the longest as 'suite/id turn k ~N tokens')."""
     rows = []
     for suite in plan.suites:
@@ -56,7 +60,7 @@ def _over(plan: Any, limit: int) -> list[tuple[Any, int, int, str]]:
     return rows
 
 
-def target_findings(plan: Any, target_cfg: dict[str, Any] | None) -> list[Finding]:
+def target_findings(plan: Plan, target_cfg: dict[str, Any] | None) -> list[Finding]:
     limit = target_context(plan, target_cfg)
     if not limit:
         return []
@@ -68,7 +72,7 @@ def target_findings(plan: Any, target_cfg: dict[str, Any] | None) -> list[Findin
             for suite, over, total, note in _over(plan, limit)]
 
 
-def drafter_findings(variant: str, drafter_cfg: dict[str, Any] | None, plan: Any) -> list[Finding]:
+def drafter_findings(variant: str, drafter_cfg: dict[str, Any] | None, plan: Plan) -> list[Finding]:
     mpe = (drafter_cfg or {}).get("max_position_embeddings")
     if not isinstance(mpe, int) or mpe <= 0:
         return []

@@ -4,9 +4,12 @@ preflight errors and warnings into notes, so the arm still runs and the report s
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.findings import Finding, info
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 # a live alarm a variant may expect -> the preflight findings that lead to it
 ALARM_CAUSES: dict[str, frozenset[str]] = {
@@ -32,7 +35,7 @@ def expected_codes(words: list[str]) -> set[str]:
     return out
 
 
-def apply_expectations(plan: Any, findings: list[Finding]) -> list[Finding]:
+def apply_expectations(plan: Plan, findings: list[Finding]) -> list[Finding]:
     """Demote each finding a variant expects to an info note that names the expectation; a word that matched
     nothing gets a note of its own (the arm is not wrong in the way the plan says)."""
     wanted = {v.name: list(v.expect) for v in plan.variants if getattr(v, "expect", None)}

@@ -5,13 +5,16 @@ where it is off, as in tune's decode-only step-cost phases. Repeats do not help:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.findings import PLAN_WIDE, Finding, warning
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
-def phase_findings(plan: Any) -> list[Finding]:
+
+def phase_findings(plan: Plan) -> list[Finding]:
     """One warning per suite that is too small for some of the plan's concurrency levels."""
     if not any(v.is_speculative for v in plan.variants) or plan.run.phase_sizing:
         return []  # no verdict to decide, or phase sizing cycles the suite until it can

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
@@ -14,11 +15,19 @@ from harness.checks.expected import apply_expectations
 from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
 from harness.common.findings import PLAN_WIDE, Finding, error, sort_findings, warning
 from harness.engines import engine_of
+from harness.engines.base import DrafterCheck, Engine, LaunchCheck, PreflightInput
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 
-async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = None) -> list[Finding]:
+async def run_checks(plan: Plan, target: Target, *, versions: Mapping[str, str | None] | None = None
+                     ) -> list[Finding]:
     """Every preflight finding for the plan, errors first. Reads configs and safetensors headers over
-    the target, asks its SGLang (or the stand-in) to parse each launch argv; starts no server."""
+    the target, asks each engine in use to build and judge its variants' launch argv (SGLang's own parser,
+    or the stand-in's copy of it); starts no server. `versions`: engine name -> the version the caller
+    already knows (a fleet asked the node); an engine not named uses the plan's pin or asks the node."""
     t = plan.target
     try:
         await target.connect()
@@ -76,10 +85,12 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
     for v in plan.variants:  # each engine builds and judges the argv of its own variants
         engine = engine_of(plan, v)
         if engine.name not in ctxs:
-            argvs, parsed, version, more = await engine.ask_parser(plan, target, env, arch, sglang_version)
-            findings += more
-            ctxs[engine.name] = _Context(plan, engine, argvs, parsed, version, arch, target_cfg, env,
-                                         drafter_dirs, facts)
+            answer = await engine.ask_parser(PreflightInput(
+                plan, target, arch, env.python_ok, bool(env.data.get("workdir_exists")),
+                (versions or {}).get(engine.name)))
+            findings += answer.findings
+            ctxs[engine.name] = _Context(plan, engine, answer.argvs, answer.parsed, answer.version, arch,
+                                         target_cfg, env, drafter_dirs, facts)
         findings += _variant_findings(ctxs[engine.name], v)
     return sort_findings(apply_expectations(plan, findings), [v.name for v in plan.variants])
 
@@ -88,8 +99,8 @@ async def run_checks(plan: Any, target: Any, *, sglang_version: str | None = Non
 class _Context:
     """What the per-variant checks need, gathered once for the plan."""
 
-    plan: Any
-    engine: Any
+    plan: Plan
+    engine: Engine
     argvs: dict[str, list[str]]
     parsed: dict[str, Any]  # the real (or stand-in) parser's answer per variant
     version: str | None
@@ -100,7 +111,7 @@ class _Context:
     facts: dict[str, ck.DrafterFacts]
 
 
-def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
+def _variant_findings(ctx: _Context, v: Variant) -> list[Finding]:
     plan, argv = ctx.plan, ctx.argvs.get(v.name)
     if argv is None or v.is_existing:
         # a server draftbench did not start (`endpoint:`): no argv of ours to judge and no drafter to read;
@@ -112,8 +123,8 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
                     int(plan.server.max_running_requests))
     base = plan.baseline_of(v)
     base_argv = ctx.argvs.get(base.name) if v is not base else None
-    out += ctx.engine.launch_findings(plan, v, argv, base_argv, ctx.parsed.get(v.name), ctx.version, ctx.arch,
-                                      max_batch)
+    out += ctx.engine.launch_findings(LaunchCheck(plan, v, argv, base_argv, ctx.parsed.get(v.name),
+                                                  ctx.version, ctx.arch, max_batch))
     if not v.spec_algorithm:
         return out
     d = ctx.drafter_dirs.get(v.name)
@@ -133,15 +144,17 @@ def _variant_findings(ctx: _Context, v: Any) -> list[Finding]:
         )
     if str(v.spec_algorithm).upper() != "EAGLE3":
         return out
-    out += ck.check_shapes(v.name, f, ctx.target_cfg, ctx.version)
+    head = DrafterCheck(v.name, argv, f.config, ck.aux_layer_ids(f.config),
+                        ck.text_config(ctx.target_cfg).get("num_hidden_layers"), ctx.version)
+    out += ck.check_shapes(v.name, f, ctx.target_cfg)
+    if ck.is_eagle3_head(f):  # the engine's own version rules on the checkpoint, with the shapes
+        out += ctx.engine.checkpoint_findings(head)
     out += context.drafter_findings(v.name, f.config, plan)  # per suite, every turn of a conversation
     out += compat.check_rope(v.name, f.config, ctx.target_cfg)
     out += compat.check_trained_for(
         v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg
     )
-    layers = ck.text_config(ctx.target_cfg).get("num_hidden_layers")
-    out += ctx.engine.drafter_findings(v.name, argv, ck.aux_layer_ids(f.config), layers, ctx.version,
-                                       draft_config=f.config)
+    out += ctx.engine.drafter_findings(head)
     return out
 
 

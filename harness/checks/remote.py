@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.checks.checkpoint import DrafterFacts
 from harness.common.safetensors_io import SafetensorsError, TensorInfo, header_length, parse_header
+
+if TYPE_CHECKING:
+    from harness.targets.base import Target
 
 MAX_CONFIG_BYTES = 4 << 20
 INDEX_FILE = "model.safetensors.index.json"
@@ -76,7 +79,7 @@ def target_path(path: str, workdir: str) -> str:
     return f"{workdir.rstrip('/')}/{path}"
 
 
-async def read_json(target: Any, path: str) -> tuple[dict[str, Any] | None, str | None]:
+async def read_json(target: Target, path: str) -> tuple[dict[str, Any] | None, str | None]:
     """(parsed JSON object, None) or (None, why not)."""
     try:
         data = await target.read_file(path, max_bytes=MAX_CONFIG_BYTES)
@@ -93,13 +96,13 @@ async def read_json(target: Any, path: str) -> tuple[dict[str, Any] | None, str 
     return obj, None
 
 
-async def read_header(target: Any, path: str) -> dict[str, TensorInfo]:
+async def read_header(target: Target, path: str) -> dict[str, TensorInfo]:
     """One safetensors file's tensor table; reads 8 bytes, then the 8+N header bytes, nothing more."""
     n = header_length(await target.read_file(path, max_bytes=8))
     return parse_header(await target.read_file(path, max_bytes=8 + n))[0]
 
 
-async def _weight_files(target: Any, directory: str) -> list[str]:
+async def _weight_files(target: Target, directory: str) -> list[str]:
     index, _ = await read_json(target, f"{directory}/{INDEX_FILE}")
     if index and isinstance(index.get("weight_map"), dict):
         return sorted(set(map(str, index["weight_map"].values())))[:SHARD_LIMIT]
@@ -108,7 +111,7 @@ async def _weight_files(target: Any, directory: str) -> list[str]:
     return names[:SHARD_LIMIT]
 
 
-async def read_drafter(target: Any, directory: str) -> DrafterFacts:
+async def read_drafter(target: Target, directory: str) -> DrafterFacts:
     """config.json and the merged tensor table of every safetensors file of a drafter directory."""
     cfg, problem = await read_json(target, f"{directory}/config.json")
     if cfg is None:
@@ -130,7 +133,7 @@ async def read_drafter(target: Any, directory: str) -> DrafterFacts:
     return DrafterFacts(directory, cfg, tensors)
 
 
-async def _home(target: Any, directory: str) -> str:
+async def _home(target: Target, directory: str) -> str:
     """`find` gets its directory as an argv item, so expand a leading ~ with the target's $HOME first."""
     if not (directory == "~" or directory.startswith("~/")):
         return directory
@@ -140,7 +143,7 @@ async def _home(target: Any, directory: str) -> str:
 
 
 async def gather_env(
-    target: Any,
+    target: Target,
     python: str,
     paths: list[str],
     workdir: str,
@@ -162,7 +165,7 @@ async def gather_env(
         return EnvFacts(False, f"unexpected output: {res.stdout.strip()[-300:]!r}")
 
 
-async def gather_gpus(target: Any, env: dict[str, str] | None = None) -> tuple[list[Gpu] | None, str]:
+async def gather_gpus(target: Target, env: dict[str, str] | None = None) -> tuple[list[Gpu] | None, str]:
     """GPUs as nvidia-smi lists them (run with the server's environment), or (None, why not)."""
     try:
         res = await target.run(NVIDIA_SMI, timeout=60, env=env or None)

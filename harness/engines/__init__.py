@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.engines.base import Engine
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
 
 ENGINE_NAMES = ("sglang", "vllm")
 
@@ -22,7 +25,7 @@ def get_engine(name: str = "sglang") -> Engine:
     raise ValueError(f"unknown engine {name!r} (known: {', '.join(ENGINE_NAMES)})")
 
 
-def engine_of(plan: Any, variant: Any = None) -> Engine:
+def engine_of(plan: Plan, variant: Variant | None = None) -> Engine:
     """The variant's engine when it names one, else the plan's (default SGLang)."""
     name = getattr(variant, "engine", None) or getattr(plan, "engine", None) or "sglang"
     return get_engine(name)

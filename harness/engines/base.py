@@ -7,13 +7,87 @@ Contract tests every engine must pass: tests/test_engine_contract.py.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from harness.common.findings import Finding
+    from harness.common.logwindow import LogWindow
+    from harness.inputs.config import Plan, Variant
+    from harness.inputs.engine_options import EngineOptions
+    from harness.inputs.plan_parts import Target as NodeConfig
+    from harness.inputs.run_settings import RunSettings
+    from harness.targets.base import Target
 
 # Per-request speculative stats, normalised: the keys every engine's `request_spec` returns.
 REQUEST_SPEC_KEYS = ("spec_verify_ct", "spec_accept_len", "spec_correct_drafts", "spec_proposed_drafts",
                      "spec_histogram")
 SPEC_MODES = ("stream", "meta_info", "off")
+
+
+# ---- what the preflight (harness.checks) and the tune (harness.run.tune) hand an engine, and get back
+
+
+@dataclass(frozen=True)
+class PreflightInput:
+    """What the preflight knows when it asks an engine for its variants' argv (`ask_parser`)."""
+
+    plan: Plan
+    target: Target  # the connection to the node the servers would run on
+    arch: str | None  # the target model's architecture (its config.json), None when unread
+    python_ok: bool  # target.python runs on the node
+    workdir_exists: bool  # target.workdir is there (relative paths resolve under it)
+    version: str | None = None  # this engine's version as the caller already knows it (a fleet asked it);
+    #                             None: the plan's pin, else the engine asks the node
+
+
+@dataclass(frozen=True)
+class ParserAnswer:
+    """An engine's answer to `ask_parser`: the argv of each of its variants, what its parser made of them."""
+
+    argvs: dict[str, list[str]]  # variant name -> launch argv without the launcher (its own variants only)
+    parsed: dict[str, dict[str, Any]]  # variant name -> the engine's parser's answer (empty: none was asked)
+    version: str | None  # the version the argv are built for (None: unknown)
+    findings: list[Finding]  # what asking found (engine missing, version unknown, an argv it cannot build)
+
+
+@dataclass(frozen=True)
+class LaunchCheck:
+    """One variant's launch argv, for the engine's flag rules (`launch_findings`)."""
+
+    plan: Plan
+    variant: Variant
+    argv: list[str]  # without the launcher
+    base_argv: list[str] | None  # its baseline's argv, None for the baseline itself
+    parsed: dict[str, Any] | None  # the engine's parser's answer for this variant, None when none was asked
+    version: str | None
+    arch: str | None
+    max_batch: int  # the largest batch the run can put on the server
+
+
+@dataclass(frozen=True)
+class DrafterCheck:
+    """A speculative variant's EAGLE-3 head as read on the target, for the engine's own rules about it."""
+
+    variant: str
+    argv: list[str]  # the variant's launch argv without the launcher
+    config: dict[str, Any] | None  # the head's config.json
+    aux_ids: list[Any] | None  # eagle_config.eagle_aux_hidden_state_layer_ids (SpecForge / SGLang layout)
+    target_layers: int | None  # the target model's num_hidden_layers
+    version: str | None  # this engine's version
+
+
+@dataclass(frozen=True, order=True)
+class SpecShape:
+    """The speculative parameters an engine fixes at launch (the tune's grid is made of them)."""
+
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+
+
+# ---- the seam
 
 
 @runtime_checkable
@@ -23,7 +97,7 @@ class EngineAdmin(Protocol):
     async def healthy(self, timeout: float = 10.0) -> bool: ...
     async def flush_cache(self, timeout: float = 30.0) -> bool: ...
     async def server_info(self, timeout: float = 30.0) -> dict[str, Any] | None: ...
-    async def histograms(self, timeout: float = 10.0) -> Any: ...  # opaque scrape, fed to phase_server_means
+    async def histograms(self, timeout: float = 10.0) -> object: ...  # opaque: fed to phase_server_means
     async def model_id(self, timeout: float = 10.0) -> str | None: ...
     async def close(self) -> None: ...
 
@@ -40,14 +114,16 @@ class Engine(Protocol):
     api_key_env: str | None   # the variable the server reads its API key from (vLLM: VLLM_API_KEY); None: it
     #                           reads none and gets it in a 0600 file named by `api_key_file_flag` (SGLang)
     api_key_file_flag: str | None  # SGLang's `--config FILE` (a JSON of server args); None where api_key_env is set
+    options_model: type[EngineOptions]  # its options in a plan (`target.<name>:`: launcher, version)
 
-    async def detect_version(self, plan: Any, target: Any) -> str | None: ...
-    def launcher_argv(self, target: Any) -> list[str]: ...
-    def launch_argv(self, plan: Any, variant: Any, port: int, version: str | None) -> list[str]: ...
+    def options(self, node: NodeConfig) -> EngineOptions: ...  # this engine's options on one node
+    async def detect_version(self, plan: Plan, target: Target) -> str | None: ...
+    def launcher_argv(self, node: NodeConfig) -> list[str]: ...
+    def launch_argv(self, plan: Plan, variant: Variant, port: int, version: str | None) -> list[str]: ...
     def admin(self, base_url: str, api_key: str | None = None) -> EngineAdmin: ...
 
     # live log: one window per stats line (None for any other line)
-    def parse_log_line(self, text: str, line_no: int) -> Any: ...
+    def parse_log_line(self, text: str, line_no: int) -> LogWindow | None: ...
     # a line the engine writes when draftbench stops it (SIGTERM) that reads like a crash (False: none known)
     def expected_on_stop(self, line: str) -> bool: ...
 
@@ -55,10 +131,11 @@ class Engine(Protocol):
     def server_accept_len(self, info: dict[str, Any] | None) -> float | None: ...
     def server_provenance(self, info: dict[str, Any] | None) -> dict[str, Any]: ...  # has "server_version"
     def last_gen_throughput(self, info: dict[str, Any] | None) -> float | None: ...
-    def phase_server_means(self, before: Any, after: Any) -> dict[str, float | None]: ...
+    def phase_server_means(self, before: object, after: object) -> dict[str, float | str | None]: ...
 
     # per-request speculative stats
-    def spec_mode(self, run: Any, variant: Any, version: str | None) -> str: ...  # one of SPEC_MODES
+    # one of SPEC_MODES
+    def spec_mode(self, run: RunSettings, variant: Variant, version: str | None) -> str: ...
     def spec_request_extra(self, mode: str) -> dict[str, Any] | None: ...
     def request_spec(self, spec: dict[str, Any] | None, output_tokens: int | None) -> dict[str, Any]: ...
     # the accept length a server started with `env` is forced to (a benchmarking switch: its outputs are not
@@ -66,11 +143,14 @@ class Engine(Protocol):
     def forced_acceptance(self, env: dict[str, str]) -> float | None: ...
     def forced_env(self, accept_len: float) -> dict[str, str]: ...
 
-    # preflight: the engine's own parser judges each argv, then its flag rules (harness.checks asks)
-    async def ask_parser(self, plan: Any, target: Any, env: Any, arch: str | None,
-                         pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list]: ...
-    def launch_findings(self, plan: Any, variant: Any, argv: list[str], base_argv: list[str] | None,
-                        parsed: Any, version: str | None, arch: str | None, max_batch: int) -> list: ...
-    def drafter_findings(self, variant: str, argv: list[str], aux_ids: list[Any] | None,
-                         target_layers: int | None, version: str | None,
-                         draft_config: dict[str, Any] | None = None) -> list: ...
+    # preflight (harness.checks asks): the engine builds its variants' argv and its own parser judges them,
+    # then its flag rules per variant, its version rules on an EAGLE-3 head's checkpoint (asked right after
+    # the shape checks every engine shares) and its rules on the head as its argv loads it
+    async def ask_parser(self, pre: PreflightInput) -> ParserAnswer: ...
+    def launch_findings(self, check: LaunchCheck) -> list[Finding]: ...
+    def checkpoint_findings(self, check: DrafterCheck) -> list[Finding]: ...
+    def drafter_findings(self, check: DrafterCheck) -> list[Finding]: ...
+
+    # the speculative shapes this engine accepts from the given values (the tune's grid, before graphs)
+    def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
+                  draft_tokens: Iterable[int]) -> list[SpecShape]: ...

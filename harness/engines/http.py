@@ -3,11 +3,14 @@ bearer key on every call when the server has one, and the `python -c 'import X'`
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import aiohttp
 
 from harness.common.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.targets.base import Target
 
 
 class AdminSession:
@@ -24,7 +27,7 @@ class AdminSession:
             return resp.status, await resp.read()
 
 
-async def installed_version(target: Any, python: str, module: str, display: str) -> str:
+async def installed_version(target: Target, python: str, module: str, display: str) -> str:
     """`module.__version__` as `python` on the target imports it; a clear error when it cannot."""
     res = await target.run([python, "-c", f"import {module}; print({module}.__version__)"], timeout=120)
     if res.rc != 0:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 import harness
+from harness.inputs.engine_options import ENGINE_OPTIONS
 from harness.inputs.plan_parts import (
     ENV_NAME_RE,
     NEEDS_DRAFTER,
@@ -29,6 +30,7 @@ from harness.inputs.plan_parts import (
     Server,
     Target,
     check_env_names,
+    upgrade_target,
 )
 from harness.inputs.run_settings import RunSettings
 from harness.inputs.suites import Suite, load_suite
@@ -260,7 +262,14 @@ class Plan(StrictModel):
         if not self.targets:
             return [self.target]
         shared = self.target.model_dump()
-        return [Target.model_validate({**shared, **t.model_dump(exclude_unset=True)}) for t in self.targets]
+        out = []
+        for t in self.targets:
+            own = t.model_dump(exclude_unset=True)
+            for engine in ENGINE_OPTIONS:  # a node's engine options fill in field by field
+                if engine in own:
+                    own[engine] = {**shared[engine], **own[engine]}
+            out.append(Target.model_validate({**shared, **own}))
+        return out
 
     def baseline_of(self, variant: Variant) -> Variant:
         """The baseline a variant is compared with: the one of its own engine."""
@@ -280,6 +289,23 @@ class Plan(StrictModel):
     def resolved_dict(self) -> dict[str, Any]:
         """The plan with drafters and suites inlined; `Plan.model_validate` reads it back as is."""
         return self.model_dump(mode="json")
+
+
+def upgraded_plan(data: dict[str, Any]) -> dict[str, Any]:
+    """A plan dict (a run's plan.resolved.json) with the target's old engine keys moved where they live now,
+    so that it compares key by key with a plan loaded today; validation does the same by itself."""
+    def upgraded(target: object) -> object:
+        try:
+            return upgrade_target(target)
+        except FieldProblem:  # old and new key both given: left for validation to report
+            return target
+
+    data = dict(data)
+    if "target" in data:
+        data["target"] = upgraded(data["target"])
+    if isinstance(data.get("targets"), list):
+        data["targets"] = [upgraded(t) for t in data["targets"]]
+    return data
 
 
 # ---------------------------------------------------------------- resolution of drafter / suite references

@@ -45,7 +45,9 @@ def field_message(model_cls: type[BaseModel], loc: tuple[PathPart, ...], err: An
     if kind == "extra_forbidden":
         name = str(loc[-1]) if loc else "?"
         allowed = _allowed_fields(model_cls, loc[:-1])
-        close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+        # a plan's old spelling of a moved field (Target.moved_keys) is still a good guess for a misspelling
+        guesses = allowed + list(getattr(model_at(model_cls, loc[:-1]), "moved_keys", {}))
+        close = difflib.get_close_matches(name, guesses, n=1, cutoff=0.6)
         hint = (
             f" (did you mean {close[0]!r}?)"
             if close
@@ -92,21 +94,27 @@ def _num(v: Any) -> str:
 
 def _allowed_fields(model_cls: type[BaseModel], loc: tuple[PathPart, ...]) -> list[str]:
     """Field names of the model found at `loc` inside `model_cls` (empty when not a model)."""
-    tp: Any = model_cls
+    tp = model_at(model_cls, loc)
+    return list(tp.model_fields) if tp is not None else []
+
+
+def model_at(model_cls: object, loc: tuple[PathPart, ...]) -> type[BaseModel] | None:
+    """The model class found at `loc` inside the type `model_cls` (None when that place is not a model)."""
+    tp = model_cls
     for part in loc:
-        tp = _unwrap(tp)
-        if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str):
-            field = tp.model_fields.get(part)
-            if field is None:
-                return []
-            tp = field.annotation
-        else:
-            args = typing.get_args(tp)
-            tp = args[-1] if args else None  # list[X] -> X, dict[K, V] -> V
+        tp = child_type(tp, part)
+    tp = _unwrap(tp)
+    return tp if isinstance(tp, type) and issubclass(tp, BaseModel) else None
+
+
+def child_type(tp: object, part: PathPart) -> object:
+    """The type declared one step below `tp`: a model's field, a list's item, a dict's value (or None)."""
     tp = _unwrap(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
-        return list(tp.model_fields)
-    return []
+        field = tp.model_fields.get(part) if isinstance(part, str) else None
+        return field.annotation if field is not None else None
+    args = typing.get_args(tp)
+    return args[-1] if args else None  # list[X] -> X, dict[K, V] -> V
 
 
 def _unwrap(tp: Any) -> Any:

@@ -4,10 +4,11 @@ documented where declared) and the value types they share with config.py."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from harness.inputs.engine_options import TARGET_ALIASES, SGLangOptions, VLLMOptions
 from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel
 
 ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH")
@@ -24,7 +25,8 @@ def check_env_names(cls: type, env: dict[str, str]) -> dict[str, str]:
         if not ENV_NAME_RE.fullmatch(name):
             raise FieldProblem(f"{name!r} is not an environment variable name", (name,))
     return env
-VERSION_RE = re.compile(r"auto|\d+(\.\d+){1,3}([.-]?(post|rc|dev)\d*)?")
+
+
 def _algorithm(value: Any) -> Any:
     if isinstance(value, str):
         upper = value.strip().upper()
@@ -72,7 +74,7 @@ class Drafter(StrictModel):
 
 
 class Target(StrictModel):
-    """Where SGLang runs."""
+    """Where the servers run: the node, its interpreter and work directory, and each engine's own options."""
 
     host: str = Field(
         default="local",
@@ -83,42 +85,49 @@ class Target(StrictModel):
         default=None, ge=1, le=65535, description="overrides the port from ~/.ssh/config"
     )
     python: str = Field(default="python3", min_length=1, description="python interpreter on the target")
-    launcher: list[ArgStr] | None = Field(
-        default=None,
-        min_length=1,
-        description="argv prefix replacing [python, -m, sglang.launch_server]; '{python}' is substituted",
-    )
     workdir: str = Field(
         default="~/draftbench", min_length=1, description="work directory on the target (created mode 0700)"
     )
     env: dict[str, ArgStr] = Field(default_factory=dict, description="environment for the server process")
-    sglang_version: str = Field(
-        default="auto", description="'auto' (asked on the target) or e.g. '0.5.15'; decides flag spellings"
+    simulated: bool = Field(default=False, description="true when the launchers are draftbench's stand-ins")
+    sglang: SGLangOptions = Field(
+        default_factory=SGLangOptions, description="SGLang's options on this node: launcher, version"
     )
-    simulated: bool = Field(default=False, description="true when the launcher is draftbench's stand-in")
-    vllm_launcher: list[ArgStr] | None = Field(
-        default=None,
-        min_length=1,
-        description="argv prefix replacing [vllm, serve] for vLLM variants; '{python}' is substituted",
+    vllm: VLLMOptions = Field(
+        default_factory=VLLMOptions, description="vLLM's options on this node: launcher, version"
     )
-    vllm_version: str = Field(
-        default="auto", description="'auto' (asked on the target) or e.g. '0.33.0'; decides vLLM flag spellings"
-    )
+
+    # keys of plans from before the engines owned their options, moved to where they live now (yamlio reports
+    # a problem with their value at the key as written)
+    moved_keys: ClassVar[dict[str, tuple[str, str]]] = TARGET_ALIASES
 
     _env_names = field_validator("env")(check_env_names)
 
-    @field_validator("sglang_version", "vllm_version")
+    @model_validator(mode="before")
     @classmethod
-    def _version(cls, value: str) -> str:
-        if not VERSION_RE.fullmatch(value):
-            raise ValueError(
-                f"expected 'auto' or a version such as '0.5.15' or '0.5.15.post1', got {value!r}"
-            )
-        return value
+    def _old_keys(cls, data: object) -> object:
+        return upgrade_target(data)
 
     @property
     def is_local(self) -> bool:
         return self.host == "local"
+
+
+def upgrade_target(data: object) -> object:
+    """A target mapping with its old engine keys (`launcher`, `sglang_version`, `vllm_launcher`,
+    `vllm_version`) moved under the engine they belong to; anything else is returned as it is."""
+    if not isinstance(data, dict) or not any(k in data for k in TARGET_ALIASES):
+        return data
+    data = dict(data)
+    for old, (engine, name) in TARGET_ALIASES.items():
+        if old not in data or not isinstance(data.get(engine, {}), dict):
+            continue  # a non-mapping `sglang:` is reported as such; the old key then stays unknown
+        options = dict(data.get(engine) or {})
+        if name in options:
+            raise FieldProblem(f"given twice: here and as {engine}.{name}; keep {engine}.{name}", (old,))
+        options[name] = data.pop(old)
+        data[engine] = options
+    return data
 
 
 class Model(StrictModel):

@@ -18,7 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 from yaml.constructor import SafeConstructor
 
 from harness.common.errors import InputError
-from harness.inputs.field_messages import PathPart, field_message
+from harness.inputs.field_messages import PathPart, child_type, field_message, model_at
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # far above any real plan or suite; stops a stray multi-GB file early
 MAX_DEPTH = 100  # plans nest 4 levels; this only guards against crafted input
@@ -312,20 +312,31 @@ def _explained(missing: InputError, misspelt: list[InputError]) -> bool:
 def _problem(
     model_cls: type[BaseModel], data: Any, err: Any, src: str | None, linemap: LineMap
 ) -> InputError:
-    loc = _data_loc(data, tuple(err["loc"]))
+    loc = _data_loc(data, tuple(err["loc"]), model_cls)
     ctx = err.get("ctx") or {}
     extra = ctx.get("error")
     if isinstance(extra, FieldProblem):
-        loc = _data_loc(data, (*loc, *extra.loc))
+        loc = _data_loc(data, (*loc, *extra.loc), model_cls)
     message = field_message(model_cls, loc, err)
     return InputError(src, linemap.line_of(loc), format_field(loc), message)
 
 
-def _data_loc(data: Any, loc: tuple[PathPart, ...]) -> tuple[PathPart, ...]:
-    """Keep the parts of a pydantic location that exist in the data (drops union tags and the like)."""
+def _data_loc(data: Any, loc: tuple[PathPart, ...], model_cls: object = None) -> tuple[PathPart, ...]:
+    """Keep the parts of a pydantic location that exist in the data (drops union tags and the like). A field
+    the data gave under its old key (a model's `moved_keys`: old key -> the path where it lives now) is placed
+    at that key, as written."""
     out: list[PathPart] = []
-    cur = data
-    for i, part in enumerate(loc):
+    cur, tp = data, model_cls
+    i = 0
+    while i < len(loc):
+        moved = _moved_from(tp, cur, loc[i:])
+        if moved is not None:
+            old, width = moved
+            out.append(old)
+            cur, tp, i = cur[old], None, i + width
+            continue
+        part = loc[i]
+        tp = child_type(tp, part)
         if isinstance(cur, dict) and part in cur:
             cur = cur[part]
         elif isinstance(cur, list) and isinstance(part, int) and 0 <= part < len(cur):
@@ -335,7 +346,20 @@ def _data_loc(data: Any, loc: tuple[PathPart, ...]) -> tuple[PathPart, ...]:
         else:
             break
         out.append(part)
+        i += 1
     return tuple(out)
+
+
+def _moved_from(tp: object, cur: object, rest: tuple[PathPart, ...]) -> tuple[str, int] | None:
+    """(old key, length of the new path) when `rest` starts at a field `cur` gave under its old key."""
+    model = model_at(tp, ()) if tp is not None else None
+    moved = getattr(model, "moved_keys", None) or {}
+    if not isinstance(cur, dict):
+        return None
+    for old, new in moved.items():
+        if old in cur and tuple(rest[: len(new)]) == tuple(new):
+            return old, len(new)
+    return None
 
 
 # ---------------------------------------------------------------- shared model plumbing

@@ -205,7 +205,7 @@ class Fleet:
         from harness.checks import run_checks
 
         await self.connect()
-        return await run_checks(self.plan, self.target, sglang_version=self.version)
+        return await run_checks(self.plan, self.target, versions=self.versions)
 
     async def preflight(self) -> list[ev.Alarm]:
         """The preflight checks' findings as Alarm events (also sent to the callback); [] without checks."""
@@ -215,7 +215,7 @@ class Fleet:
             return []
         try:
             await self.connect()
-            found = await run_checks(self.plan, self.target, sglang_version=self.version)
+            found = await run_checks(self.plan, self.target, versions=self.versions)
             alarms = [finding_to_alarm(f) for f in found]
         except Exception as exc:  # a broken check must not take the servers down with it
             alarms = [ev.Alarm("", "warning", "checks-failed", f"preflight checks could not run: {exc}")]

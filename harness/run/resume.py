@@ -39,7 +39,7 @@ class ResumePlan:
 def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, load: Any = None) -> ResumePlan:
     """The plan to resume `run_dir` with (see the module). `plan_path`: a plan the user passed; `load(path,
     results_dir)` reads a plan file (default `load_plan`; the CLI's also readies the demo's checkpoints)."""
-    from harness.inputs.config import Plan, load_plan
+    from harness.inputs.config import Plan, load_plan, upgraded_plan
 
     run_dir = Path(run_dir)
     read = load or (lambda path, _results: load_plan(path))
@@ -47,7 +47,9 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, loa
     resolved_path = run_dir / RESOLVED
     if not resolved_path.exists():  # a run directory from before plan.resolved.json: its plan file is all there is
         return ResumePlan(_legacy_plan(run_dir, prov, plan_path, read))
-    stored = _read_json(resolved_path, resolved_path, "cannot be read")
+    # a run from before the engines owned their options says target.launcher / sglang_version: compare (and
+    # restore redacted values) in today's shape
+    stored = upgraded_plan(_read_json(resolved_path, resolved_path, "cannot be read"))
     original = prov.get("plan_file") or ""
     source = Path(plan_path) if plan_path else (Path(original) if original and Path(original).is_file() else None)
     current, unreadable = None, ""

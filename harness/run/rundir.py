@@ -96,8 +96,11 @@ def redact_plan(data: dict[str, Any]) -> dict[str, Any]:
     target = data.get("target") or {}
     if isinstance(target.get("env"), dict):
         target["env"] = redact_env(target["env"])
-    if isinstance(target.get("launcher"), list):
+    if isinstance(target.get("launcher"), list):  # a plan.resolved.json from before the engines' own options
         target["launcher"] = redact_argv(target["launcher"])
+    for options in (target.get("sglang"), target.get("vllm")):  # each engine's launcher (target.<engine>)
+        if isinstance(options, dict) and isinstance(options.get("launcher"), list):
+            options["launcher"] = redact_argv(options["launcher"])
     for holder in [data.get("model") or {}, *(data.get("variants") or [])]:
         if isinstance(holder, dict) and isinstance(holder.get("extra_args"), list):
             holder["extra_args"] = redact_argv(holder["extra_args"])

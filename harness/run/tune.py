@@ -33,6 +33,7 @@ from harness.analysis.store import TUNE_STATE_FILE, TuneDecision, read_tune_stat
 from harness.analysis.tune_model import Config
 from harness.common import events as ev
 from harness.common.errors import InputError
+from harness.engines import engine_of
 from harness.run import tune_budget as tb
 from harness.run import tune_plans as tp
 from harness.run.kept import kept_servers, stop_kept_servers
@@ -91,7 +92,8 @@ class _Tune:
         if self.tuned.num_steps and self.tuned.eagle_topk == 1:  # the plan's own config is on the grid
             opts.steps = sorted(set(opts.steps) | {int(self.tuned.num_steps)})
             opts.graphs = sorted(set(opts.graphs) | {bool(self.tuned.cuda_graph)}, reverse=True)
-        self.grid = tm.build_grid(opts.steps, opts.topk, opts.draft_tokens, opts.graphs)
+        self.grid = tm.build_grid(engine_of(plan, self.tuned), opts.steps, opts.topk, opts.draft_tokens,
+                                  opts.graphs)
         self.wide = Config(max(opts.steps), 1, max(opts.steps) + 1, True in opts.graphs)
         self.state = read_tune_state(self.dir)  # a resumed tune's, else a fresh one
         self._spent_before = float(self.state.spent_s)

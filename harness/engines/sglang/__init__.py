@@ -3,13 +3,24 @@ endpoints, /metrics, decode-log windows and per-request spec stats (REFERENCE.md
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
+from harness.engines.base import DrafterCheck, LaunchCheck, ParserAnswer, PreflightInput, SpecShape
 from harness.engines.http import installed_version
 from harness.engines.sglang import launch, preflight, prom, shutdown, spec
 from harness.engines.sglang.admin import Admin, avg_spec_accept_length
 from harness.engines.sglang.logparse import parse_line
 from harness.engines.sglang.preflight import STAND_IN_VERSION
+from harness.inputs.engine_options import SGLangOptions
+
+if TYPE_CHECKING:
+    from harness.common.findings import Finding
+    from harness.common.logwindow import LogWindow
+    from harness.inputs.config import Plan, Variant
+    from harness.inputs.plan_parts import Target as NodeConfig
+    from harness.inputs.run_settings import RunSettings
+    from harness.targets.base import Target
 
 READY_LINE = "The server is fired up and ready to roll!"
 
@@ -30,26 +41,31 @@ class SGLangEngine:
     # server args from `--config FILE` (srt/server_args_config_parser.py, .yaml/.yml/.json)
     api_key_env = None
     api_key_file_flag = "--config"
+    options_model = SGLangOptions
 
-    async def detect_version(self, plan: Any, target: Any) -> str | None:
+    def options(self, node: NodeConfig) -> SGLangOptions:
+        return node.sglang
+
+    async def detect_version(self, plan: Plan, target: Target) -> str | None:
         """The version that decides flag spellings: the stand-in's, the plan's pin, or asked on the target."""
         t = plan.target
+        pinned = t.sglang.pinned
         if t.simulated:  # the stand-in answers as 0.5.15, or as a later release the plan pins (sim resolve.py)
-            return str(t.sglang_version) if t.sglang_version not in (None, "auto") else STAND_IN_VERSION
-        if t.sglang_version and t.sglang_version != "auto":
-            return str(t.sglang_version)
-        return await installed_version(target, str(t.python), "sglang", "SGLang")
+            return pinned or STAND_IN_VERSION
+        if pinned:
+            return pinned
+        return await installed_version(target, t.python, "sglang", "SGLang")
 
-    def launcher_argv(self, target: Any) -> list[str]:
-        return launch.launcher_argv(target)
+    def launcher_argv(self, node: NodeConfig) -> list[str]:
+        return launch.launcher_argv(node)
 
-    def launch_argv(self, plan: Any, variant: Any, port: int, version: str | None) -> list[str]:
+    def launch_argv(self, plan: Plan, variant: Variant, port: int, version: str | None) -> list[str]:
         return launch.build_launch_argv(plan, variant, port, version)
 
     def admin(self, base_url: str, api_key: str | None = None) -> Admin:
         return Admin(base_url, api_key)
 
-    def parse_log_line(self, text: str, line_no: int) -> Any:
+    def parse_log_line(self, text: str, line_no: int) -> LogWindow | None:
         return parse_line(text, line_no)
 
     def expected_on_stop(self, line: str) -> bool:
@@ -73,10 +89,10 @@ class SGLangEngine:
         vals = [v for v in vals if isinstance(v, int | float)]
         return sum(vals) if vals else None
 
-    def phase_server_means(self, before: Any, after: Any) -> dict[str, float | None]:
-        return prom.phase_means(before, after)
+    def phase_server_means(self, before: object, after: object) -> dict[str, float | None]:
+        return prom.phase_means(before, after)  # its own scrapes (Admin.histograms)
 
-    def spec_mode(self, run: Any, variant: Any, version: str | None) -> str:
+    def spec_mode(self, run: RunSettings, variant: Variant, version: str | None) -> str:
         return spec.spec_mode(run, variant, version)
 
     def spec_request_extra(self, mode: str) -> dict[str, Any] | None:
@@ -92,18 +108,21 @@ class SGLangEngine:
         return spec.forced_env(accept_len)
 
     # preflight (harness.checks asks these; the rules are SGLang's)
-    async def ask_parser(self, plan: Any, target: Any, env: Any, arch: str | None,
-                         pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list]:
-        return await preflight.ask_parser(plan, target, env, arch, pinned)
+    async def ask_parser(self, pre: PreflightInput) -> ParserAnswer:
+        return await preflight.ask_parser(pre)
 
-    def launch_findings(self, plan: Any, variant: Any, argv: list[str], base_argv: list[str] | None,
-                        parsed: Any, version: str | None, arch: str | None, max_batch: int) -> list:
-        return preflight.launch_findings(plan, variant, argv, base_argv, parsed, version, arch, max_batch)
+    def launch_findings(self, check: LaunchCheck) -> list[Finding]:
+        return preflight.launch_findings(check)
 
-    def drafter_findings(self, variant: str, argv: list[str], aux_ids: list[Any] | None,
-                         target_layers: int | None, version: str | None,
-                         draft_config: dict[str, Any] | None = None) -> list:
-        return preflight.drafter_findings(variant, argv, aux_ids, target_layers, version)
+    def checkpoint_findings(self, check: DrafterCheck) -> list[Finding]:
+        return preflight.checkpoint_findings(check)
+
+    def drafter_findings(self, check: DrafterCheck) -> list[Finding]:
+        return preflight.drafter_findings(check)
+
+    def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
+                  draft_tokens: Iterable[int]) -> list[SpecShape]:
+        return launch.spec_grid(steps, topks, draft_tokens)
 
 
 SGLANG = SGLangEngine()

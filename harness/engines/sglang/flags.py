@@ -7,11 +7,14 @@ and the auto-chosen values (harness.engines.sglang.parser_probe); the semantic c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.eagle3 import default_aux_ids
 from harness.common.findings import Finding, error, info, warning
 from harness.common.versions import parse_version, version_lt
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Variant
 
 STEPS, TOPK, NDT = "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
@@ -121,7 +124,7 @@ def auto_spec_params(
 
 
 def check_spec_params(
-    variant: Any, argv: list[str], version: str | None, target_arch: str | None, tables: bool = True
+    variant: Variant, argv: list[str], version: str | None, target_arch: str | None, tables: bool = True
 ) -> list[Finding]:
     """steps / topk / draft tokens: all or none, and a draft-token count the tree can hold."""
     alg = (variant.spec_algorithm or "").upper()
@@ -246,7 +249,8 @@ def check_flag_versions(
 
 
 def check_cuda_graphs(
-    variant: Any, argv: list[str], baseline_argv: list[str] | None, max_batch: int, graph_max_bs: int | None
+    variant: Variant, argv: list[str], baseline_argv: list[str] | None, max_batch: int,
+    graph_max_bs: int | None,
 ) -> list[Finding]:
     """CUDA graphs off (and what it costs), or batches larger than the captured graphs."""
     name, out = variant.name, []

@@ -3,35 +3,41 @@ stand-in's copy of it), and the flag rules of REFERENCE §5 (`flags.py`). Starts
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
+from harness.common.versions import version_lt
+from harness.engines.base import DrafterCheck, LaunchCheck, ParserAnswer, PreflightInput
 from harness.engines.sglang import flags as fl
 from harness.engines.sglang import parser_probe as pp
 from harness.engines.sglang.launch import build_launch_argv, launcher_argv
 
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
+
 STAND_IN_VERSION = "0.5.15.post1"  # the SGLang version the stand-in (harness.sim) reproduces
 PLACEHOLDER_PORT = 30000  # argv needs a port; with `port: auto` the real one is picked at start
+MULTI_LAYER_SINCE = "0.5.12"  # EAGLE-3 heads of several layers, or not 3 aux layers, load from here
 
 
-async def ask_parser(
-    plan: Any, target: Any, env: Any, arch: str | None, sglang_version: str | None
-) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list[Finding]]:
+async def ask_parser(pre: PreflightInput) -> ParserAnswer:
     """Build each variant's argv for the version the runner will use, and let the target's SGLang (or
-    the stand-in's copy of its parser) judge them. Returns (argvs, parser answers, version, findings)."""
-    t = plan.target
-    simulated, python, workdir = bool(t.simulated), str(t.python), str(t.workdir)
-    env_vars = {str(k): str(v) for k, v in (t.env or {}).items()}
-    pinned = sglang_version or (t.sglang_version if t.sglang_version not in (None, "auto") else None)
+    the stand-in's copy of its parser) judge them."""
+    plan, target, t = pre.plan, pre.target, pre.plan.target
+    simulated, python, workdir = t.simulated, t.python, t.workdir
+    env_vars = {str(k): str(v) for k, v in t.env.items()}
+    pinned = pre.version or t.sglang.pinned
     sim_version = STAND_IN_VERSION if simulated else None
     detected = None
-    if env.python_ok and not simulated and pinned is None:  # the argv spelling depends on the version
-        first = await run_probe(target, python, {}, False, None, env, env_vars, workdir)
+    if pre.python_ok and not simulated and pinned is None:  # the argv spelling depends on the version
+        first = await run_probe(target, python, {}, False, None, pre.workdir_exists, env_vars, workdir)
         detected = first.get("version") if first.get("importable") else None
     argvs, findings = build_argvs(plan, sim_version or pinned or detected)
     probe: dict[str, Any] = {}
-    if env.python_ok:
-        probe = await run_probe(target, python, argvs, simulated, arch, env, env_vars, workdir)
+    if pre.python_ok:
+        probe = await run_probe(target, python, argvs, simulated, pre.arch, pre.workdir_exists, env_vars,
+                                workdir)
         findings += sglang_findings(python, probe, pinned, simulated)
     importable = bool(probe.get("importable"))
     version = sim_version or (probe.get("version") if importable else None) or detected or pinned
@@ -53,40 +59,72 @@ async def ask_parser(
                 "sglang-version-unknown",
                 "SGLang version unknown",
                 "version-specific checks (renamed flags, known bugs) were skipped",
-                "make SGLang importable by target.python, or set target.sglang_version",
+                "make SGLang importable by target.python, or set target.sglang.version",
             )
         )
-    return argvs, parsed, version, findings
+    return ParserAnswer(argvs, parsed, version, findings)
 
 
-def launch_findings(plan: Any, v: Any, argv: list[str], base_argv: list[str] | None, parsed: Any,
-                    version: str | None, arch: str | None, max_batch: int) -> list[Finding]:
+def launch_findings(check: LaunchCheck) -> list[Finding]:
     """Flag spelling and values of one variant's argv: the parser's answer when there is one, else the
     facts tables; speculative parameters and CUDA graphs always."""
+    v, argv, parsed, version = check.variant, check.argv, check.parsed, check.version
     out: list[Finding] = []
     if parsed is not None:
-        out += pp.interpret(v.name, parsed, version, max_batch)
+        out += pp.interpret(v.name, parsed, version, check.max_batch)
     else:  # the facts tables stand in for a parser that could not be asked
         out += fl.check_flag_versions(v.name, argv, version, v.spec_algorithm)
-    out += fl.check_spec_params(v, argv, version, arch, tables=parsed is None)
-    out += fl.check_cuda_graphs(v, argv, base_argv, max_batch, None if parsed else plan.server.cuda_graph_max_bs)
+    out += fl.check_spec_params(v, argv, version, check.arch, tables=parsed is None)
+    out += fl.check_cuda_graphs(v, argv, check.base_argv, check.max_batch,
+                                None if parsed else check.plan.server.cuda_graph_max_bs)
     return out
 
 
-def drafter_findings(variant: str, argv: list[str], aux_ids: list[Any] | None, target_layers: int | None,
-                     version: str | None) -> list[Finding]:
+def checkpoint_findings(check: DrafterCheck) -> list[Finding]:
+    """SGLang's version rules on an EAGLE-3 head's checkpoint: before 0.5.12 a head has one layer and reads
+    three aux layers (the shape checks every engine shares run in harness.checks.checkpoint)."""
+    out: list[Finding] = []
+    ids, version = check.aux_ids, check.version
+    ints = ids is not None and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
+    if ints and check.target_layers and len(ids or ()) != 3 and version_lt(version, MULTI_LAYER_SINCE):
+        out.append(
+            error(
+                check.variant,
+                "aux-layer-count",
+                f"{len(ids)} aux layer ids; SGLang before {MULTI_LAYER_SINCE} uses 3",
+                "the fc input width is fixed at 3 × hidden size there",
+                f"use SGLang ≥ {MULTI_LAYER_SINCE} or a three-layer drafter",
+            )
+        )
+    layers = (check.config or {}).get("num_hidden_layers", 1)
+    if layers != 1 and version_lt(version, MULTI_LAYER_SINCE):
+        out.append(
+            error(
+                check.variant,
+                "draft-layers",
+                f"the drafter has {layers} layers",
+                f"SGLang {version} raises ValueError('EAGLE3 currently only supports 1 layer'); "
+                f"multi-layer drafters load from {MULTI_LAYER_SINCE}",
+                f"use a one-layer drafter or SGLang ≥ {MULTI_LAYER_SINCE}",
+            )
+        )
+    return out
+
+
+def drafter_findings(check: DrafterCheck) -> list[Finding]:
     """Version bugs that depend on the drafter's aux layer ids (EAGLE-3 only)."""
-    return fl.check_aux_capture_bug(variant, aux_ids, target_layers, version, fl.graphs_disabled(argv) is None)
+    return fl.check_aux_capture_bug(check.variant, check.aux_ids, check.target_layers, check.version,
+                                    fl.graphs_disabled(check.argv) is None)
 
 
-def build_argvs(plan: Any, version: str | None) -> tuple[dict[str, list[str]], list[Finding]]:
+def build_argvs(plan: Plan, version: str | None) -> tuple[dict[str, list[str]], list[Finding]]:
     """Each variant's launch_server arguments (launcher stripped), as the runner would build them."""
     skip = len(launcher_argv(plan.target))
     port = plan.server.port if isinstance(plan.server.port, int) else PLACEHOLDER_PORT
     out: dict[str, list[str]] = {}
     problems = []
     for v in plan.variants:
-        if getattr(v, "engine", None) not in (None, "sglang"):
+        if v.engine not in (None, "sglang"):
             continue  # another engine's arm: its own engine builds it
         try:
             out[v.name] = build_launch_argv(plan, v, port, version)[skip:]
@@ -104,18 +142,18 @@ def build_argvs(plan: Any, version: str | None) -> tuple[dict[str, list[str]], l
 
 
 async def run_probe(
-    target: Any,
+    target: Target,
     python: str,
     argvs: dict[str, list[str]],
     simulated: bool,
     arch: str | None,
-    env: Any,
+    workdir_exists: bool,
     env_vars: dict[str, str],
     workdir: str,
 ) -> dict[str, Any]:
     """Run PROBE_SNIPPET on the target (in the work directory, where relative paths resolve)."""
     req = pp.probe_request(argvs, sim=simulated, target_arch=arch)
-    cwd = workdir if env.data.get("workdir_exists") else None
+    cwd = workdir if workdir_exists else None
     try:
         res = await target.run(
             [python, "-c", pp.PROBE_SNIPPET, req], timeout=pp.PROBE_TIMEOUT_S, env=env_vars or None, cwd=cwd
@@ -167,9 +205,9 @@ def sglang_findings(python: str, probe: dict[str, Any], pinned: str | None, simu
             warning(
                 PLAN_WIDE,
                 "sglang-version-mismatch",
-                f"the plan pins sglang_version {pinned}, the target has {version}",
+                f"the plan pins SGLang {pinned}, the target has {version}",
                 "flag spellings are chosen for the pinned version",
-                "set target.sglang_version: auto (or the installed version)",
+                "set target.sglang.version: auto (or the installed version)",
             )
         )
     return out

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.versions import version_at_least
 from harness.engines.base import REQUEST_SPEC_KEYS
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Variant
+    from harness.inputs.run_settings import RunSettings
 
 _HIST_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 
@@ -32,7 +36,7 @@ def request_spec(spec: dict | None, output_tokens: int | None) -> dict[str, Any]
             "spec_histogram": " ".join(str(int(x)) for x in hist) if hist is not None else None}
 
 
-def spec_mode(run: Any, variant: Any, version: str | None) -> str:
+def spec_mode(run: RunSettings, variant: Variant, version: str | None) -> str:
     """How to get per-request spec stats from this server (REFERENCE §4): stream | meta_info | off."""
     if getattr(run, "per_request_spec", "auto") == "off" or not variant.spec_algorithm:
         return "off"

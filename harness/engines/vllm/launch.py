@@ -4,10 +4,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import HarnessError
 from harness.common.versions import version_at_least
+from harness.engines.base import SpecShape
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.inputs.plan_parts import Target as NodeConfig
 
 DEFAULT_LAUNCHER = ["vllm", "serve"]
 # draftbench's algorithm names (harness.inputs.config.ALGORITHMS) -> vLLM's speculative_config "method"
@@ -17,19 +23,24 @@ PER_REQUEST_SINCE = "0.29.0"  # --per-request-spec-decode-metrics (vllm-project/
 CAPTURE_SIZE_SINCE = "0.22.0"  # --max-cudagraph-capture-size present in 0.22.1 .. 0.33.0 (older: not verified)
 
 
-def launcher_argv(target: Any) -> list[str]:
-    """The command prefix on the target: target.vllm_launcher (or `vllm serve`), {python} substituted."""
-    prefix = list(getattr(target, "vllm_launcher", None) or DEFAULT_LAUNCHER)
-    python = getattr(target, "python", None) or "python3"
-    return [part.replace("{python}", python) for part in prefix]
+def launcher_argv(node: NodeConfig) -> list[str]:
+    """The command prefix on the node: target.vllm.launcher (or `vllm serve`), {python} substituted."""
+    prefix = list(node.vllm.launcher or DEFAULT_LAUNCHER)
+    return [part.replace("{python}", node.python) for part in prefix]
 
 
-def num_speculative_tokens(variant: Any) -> int | None:
+def spec_grid(steps: Iterable[int], topks: Iterable[int], draft_tokens: Iterable[int]) -> list[SpecShape]:
+    """The shapes vLLM accepts: one chain of K = num_steps drafts (eagle_topk 1, num_draft_tokens K + 1);
+    a tree (topk > 1) is never built (preflight's `vllm-chain-only`)."""
+    return sorted({SpecShape(s, 1, s + 1) for s in steps} if 1 in set(topks) else set())
+
+
+def num_speculative_tokens(variant: Variant) -> int | None:
     """vLLM drafts a chain of K tokens per step: K = num_steps (eagle_topk must be 1; preflight says so)."""
     return int(variant.num_steps) if variant.num_steps is not None else None
 
 
-def speculative_config(variant: Any) -> dict[str, Any] | None:
+def speculative_config(variant: Variant) -> dict[str, Any] | None:
     """The --speculative-config object for a speculative variant, None for a baseline."""
     algorithm = variant.spec_algorithm
     if not algorithm:
@@ -46,21 +57,21 @@ def speculative_config(variant: Any) -> dict[str, Any] | None:
     return cfg
 
 
-def build_launch_argv(plan: Any, variant: Any, port: int, version: str | None) -> list[str]:
+def build_launch_argv(plan: Plan, variant: Variant, port: int, version: str | None) -> list[str]:
     """Full argv (launcher included). The JSON of --speculative-config is one argv item, never a shell string.
     model.extra_args are SGLang flags (launch_server items) and are not passed; the variant's are."""
     model, server = plan.model, plan.server
     argv = launcher_argv(plan.target) + [str(model.path)]
     argv += ["--host", str(server.host), "--port", str(port)]
     argv += ["--tensor-parallel-size", str(model.tp_size), "--max-num-seqs", str(server.max_running_requests)]
-    if getattr(model, "trust_remote_code", False):
+    if model.trust_remote_code:
         argv.append("--trust-remote-code")
-    if getattr(model, "served_model_name", None):
+    if model.served_model_name:
         argv += ["--served-model-name", str(model.served_model_name)]
-    if getattr(server, "mem_fraction_static", None) is not None:
+    if server.mem_fraction_static is not None:
         # not the same quantity: vLLM's is the share of the whole GPU it may use (weights + KV + graphs)
         argv += ["--gpu-memory-utilization", str(server.mem_fraction_static)]
-    if getattr(server, "cuda_graph_max_bs", None) is not None and (version is None or version_at_least(
+    if server.cuda_graph_max_bs is not None and (version is None or version_at_least(
             version, CAPTURE_SIZE_SINCE)):
         argv += ["--max-cudagraph-capture-size", str(server.cuda_graph_max_bs)]
     if not variant.cuda_graph:

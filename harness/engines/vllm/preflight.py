@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
 from harness.common.versions import version_lt
+from harness.engines.base import DrafterCheck, LaunchCheck, ParserAnswer, PreflightInput
 from harness.engines.vllm.launch import (
     CAPTURE_SIZE_SINCE,
     METHODS,
@@ -22,36 +23,35 @@ STAND_IN_VERSION = "0.33.0"  # the vLLM release whose formats the stand-in (harn
 PLACEHOLDER_PORT = 8000
 
 
-async def ask_parser(plan: Any, target: Any, env: Any, arch: str | None,
-                     pinned: str | None) -> tuple[dict[str, list[str]], dict[str, Any], str | None, list[Finding]]:
+async def ask_parser(pre: PreflightInput) -> ParserAnswer:
     """vLLM's argv of every vLLM variant (launcher stripped). No parser is asked: vLLM's argparse needs
     vLLM's whole import (torch, CUDA) on the target; the version decides the flags instead."""
-    t = plan.target
+    plan, t = pre.plan, pre.plan.target
     findings: list[Finding] = []
-    version = STAND_IN_VERSION if t.simulated else (t.vllm_version if t.vllm_version != "auto" else None)
-    if version is None and getattr(env, "python_ok", False):
-        res = await target.run([str(t.python), "-c", "import vllm; print(vllm.__version__)"], timeout=120)
+    version = STAND_IN_VERSION if t.simulated else (pre.version or t.vllm.pinned)
+    if version is None and pre.python_ok:
+        res = await pre.target.run([t.python, "-c", "import vllm; print(vllm.__version__)"], timeout=120)
         version = res.stdout.strip().splitlines()[-1] if res.rc == 0 and res.stdout.strip() else None
         if version is None:
             findings.append(error(PLAN_WIDE, "vllm-missing", f"vLLM is not importable by '{t.python}'",
                                   (res.stderr or res.stdout).strip()[-300:], "install vLLM for target.python, "
-                                  "or set target.vllm_launcher and target.vllm_version"))
+                                  "or set target.vllm.launcher and target.vllm.version"))
     if version is None:
         findings.append(warning(PLAN_WIDE, "vllm-version-unknown", "vLLM version unknown",
                                 "the argv is built for the newest formats draftbench knows",
-                                "set target.vllm_version"))
+                                "set target.vllm.version"))
     skip = len(launcher_argv(t))
     port = plan.server.port if isinstance(plan.server.port, int) else PLACEHOLDER_PORT
     argvs: dict[str, list[str]] = {}
     for v in plan.variants:
-        if getattr(v, "engine", None) != "vllm":
+        if v.engine != "vllm":
             continue
         try:
             argvs[v.name] = build_launch_argv(plan, v, port, version)[skip:]
         except Exception as exc:
             findings.append(error(v.name, "argv", "cannot build the vllm serve command", str(exc),
                                   "check the variant's algorithm and settings"))
-    return argvs, {}, version, findings
+    return ParserAnswer(argvs, {}, version, findings)
 
 
 def spec_config(argv: list[str]) -> dict[str, Any] | None:
@@ -64,14 +64,15 @@ def spec_config(argv: list[str]) -> dict[str, Any] | None:
     return cfg if isinstance(cfg, dict) else None
 
 
-def launch_findings(plan: Any, variant: Any, argv: list[str], base_argv: list[str] | None, parsed: Any,
-                    version: str | None, arch: str | None, max_batch: int) -> list[Finding]:
+def launch_findings(check: LaunchCheck) -> list[Finding]:
+    """vLLM's rules for one variant: what it does not pass, its method, chain drafting, per-request stats."""
+    plan, variant, version = check.plan, check.variant, check.version
     out: list[Finding] = []
     name = variant.name
-    if getattr(plan.model, "extra_args", None):
+    if plan.model.extra_args:
         out.append(info(name, "vllm-model-extra-args", "model.extra_args are not passed to vllm serve",
                         "they are SGLang launch_server flags", "put vLLM flags in the variant's extra_args"))
-    if getattr(plan.server, "cuda_graph_max_bs", None) is not None and version_lt(version, CAPTURE_SIZE_SINCE):
+    if plan.server.cuda_graph_max_bs is not None and version_lt(version, CAPTURE_SIZE_SINCE):
         out.append(warning(name, "vllm-capture-size", "server.cuda_graph_max_bs is not passed",
                            f"--max-cudagraph-capture-size is verified from vLLM {CAPTURE_SIZE_SINCE} on", ""))
     if not variant.spec_algorithm:
@@ -99,19 +100,19 @@ def vllm_default_layers(L: int) -> list[int]:
     return [2, L // 2, L - 3]
 
 
-def drafter_findings(variant: str, argv: list[str], aux_ids: list[Any] | None, target_layers: int | None,
-                     version: str | None, draft_config: dict[str, Any] | None = None) -> list[Finding]:
+def drafter_findings(check: DrafterCheck) -> list[Finding]:
     """EAGLE-3 aux layers as vLLM reads them (0.22.1 .. 0.33.0, v1/worker/gpu/spec_decode/eagle/eagle3_utils.py):
     only the head config's top-level `eagle_aux_hidden_state_layer_ids`, id k capturing the hidden state that
     enters decoder layer k (the output of layer k - 1). Without it vLLM captures the target's default layers
     (2, L // 2, L - 3) and says so in one INFO line (vllm-project/vllm#50170). The SpecForge / SGLang layout
     keeps the ids under `eagle_config` (`aux_ids` here), in SGLang's convention (id k = output of layer k):
     vLLM uses that key only to size fc, never to choose the layers."""
-    cfg = spec_config(argv) or {}
+    variant, aux_ids = check.variant, check.aux_ids
+    cfg = spec_config(check.argv) or {}
     if cfg.get("method") != "eagle3":
         return []
-    L = target_layers
-    top = (draft_config or {}).get("eagle_aux_hidden_state_layer_ids")
+    L = check.target_layers
+    top = (check.config or {}).get("eagle_aux_hidden_state_layer_ids")
     nested = list(aux_ids) if aux_ids else None
     out: list[Finding] = []
     ints = lambda ids: all(isinstance(i, int) and not isinstance(i, bool) for i in ids)  # noqa: E731

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.versions import version_at_least
 from harness.engines.base import REQUEST_SPEC_KEYS
 from harness.engines.vllm.launch import PER_REQUEST_SINCE
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Variant
+    from harness.inputs.run_settings import RunSettings
 
 
 def request_spec(spec: dict | None, output_tokens: int | None) -> dict[str, Any]:
@@ -27,7 +31,7 @@ def request_spec(spec: dict | None, output_tokens: int | None) -> dict[str, Any]
             "spec_histogram": " ".join(str(int(x)) for x in hist) if isinstance(hist, list) else None}
 
 
-def spec_mode(run: Any, variant: Any, version: str | None) -> str:
+def spec_mode(run: RunSettings, variant: Variant, version: str | None) -> str:
     """stream (the final usage chunk carries the stats) from 0.29.0; off before, or when asked."""
     if getattr(run, "per_request_spec", "auto") == "off" or not variant.spec_algorithm:
         return "off"
