@@ -211,11 +211,12 @@ class CompareRequested(Message):
 
 
 class PreflightReported(Message):
-    """`draftbench check` from the palette: the findings as the CLI prints them."""
+    """`draftbench check` from the palette: the findings (harness.common.findings.Finding), and as the CLI
+    prints them."""
 
-    def __init__(self, text: str, errors: int) -> None:
+    def __init__(self, text: str, errors: int, findings: tuple = ()) -> None:
         super().__init__()
-        self.text, self.errors = text, errors
+        self.text, self.errors, self.findings = text, errors, findings
 
 
 class ResumeRequested(Message):

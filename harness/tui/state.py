@@ -14,6 +14,7 @@ from typing import Any
 from harness.common import events as ev
 
 SERIES_POINTS = 120  # points kept per plot series (the newest)
+GONE = ("stopped", "failed")  # server states without a process (a failed row keeps its port: "port N in use")
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,12 @@ class ServerView:
         since = self.ready_since if self.state == "ready" and state == "ready" else None
         if state == "ready" and since is None:
             since = now
+        gone = state in GONE  # no process: its port and process group are history, not something to reach
         return replace(
             self,
             state=state,
-            port=port if port is not None else self.port,
-            pgid=pgid if pgid is not None else self.pgid,
+            port=None if state == "stopped" else port if port is not None else self.port,
+            pgid=None if gone else pgid if pgid is not None else self.pgid,
             detail=detail,
             ready_since=since,
             source=source,

@@ -118,7 +118,7 @@ class TuneProcess(RunProcess):
 
 class TuneControl(App[int]):
     tune_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
-    tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+t (r resumes)")
+    tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+r (r resumes)")
     tune_stage: var[tuple[str, float, float]] = var(("", 0.0, 0.0))  # stage, spent_s, budget_s
     tune_dir: var[str | None] = var(None)
     tune_progress: var[ProgressSnapshot | None] = var(None)

@@ -26,7 +26,7 @@ from harness.analysis.runs import (
 )
 from harness.tui.dialogs import ExportDialog
 from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested, ResumeRequested
-from harness.tui.screens.section import SectionScreen
+from harness.tui.screens.section import SUB_TAB_KEYS, SectionScreen
 from harness.tui.widgets.charts import BarChart
 from harness.tui.widgets.table import Table
 
@@ -60,6 +60,7 @@ LEGEND = (
 
 class ResultsScreen(SectionScreen):
     SECTION = "results"
+    HELP_KEYS = [("enter", "Open the run")]
     COMPONENT_CLASSES = {"results--winner", "results--slower", "results--failed"}
     BINDINGS = [
         Binding("m", "mark", "Mark for compare"),
@@ -69,6 +70,7 @@ class ResultsScreen(SectionScreen):
         Binding("l", "toggle_runs", "Runs list"),
         Binding("R", "resume", "Resume run"),
         Binding("u", "app.refresh_runs", "Refresh runs"),
+        *SUB_TAB_KEYS,
     ]
 
     def __init__(self) -> None:

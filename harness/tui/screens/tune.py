@@ -121,21 +121,26 @@ class TuneScreen(SectionScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
         with Horizontal(id="tune-main"):
-            with Vertical(id="tune-form"):
+            with Vertical(id="tune-form"):  # compact: Start and the tunes list in view at 80x24
                 yield Label("Speculative variant to tune", classes="form-label")
-                yield Select[str]([], id="tune-variant", allow_blank=True, prompt="the plan's first drafter")
-                yield Label("Concurrency (e.g. 1,8,32)", classes="form-label")
-                yield Input(id="tune-concurrency", placeholder="1,8,32")
-                yield Label("Budget (e.g. 90m, 2h, 3600)", classes="form-label")
-                yield Input("2h", id="tune-budget")
-                yield Label("num_steps values", classes="form-label")
-                yield Input("1,2,3,4,5,6,7", id="tune-steps")
-                yield Label("CUDA graphs", classes="form-label")
-                yield Select(GRAPHS, id="tune-graphs", value="both", allow_blank=False)
+                yield Select[str]([], id="tune-variant", allow_blank=True, prompt="the plan's first drafter",
+                                  compact=True)
+                with Horizontal(classes="field-row first"):
+                    yield Label("Concurrency", classes="field-label")
+                    yield Input(id="tune-concurrency", placeholder="1,8,32", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("Budget", classes="field-label")
+                    yield Input("2h", id="tune-budget", placeholder="90m, 2h, 3600", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("num_steps", classes="field-label")
+                    yield Input("1,2,3,4,5,6,7", id="tune-steps", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("CUDA graphs", classes="field-label")
+                    yield Select(GRAPHS, id="tune-graphs", value="both", allow_blank=False, compact=True)
                 with Horizontal(id="tune-buttons"):
-                    yield Button("Start", id="start-tune", variant="primary")
-                    yield Button("Cancel", id="cancel-tune", variant="error", disabled=True)
-                yield Label("Tunes (r resumes, o shows)", classes="form-label")
+                    yield Button("Start", id="start-tune", variant="primary", compact=True)
+                    yield Button("Cancel", id="cancel-tune", variant="error", disabled=True, compact=True)
+                yield Label("Tunes (r resumes, o shows)", classes="form-label tunes-label")
                 yield Table(id="tune-dirs", cursor_type="row")
             with Vertical(id="tune-live"):
                 yield Static("", id="tune-status", classes="pane-title", markup=False)
