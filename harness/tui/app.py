@@ -316,6 +316,9 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         run = self._mounted("run")
         if run is not None and self.run_state in ("preparing", "running") and self.progress is not None:
             run.tick(self.clock())
+        tune = self._mounted("tune")
+        if tune is not None and self.tune_state in ("preparing", "running"):
+            tune.tick(self.clock())
 
     def _poll_gpu(self) -> None:
         if self.fleet is not None and any(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
@@ -30,20 +30,20 @@ def key_list(bindings: list[Binding]) -> list[tuple[str, str]]:
     return [(b.key_display or b.key, b.description) for b in bindings]
 
 
-def key_help(sections: KeySections, width: int = 94) -> str:
+def key_help(sections: KeySections, width: int = 94) -> Text:
     """The keys as text, read from the classes' BINDINGS so the help cannot drift from them; as many keys to
-    a line as `width` cells hold."""
+    a line as `width` cells hold. Plain text (a key like `[` is no markup), the section titles bold."""
     key_w = max((len(k) for _, keys in sections for k, _ in keys), default=6) + 1
     per_line = max(1, (width - 2) // (key_w + HELP_DESC_W + 1))
-    out: list[str] = []
+    out = Text()
     for title, keys in sections:
-        out.append(f"[b]{title}[/b]")
-        cells = [escape(f"{k:<{key_w}}") + f"{d:<{HELP_DESC_W}}" for k, d in keys]
+        out.append(title + "\n", style="bold")
+        cells = [f"{k:<{key_w}}{d:<{HELP_DESC_W}}" for k, d in keys]
         for i in range(0, len(cells), per_line):
-            out.append("  " + " ".join(cells[i : i + per_line]).rstrip())
-        out.append("")
-    out.append("Every action is in the command palette (ctrl+p) too. The mouse works everywhere.")
-    return "\n".join(out)
+            out.append("  " + " ".join(cells[i : i + per_line]).rstrip() + "\n")
+        out.append("\n")
+    out.append("Every action is in the command palette (ctrl+p). The mouse works too.")
+    return out
 
 
 def readme_keys(sections: KeySections) -> str:
@@ -76,7 +76,7 @@ class HelpScreen(ModalScreen[None]):
         """As many keys to a line as the dialog holds: never a description wrapped onto the next line."""
         width = self.query_one("#help-text").content_region.width or self.query_one("#help-box").size.width - 6
         text = key_help(self.sections, width)
-        if text != self.text:
+        if text.plain != self.text.plain:
             self.text = text
             self.query_one("#help-text", Static).update(text)
 

@@ -293,7 +293,7 @@ class ResultsScreen(SectionScreen):
         if result is None:
             self.notify("open a run first", severity="warning")
             return
-        default = str(Path.cwd() / f"{result.info.run_id}-summary.csv")
+        default = str(Path(result.info.run_dir) / "export-summary.csv")  # the run's own directory
 
         def done(path: str | None) -> None:
             if path:
@@ -309,8 +309,10 @@ class ResultsScreen(SectionScreen):
         if what is None or (what == "categories" and result is None) or (what == "compare" and comparison is None):
             self.notify("open the Categories or Compare tab with a table first", severity="warning")
             return
-        name = result.info.run_id if what == "categories" else f"{comparison.a.run_id}-vs-{comparison.b.run_id}"
-        default = str(Path.cwd() / f"{name}-{what}.csv")
+        # into the run's directory; a comparison into B's (the run compared against A), named after A
+        where = Path(result.info.run_dir if what == "categories" else comparison.b.run_dir)
+        name = "export-categories.csv" if what == "categories" else f"export-compare-with-{comparison.a.run_id}.csv"
+        default = str(where / name)
 
         def done(path: str | None) -> None:
             if path:

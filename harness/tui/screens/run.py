@@ -64,6 +64,7 @@ class RunScreen(SectionScreen):
         self.watch(self.app, "run_state", self._show_state)
         self.watch(self.app, "run_status", self._show_status)
         self.watch(self.app, "progress", self._show_progress)
+        self.watch(self.app, "run_verdicts", self._show_progress)
         self.watch(self.app, "live_alarms", self._show_alarms)
         self.watch(self.app, "nodes", self._show_nodes)
 
@@ -92,7 +93,7 @@ class RunScreen(SectionScreen):
 
     def tick(self, now: float) -> None:
         """Elapsed and ETA move every second while a run goes, between the run's own updates."""
-        self.query_one(ProgressPanel).show_progress(self.app.progress, now)
+        self.query_one(ProgressPanel).show_progress(self.app.progress, now, self.app.run_verdicts)
 
     def _show_alarms(self, lines: tuple[str, ...]) -> None:
         shown = self.query_one("#run-alarms", Static)
@@ -109,8 +110,9 @@ class RunScreen(SectionScreen):
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)
 
-    def _show_progress(self, p: ProgressSnapshot | None) -> None:
-        self.query_one(ProgressPanel).show_progress(p, self.app.clock())
+    def _show_progress(self, _: Any = None) -> None:
+        p: ProgressSnapshot | None = self.app.progress
+        self.query_one(ProgressPanel).show_progress(p, self.app.clock(), self.app.run_verdicts)
         if p is not None:
             self.query_one("#accept-plot", SeriesPanel).update_series(p.accept_series)
             self.query_one("#toks-plot", SeriesPanel).update_series(p.tok_s_series)

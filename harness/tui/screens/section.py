@@ -15,7 +15,7 @@ from harness.tui.widgets.nav import SectionFooter, SectionTabs, cycle_tab
 # the sub-tabs of a section with them (Results, Retrain): every tab reachable without the mouse
 SUB_TAB_KEYS = [
     Binding("right_square_bracket", "sub_tab(1)", "Next tab", key_display="]"),
-    Binding("left_square_bracket", "sub_tab(-1)", "Previous tab", key_display="["),
+    Binding("left_square_bracket", "sub_tab(-1)", "Previous tab", key_display="[", show=False),
 ]
 
 
