@@ -94,6 +94,11 @@ async def test_the_live_verdict_is_the_final_rule(tmp_path, stop, size):
         numbers = str(app.screen.query_one("#run-numbers").render())
         for variant, words in final.items():
             assert f"{variant}: {words}" in numbers
+        app.clear_notifications()
+        app.screen.query_one("#run-live").focus()  # the live pane scrolls (at 80x24 the verdicts are below)
+        await pilot.press("end")
+        await pilot.pause()
+        assert "seed-weak-eagle3: c1" in screen_text(app)
     looks = [m for m in rec.of(msg.RunNote) if m.look]
     updates = rec.of(msg.VerdictsUpdated)
     if stop == "decided":  # judged at each look of the stopping rule, not as variants finish

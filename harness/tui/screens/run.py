@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Static
 
 from harness.analysis.runs import parse_concurrency, suite_names
@@ -50,7 +50,7 @@ class RunScreen(SectionScreen):
                 with Horizontal(id="run-buttons"):
                     yield Button("Start", id="start-run", variant="primary", compact=True)
                     yield Button("Cancel", id="cancel-run", variant="error", disabled=True, compact=True)
-            with Vertical(id="run-live"):
+            with VerticalScroll(id="run-live"):  # at 80x24 the verdicts and plots scroll into view
                 yield ProgressPanel(id="progress")
                 yield Static("", id="run-nodes", markup=False)
                 yield Static("", id="run-alarms", markup=False)
