@@ -18,6 +18,7 @@ from typing import Any
 from textual import on, work
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -310,15 +311,18 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
                 self.notify(f"{m.code}: {m.text}", severity="error" if m.severity == "error" else "warning")
 
     def _tick(self) -> None:
-        screen = self._mounted("servers")
-        if screen is not None and any(v.state == "ready" for v in self.servers.values()):
-            screen.tick(self.clock())
-        run = self._mounted("run")
-        if run is not None and self.run_state in ("preparing", "running") and self.progress is not None:
-            run.tick(self.clock())
-        tune = self._mounted("tune")
-        if tune is not None and self.tune_state in ("preparing", "running"):
-            tune.tick(self.clock())
+        """Clocks that move every second: uptimes, a run's elapsed and ETA, a tune's budget. A screen whose
+        widgets are already gone (the app closing) is skipped."""
+        due = [
+            ("servers", any(v.state == "ready" for v in self.servers.values())),
+            ("run", self.run_state in ("preparing", "running") and self.progress is not None),
+            ("tune", self.tune_state in ("preparing", "running")),
+        ]
+        for name, moving in due:
+            screen = self._mounted(name) if moving else None
+            if screen is not None:
+                with contextlib.suppress(NoMatches):
+                    screen.tick(self.clock())
 
     def _poll_gpu(self) -> None:
         if self.fleet is not None and any(

@@ -171,7 +171,7 @@ class ProgressModel:
         elif isinstance(event, ev.PhaseDone):
             self._phase_done(event)
         elif isinstance(event, ev.PhaseSized):  # the phase replays its suite: its total is every pass
-            suite = event.phase.partition("@")[0]
+            suite = event.phase.rpartition("@")[0]  # a suite name may hold an @ itself
             self.passes[(event.variant, suite, int(event.concurrency))] = int(event.passes)
             if event.variant == self.variant and event.phase == self.phase:
                 self.phase_total = int(event.prompts) * int(event.passes)
@@ -209,7 +209,7 @@ class ProgressModel:
             self.phase_wall += float(e.wall_s)
             self.phase_requests += self.phase_done
             if e.passes > 1 and self.concurrency is not None:  # the passes it ran: its later repeats run as many
-                self.passes[(e.variant, e.phase.partition("@")[0], int(self.concurrency))] = int(e.passes)
+                self.passes[(e.variant, e.phase.rpartition("@")[0], int(self.concurrency))] = int(e.passes)
 
     def _eta(self, now: float) -> float | None:
         """Requests left x measured seconds per request, plus what each variant still to start cost so far
