@@ -13,7 +13,7 @@ from harness.analysis.summary import read_tables
 from harness.run.runner import run_plan
 from harness.tui import messages as msg
 from harness.tui.app import build_app
-from harness.tui.dialogs import ReportScreen
+from harness.tui.dialogs import FindingsScreen
 from harness.tui.state import RunChoice
 from tests.snapshots.tui_fakes import FakeRun, Recorder, confirm, snap_plan, wait_for
 from tests.test_tui_app import SIZE, make_app
@@ -57,9 +57,12 @@ async def test_preflight_from_the_palette_shows_the_findings(tmp_path):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Preflight: draftbench check" in titles
         await app.run_action("preflight")
-        await wait_for(pilot, lambda: isinstance(app.screen, ReportScreen) and app.screen.query("#report-text"),
+        await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen) and app.screen.query("#finding-detail"),
                        "the findings", 60)
-        text = str(app.screen.query_one("#report-text").render())
+        found = app.screen.findings
+        table = app.screen.query_one("#findings-table")
+        assert table.row_count == len(found) > 0  # one row per finding
+        text = " ".join(f"{f.variant} {f.what} {f.why} {f.fix}" for f in found)
         assert "wrong-flag-eagle" in text and "EAGLE3" in text and "expected" in text
         await pilot.press("escape")
     assert rec.of(msg.PreflightReported)[0].errors == 0  # the plan declares the wrong arm (expect:)

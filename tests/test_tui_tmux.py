@@ -4,6 +4,7 @@ HOME), a server started from the Servers section becomes ready, and quitting ask
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -24,7 +25,8 @@ class Tmux:
     def __init__(self, cols: int, rows: int, cwd: Path, env: dict[str, str], argv: list[str]) -> None:
         self.sock = f"draftbench-test-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        cmd = f"env {exports} {shlex.join(argv)}"
+        # COLUMNS/LINES inherited from the test process would override the pane's size (shutil.get_terminal_size)
+        cmd = f"env -u COLUMNS -u LINES {exports} {shlex.join(argv)}"
         self.tmux("new-session", "-d", "-s", "t", "-x", str(cols), "-y", str(rows), "-c", str(cwd), cmd)
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess:
@@ -72,3 +74,42 @@ def test_demo_plan_in_tmux_starts_a_server_and_quits_cleanly(tmp_path, size):
     finally:
         t.kill()
     assert kept_servers(cwd / "results", "demo") == []  # stopped on the way out
+
+
+@pytest.mark.parametrize("size", [(160, 45), (80, 24)])
+def test_the_demo_fits_a_real_terminal(tmp_path, size):
+    """The demo plan's screens at both sizes, in a real terminal: footers whole (`f Decode filte` was cut at
+    80x24), the alarms column reached with the arrow keys (`warning: cuda-graph-d`), the Run form's Start in
+    view, the preflight's findings as a table."""
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir(), cwd.mkdir()
+    env = {"HOME": str(home), "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "PATH": os.environ["PATH"]}
+    t = Tmux(*size, cwd, env, [sys.executable, "-m", "harness.cli", "tui", str(ROOT / "plans" / "demo.yaml")])
+    try:
+        text = t.wait(lambda s: "plan demo" in s and "seed-weak-eagle3" in s and "cuda-graph" in s,
+                      "the Servers section with the demo plan's alarms")
+        footer = text.rstrip("\n").splitlines()[-1]
+        assert max(len(ln) for ln in text.splitlines()) == size[0], text  # drawn at the pane's own size
+        assert "? Help" in footer and "q Quit" in footer and "^p palette" in footer, footer
+        assert "Decode filte " not in footer + " "  # a key is shown whole or not at all
+        for _ in range(7):  # a whole column per press
+            t.keys("Right")
+        t.wait(lambda s: any("seed-weak-eagle3" in ln and "warning: cuda-graph-disabled" in ln
+                             for ln in s.splitlines()), "the whole alarm beside its variant")
+        t.keys("2")
+        t.wait(lambda s: re.search(r"\bStart\b\s+Cancel\b", s) is not None and "Keep servers" in s,
+               "the Run form with Start in view")
+        t.keys("C-p")
+        t.wait(lambda s: "Search for commands" in s, "the palette")
+        t.keys("-l", "preflight")
+        t.wait(lambda s: "Preflight: draftbench check" in s, "the preflight command")
+        t.keys("Enter")
+        t.wait(lambda s: "draftbench check" in s and any(
+            "warning" in ln and "seed-weak-eagle3" in ln and "CUDA graphs" in ln for ln in s.splitlines()),
+            "the findings, one row each", 60)
+        t.keys("Escape")
+        t.wait(lambda s: "draftbench check" not in s, "the findings closed")
+        t.keys("q")
+        t.wait(lambda s: not t.alive(), "the TUI gone", 30)
+    finally:
+        t.kill()

@@ -18,6 +18,7 @@ from typing import Any
 from textual import on, work
 from textual.app import SystemCommand
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -26,7 +27,7 @@ from harness.analysis.engines_table import stand_ins
 from harness.common.errors import InputError
 from harness.common.terminal import clean
 from harness.tui import messages as msg
-from harness.tui.dialogs import HelpScreen, key_help
+from harness.tui.dialogs import GENERAL_KEYS, HelpScreen, KeySections, key_list
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
 from harness.tui.results_control import ResultsControl
 from harness.tui.retrain_control import RetrainControl
@@ -167,14 +168,17 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         if not isinstance(self.screen, HelpScreen):
             # made once: new widgets on every `?` cost ~20 ms and churn for the collector
             if not self.is_screen_installed("help"):
-                sections = [("Everywhere", list(self.BINDINGS))]
-                sections += [(title, list(cls.BINDINGS)) for _, title, cls in SECTIONS if cls.BINDINGS]
-                self.install_screen(HelpScreen(key_help(sections)), "help")
+                self.install_screen(HelpScreen(key_sections()), "help")
             self.push_screen("help")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own "Quit" is ours (key q) said once, with what it does
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Quit")
         for b in self.BINDINGS:
+            if b.action == "quit":
+                yield SystemCommand("Quit", "key q: asks first when a run, a tune or servers are going",
+                                    self.action_quit)
+                continue
             yield SystemCommand(
                 b.description, f"key {b.key_display or b.key}", partial(self.run_action, b.action)
             )
@@ -307,12 +311,18 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
                 self.notify(f"{m.code}: {m.text}", severity="error" if m.severity == "error" else "warning")
 
     def _tick(self) -> None:
-        screen = self._mounted("servers")
-        if screen is not None and any(v.state == "ready" for v in self.servers.values()):
-            screen.tick(self.clock())
-        run = self._mounted("run")
-        if run is not None and self.run_state in ("preparing", "running") and self.progress is not None:
-            run.tick(self.clock())
+        """Clocks that move every second: uptimes, a run's elapsed and ETA, a tune's budget. A screen whose
+        widgets are already gone (the app closing) is skipped."""
+        due = [
+            ("servers", any(v.state == "ready" for v in self.servers.values())),
+            ("run", self.run_state in ("preparing", "running") and self.progress is not None),
+            ("tune", self.tune_state in ("preparing", "running")),
+        ]
+        for name, moving in due:
+            screen = self._mounted(name) if moving else None
+            if screen is not None:
+                with contextlib.suppress(NoMatches):
+                    screen.tick(self.clock())
 
     def _poll_gpu(self) -> None:
         if self.fleet is not None and any(
@@ -345,6 +355,13 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         elif m.what == "run":
             self._set_run("failed", f"the run could not start: {m.error}")
         self.notify(m.error, title=f"{m.what} failed", severity="error", timeout=15)
+
+
+def key_sections() -> KeySections:
+    """Every key by where it works, from the classes' BINDINGS: `?` help and the README's table."""
+    return [("Everywhere", key_list(DraftbenchApp.BINDINGS) + GENERAL_KEYS)] + [
+        (title, key_list(cls.BINDINGS) + cls.HELP_KEYS) for _, title, cls in SECTIONS if cls.BINDINGS
+    ]
 
 
 def _hosts(plan: Any) -> str:

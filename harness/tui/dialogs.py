@@ -1,41 +1,67 @@
-"""Modal dialogs: the help screen (`?`) and the export path prompt."""
+"""Modal dialogs: the help screen (`?`), the export path prompt, forms, confirmations and the preflight's
+findings."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from harness.common.terminal import clean
 
-HELP_PER_LINE = 3
-HELP_KEY_W, HELP_DESC_W = 7, 20
+HELP_DESC_W = 20
+# keys Textual gives every section, said in `?` help and the README with the sections' own
+GENERAL_KEYS = [
+    ("ctrl+p", "Command palette"),
+    ("tab", "Next table or field"),
+    ("left/right", "Table sideways"),
+    ("ctrl+q", "Quit, as q"),
+]
+KeySections = list[tuple[str, list[tuple[str, str]]]]
 
 
-def key_help(sections: list[tuple[str, list[Binding]]]) -> str:
-    """The bindings as text, read from the classes' BINDINGS so the help cannot drift from the keys."""
-    out: list[str] = []
-    for title, bindings in sections:
-        out.append(f"[b]{title}[/b]")
-        cells = [
-            f"{escape(b.key_display or b.key):<{HELP_KEY_W}}{b.description:<{HELP_DESC_W}}" for b in bindings
-        ]
-        for i in range(0, len(cells), HELP_PER_LINE):
-            out.append("  " + " ".join(cells[i : i + HELP_PER_LINE]).rstrip())
-        out.append("")
-    out.append("ctrl+p opens the command palette: every action is there too. The mouse works everywhere.")
-    return "\n".join(out)
+def key_list(bindings: list[Binding]) -> list[tuple[str, str]]:
+    """(key as shown, description) of each binding, `,`-joined keys as one."""
+    return [(b.key_display or b.key, b.description) for b in bindings]
+
+
+def key_help(sections: KeySections, width: int = 94) -> Text:
+    """The keys as text, read from the classes' BINDINGS so the help cannot drift from them; as many keys to
+    a line as `width` cells hold. Plain text (a key like `[` is no markup), the section titles bold."""
+    key_w = max((len(k) for _, keys in sections for k, _ in keys), default=6) + 1
+    per_line = max(1, (width - 2) // (key_w + HELP_DESC_W + 1))
+    out = Text()
+    for title, keys in sections:
+        out.append(title + "\n", style="bold")
+        cells = [f"{k:<{key_w}}{d:<{HELP_DESC_W}}" for k, d in keys]
+        for i in range(0, len(cells), per_line):
+            out.append("  " + " ".join(cells[i : i + per_line]).rstrip() + "\n")
+        out.append("\n")
+    out.append("Every action is in the command palette (ctrl+p). The mouse works too.")
+    return out
+
+
+def readme_keys(sections: KeySections) -> str:
+    """The README's table of keys, from the same sections as `?` help (tests/test_tui_layout.py keeps the
+    README equal to it)."""
+    rows = ["| where | keys |", "|---|---|"]
+    for title, keys in sections:
+        rows.append(f"| {title} | " + ", ".join(f"`{k}` {d}" for k, d in keys) + " |")
+    return "\n".join(rows)
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, sections: KeySections) -> None:
         super().__init__()
-        self.text = text
+        self.sections = sections
+        self.text = key_help(sections)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -45,6 +71,14 @@ class HelpScreen(ModalScreen[None]):
             yield Static("draftbench keys (esc closes)", classes="pane-title")
             with VerticalScroll():
                 yield Static(self.text, id="help-text")
+
+    def on_resize(self) -> None:
+        """As many keys to a line as the dialog holds: never a description wrapped onto the next line."""
+        width = self.query_one("#help-text").content_region.width or self.query_one("#help-box").size.width - 6
+        text = key_help(self.sections, width)
+        if text.plain != self.text.plain:
+            self.text = text
+            self.query_one("#help-text", Static).update(text)
 
 
 class ExportDialog(ModalScreen[str | None]):
@@ -171,6 +205,53 @@ class ReportScreen(ModalScreen[None]):
             yield Static(self.title_text, classes="pane-title", markup=False)
             with VerticalScroll():
                 yield Static(self.text, id="report-text", markup=False)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class FindingsScreen(ModalScreen[None]):
+    """The preflight's findings (the palette's `draftbench check`) as a table, one row each; the highlighted
+    row's why and fix below it, wrapped to the dialog. esc closes."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+    COLUMNS = (("severity", "severity"), ("variant", "variant"), ("what", "what"), ("code", "code"))
+
+    def __init__(self, title: str, findings: tuple) -> None:
+        super().__init__()
+        self.title_text, self.findings = title, tuple(findings)
+
+    def compose(self) -> ComposeResult:
+        from harness.tui.widgets.table import Table
+
+        with Vertical(classes="dialog findings-dialog"):
+            yield Static(self.title_text, classes="pane-title", markup=False)
+            yield Table(id="findings-table", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="finding-detail-pane"):
+                yield Static("no findings" if not self.findings else "", id="finding-detail", markup=False)
+
+    def on_mount(self) -> None:
+        table = self.query_one("#findings-table")
+        table.fixed_columns = 1
+        for key, label in self.COLUMNS:
+            table.add_column(label, key=key)
+        for i, f in enumerate(self.findings):
+            table.add_row(f.severity, f.variant or "(plan)", f.what, f.code, key=str(i))
+        table.focus()
+        self._detail(0)
+
+    def _detail(self, i: int) -> None:
+        if not 0 <= i < len(self.findings):
+            return
+        f = self.findings[i]
+        lines = [f"{f.severity} {f.variant or '(plan)'}: {f.what}"]
+        lines += [f"why: {f.why}"] if f.why else []
+        lines += [f"fix: {f.fix}"] if f.fix else []
+        self.query_one("#finding-detail", Static).update(clean("\n".join(lines)))
+
+    def on_data_table_row_highlighted(self, event: Any) -> None:
+        if event.row_key is not None and event.row_key.value is not None:
+            self._detail(int(event.row_key.value))
 
     def action_close(self) -> None:
         self.dismiss(None)

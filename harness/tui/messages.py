@@ -107,6 +107,24 @@ class PhaseFinished(Message):
         self.server_accept_len = server_accept_len
 
 
+class RunNote(Message):
+    """A line about where the run is, for its status line: a phase sized (harness.run.sizing) or a look of
+    the stopping rule (harness.run.decide), in the CLI's own words (harness.run.progress)."""
+
+    def __init__(self, variant: str, text: str, look: bool = False) -> None:
+        super().__init__()
+        self.variant, self.text, self.look = variant, text, look
+
+
+class VerdictsUpdated(Message):
+    """Each finished variant's verdicts so far, as the summary judges them (harness.tui.state.verdict_lines);
+    `seq` orders the workers that computed them (a late one is stale)."""
+
+    def __init__(self, verdicts: dict[str, str], seq: int) -> None:
+        super().__init__()
+        self.verdicts, self.seq = verdicts, seq
+
+
 class VariantFinished(Message):
     def __init__(self, variant: str, ok: bool, detail: str) -> None:
         super().__init__()
@@ -211,11 +229,12 @@ class CompareRequested(Message):
 
 
 class PreflightReported(Message):
-    """`draftbench check` from the palette: the findings as the CLI prints them."""
+    """`draftbench check` from the palette: the findings (harness.common.findings.Finding), and as the CLI
+    prints them."""
 
-    def __init__(self, text: str, errors: int) -> None:
+    def __init__(self, text: str, errors: int, findings: tuple = ()) -> None:
         super().__init__()
-        self.text, self.errors = text, errors
+        self.text, self.errors, self.findings = text, errors, findings
 
 
 class ResumeRequested(Message):

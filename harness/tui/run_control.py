@@ -42,6 +42,9 @@ class RunControl(App[int]):
     progress: var[ProgressSnapshot | None] = var(None)
     run_failures: var[dict[str, str]] = var(dict)  # variant -> why it failed, this run (analysis.failures)
     nodes: var[dict[str, tuple[str, tuple[str, ...], str]]] = var(dict)  # node -> (state, variants, detail)
+    run_verdicts: var[dict[str, str]] = var(dict)  # finished variant -> its verdicts so far (verdict_lines)
+    run_decides = False  # the run going uses the stopping rule (run.stop: decided): verdicts come at its looks
+    _verdict_seq = 0
 
     # set by the App
     results_dir: Path
@@ -66,6 +69,7 @@ class RunControl(App[int]):
             self.notify(describe(exc), title="Cannot start the run", severity="error")
             return
         keep = m.choice.keep_servers
+        self.run_decides = plan.run.stop == "decided"
         if self.run_events is None:  # the real runner: in its own process, out of reach of the UI's GIL
             multi = bool(plan.targets)  # every node opens its own target, as `draftbench run` does
             self.start_run(
@@ -107,6 +111,7 @@ class RunControl(App[int]):
         except InputError as exc:
             self.notify(describe(exc), title="Cannot resume", severity="error")
             return
+        self.run_decides = plan.run.stop == "decided"
         kwargs = {"results_dir": str(self.results_dir), "keep_servers": False, "resume_dir": m.run_dir}
         multi = bool(plan.targets) or (Path(m.run_dir) / "nodes.json").exists()
         if self.run_events is None:
@@ -131,6 +136,7 @@ class RunControl(App[int]):
         self.run_thread = run
         self.progress = ProgressSnapshot()
         self.nodes = {}
+        self.run_verdicts = {}
         self._set_run("preparing", "preparing: stopping the Servers section's servers, then starting the run")
         self._run(run)
 
@@ -178,16 +184,64 @@ class RunControl(App[int]):
     def _phase(self, m: msg.PhaseBegan) -> None:
         if self.run_state == "running":
             self.run_status = (
-                f"running: {m.variant} {m.phase} ({m.requests} requests {load_label(m.phase, m.concurrency)})"
+                f"running: {m.variant} {m.phase} ({m.requests} request{'s' if m.requests != 1 else ''} "
+                f"{load_label(m.phase, m.concurrency)})"
             )
+
+    @on(msg.ServerStateChanged)
+    def _run_server_state(self, m: msg.ServerStateChanged) -> None:
+        """The status line follows the run's servers between phases (a start takes minutes on a GPU)."""
+        if m.source != "run" or self.run_state != "running":
+            return
+        words = {"starting": f"starting {m.variant}'s server", "adopted": f"{m.variant}: taking over a kept server",
+                 "ready": f"{m.variant}'s server is ready: warming up", "stopping": f"stopping {m.variant}'s server"}
+        if m.state in words:
+            self.run_status = f"running: {words[m.state]}"
+
+    @on(msg.RunNote)
+    def _run_note(self, m: msg.RunNote) -> None:
+        if self.run_state == "running":
+            self.run_status = f"running: {m.text}"
+        if m.look and self.run_dir:
+            self._judge(self.run_dir, None)
 
     @on(msg.ProgressUpdated)
     def _progress(self, m: msg.ProgressUpdated) -> None:
         self.progress = m.snapshot
 
+    # ---- the live verdict: the summary's own rule on the records so far ------------------------------------
+    def _judge(self, run_dir: str, variant: str | None) -> None:
+        """After a look of the stopping rule (every finished row), or a finished variant of a fixed design:
+        summarise the run directory as `draftbench summary` would and show those verdicts. Not for a run over
+        several nodes (its summary is stacked from the nodes' at the end)."""
+        if (Path(run_dir) / "nodes.json").exists():
+            return
+        self._verdict_seq += 1
+        self._summarise_verdicts(run_dir, variant, self._verdict_seq)
+
+    @work(thread=True, group="verdicts", exit_on_error=False)
+    def _summarise_verdicts(self, run_dir: str, variant: str | None, seq: int) -> None:
+        from harness.analysis.summary import summarise_dir
+        from harness.tui.state import verdict_lines
+
+        try:
+            rows = summarise_dir(run_dir).to_dict("records")
+        except Exception:  # noqa: BLE001 (records mid-write; the final table, summarised at the end, says it)
+            return
+        self.post_message(msg.VerdictsUpdated(verdict_lines(rows, None if variant is None else [variant]), seq))
+
+    @on(msg.VerdictsUpdated)
+    def _verdicts(self, m: msg.VerdictsUpdated) -> None:
+        if m.seq >= getattr(self, "_verdicts_shown", 0):
+            self._verdicts_shown = m.seq
+            self.run_verdicts = {**self.run_verdicts, **m.verdicts}
+
     @on(msg.VariantFinished)
     def _variant_finished(self, m: msg.VariantFinished) -> None:
         if m.ok:
+            bases = {v.name for v in getattr(self.plan, "variants", ()) if v.is_baseline}  # nothing to judge
+            if not self.run_decides and self.run_dir and m.variant in self.run_variants and m.variant not in bases:
+                self._judge(self.run_dir, m.variant)
             return
         view = self.servers.get(m.variant)
         from harness.analysis.failures import describe_failure
@@ -241,3 +295,4 @@ class RunControl(App[int]):
     def _after_run(self, run_dir: str) -> None:
         self.action_refresh_runs()
         self._load_run(run_dir)
+        self.action_refresh_drafters()  # Retrain's drafters: their runs and best numbers include this one

@@ -90,14 +90,15 @@ class SessionControl(App[int]):
 
         found = await self.fleet.check()
         errors = sum(1 for f in found if getattr(f, "severity", "") == "error")
-        self.post_message(msg.PreflightReported(render_findings(found), errors if has_errors(found) else 0))
+        self.post_message(msg.PreflightReported(render_findings(found), errors if has_errors(found) else 0,
+                                                tuple(found)))
 
     @on(msg.PreflightReported)
     def _preflight_reported(self, m: msg.PreflightReported) -> None:
-        from harness.tui.dialogs import ReportScreen
+        from harness.tui.dialogs import FindingsScreen
 
         head = f"draftbench check: {m.errors} error(s)" if m.errors else "draftbench check: no errors"
-        self.push_screen(ReportScreen(head + " (esc closes)", m.text))
+        self.push_screen(FindingsScreen(head + " (esc closes)", m.findings))
 
     @work(group="fleet", exit_on_error=False)
     async def _adopt(self) -> None:

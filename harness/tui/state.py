@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.common import events as ev
 
 SERIES_POINTS = 120  # points kept per plot series (the newest)
+GONE = ("stopped", "failed")  # server states without a process (a failed row keeps its port: "port N in use")
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,12 @@ class ServerView:
         since = self.ready_since if self.state == "ready" and state == "ready" else None
         if state == "ready" and since is None:
             since = now
+        gone = state in GONE  # no process: its port and process group are history, not something to reach
         return replace(
             self,
             state=state,
-            port=port if port is not None else self.port,
-            pgid=pgid if pgid is not None else self.pgid,
+            port=None if state == "stopped" else port if port is not None else self.port,
+            pgid=None if gone else pgid if pgid is not None else self.pgid,
             detail=detail,
             ready_since=since,
             source=source,
@@ -92,7 +94,6 @@ class ProgressSnapshot:
     started_at: float | None = None  # the clock's time at RunStarted (time.monotonic by default)
     at: float | None = None  # the clock's time of this snapshot
     eta_s: float | None = None  # from the measured phases' seconds per request and the server start-ups
-    verdicts: dict[str, str] = field(default_factory=dict)  # finished variant -> live speedup against baseline
 
     def elapsed_s(self, now: float) -> float | None:
         return None if self.started_at is None else max(0.0, now - self.started_at)
@@ -104,14 +105,36 @@ class ProgressSnapshot:
         return max(0.0, self.eta_s - (now - self.at))
 
 
-def live_verdict(mine: dict[int, float], base: dict[int, float]) -> str:
-    """A finished variant's speedup per concurrency from the phases' live tok/s (the summary's CI decides)."""
-    parts = [f"{mine[c] / base[c]:.2f}x@c{c}" for c in sorted(mine) if base.get(c)]
-    if not parts:
-        return "no baseline to compare with"
-    ratios = [mine[c] / base[c] for c in mine if base.get(c)]
-    word = "faster" if min(ratios) > 1.0 else "slower" if max(ratios) < 1.0 else "mixed"
-    return f"{word} {' '.join(parts)}"
+def verdict_lines(rows: Iterable[dict[str, Any]], variants: Iterable[str] | None = None) -> dict[str, str]:
+    """Each speculative variant's verdict per concurrency from summary rows (harness.analysis.summary, whose
+    verdicts are harness.analysis.verdicts' rule: the interval at the stopping rule's look level), in one
+    line: `c1 faster 1.72x (99.5% CI 1.53-1.94, look 1/3); c4 undecided 1.60x (...)`. The live line and
+    the final table are then the same rule on the same records. `variants`: only these (the finished)."""
+    from harness.analysis.verdicts import level_label
+
+    wanted = set(variants) if variants is not None else None
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        name, verdict = str(r.get("variant")), r.get("verdict")
+        if str(r.get("baseline")) == "True" or not isinstance(verdict, str) or verdict in ("", "baseline"):
+            continue
+        if wanted is not None and name not in wanted:
+            continue
+        text = f"c{_num(r.get('concurrency'), '{:.0f}')} {verdict} {_num(r.get('speedup'), '{:.2f}x')}"
+        low, high = _num(r.get("speedup_ci_low"), "{:.2f}"), _num(r.get("speedup_ci_high"), "{:.2f}")
+        look = r.get("decide_look")
+        inside = [f"{level_label(r.get('ci_level'))} CI {low}-{high}"] if low != "-" and high != "-" else []
+        inside += [f"look {look}"] if isinstance(look, str) and look else []
+        out.setdefault(name, []).append(text + (f" ({', '.join(inside)})" if inside else ""))
+    return {name: "; ".join(parts) for name, parts in out.items()}
+
+
+def _num(value: Any, spec: str) -> str:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return "-"
+    return "-" if v != v else spec.format(v)
 
 
 class ProgressModel:
@@ -124,8 +147,7 @@ class ProgressModel:
         self.seen: list[str] = []  # variants in the order their first phase began (the baseline runs first)
         self.phase_wall = 0.0  # Σ measured phase durations
         self.phase_requests = 0  # requests of those phases
-        self.phase_tok_s: dict[str, dict[int, float]] = {}  # variant -> concurrency -> last phase's tok/s
-        self.verdicts: dict[str, str] = {}
+        self.passes: dict[tuple[str, str, int], int] = {}  # (variant, suite, concurrency) -> passes sized
         self.done = self.total = self.errors = 0
         self.variant: str | None = None
         self.phase: str | None = None
@@ -141,24 +163,25 @@ class ProgressModel:
 
     def observe(self, event: Any) -> bool:
         """Take one event; True when the snapshot changed."""
-        if isinstance(event, ev.RunStarted):
+        if isinstance(event, ev.RunStarted):  # a run, or the next of a tune's runs: counts start again
+            self.done, self.errors, self.variant, self.phase = 0, 0, None, None
+            self.phase_done = self.phase_total = 0
             self.total = event.total_requests
             self.started_at, self.variants = self.clock(), tuple(event.variants)
         elif isinstance(event, ev.PhaseDone):
             self._phase_done(event)
-        elif isinstance(event, ev.VariantDone):
-            if not event.ok:
-                return False
-            node = event.variant.rpartition("@")[2] if "@" in event.variant else None
-            base = next((v for v in self.seen if node is None or v.endswith("@" + node)), None)
-            if base is not None and event.variant != base and event.variant in self.phase_tok_s:
-                self.verdicts[event.variant] = live_verdict(self.phase_tok_s[event.variant],
-                                                            self.phase_tok_s.get(base, {}))
+        elif isinstance(event, ev.PhaseSized):  # the phase replays its suite: its total is every pass
+            suite = event.phase.rpartition("@")[0]  # a suite name may hold an @ itself
+            self.passes[(event.variant, suite, int(event.concurrency))] = int(event.passes)
+            if event.variant == self.variant and event.phase == self.phase:
+                self.phase_total = int(event.prompts) * int(event.passes)
         elif isinstance(event, ev.PhaseStarted):
             if event.variant not in self.seen:
                 self.seen.append(event.variant)
             self.variant, self.phase, self.concurrency = event.variant, event.phase, event.concurrency
-            self.phase_done, self.phase_total = 0, event.requests
+            # a later repeat replays as many passes as the first (harness.run.run_phases.sizer_for)
+            passes = self.passes.get((event.variant, event.suite, int(event.concurrency)), 1)
+            self.phase_done, self.phase_total = 0, event.requests * passes
             self._tokens, self._first_send, self._last_end = 0, None, None
         elif isinstance(event, ev.RequestDone):
             self._request(event)
@@ -184,10 +207,9 @@ class ProgressModel:
     def _phase_done(self, e: ev.PhaseDone) -> None:
         if e.phase == self.phase and e.variant == self.variant:
             self.phase_wall += float(e.wall_s)
-            self.phase_requests += self.phase_total
-            span = (self._last_end - self._first_send) if self._first_send is not None and self._last_end else 0.0
-            if span > 0 and self.concurrency is not None:
-                self.phase_tok_s.setdefault(e.variant, {})[int(self.concurrency)] = self._tokens / span
+            self.phase_requests += self.phase_done
+            if e.passes > 1 and self.concurrency is not None:  # the passes it ran: its later repeats run as many
+                self.passes[(e.variant, e.phase.rpartition("@")[0], int(self.concurrency))] = int(e.passes)
 
     def _eta(self, now: float) -> float | None:
         """Requests left x measured seconds per request, plus what each variant still to start cost so far
@@ -233,5 +255,4 @@ class ProgressModel:
             started_at=self.started_at,
             at=now,
             eta_s=self._eta(now),
-            verdicts=dict(self.verdicts),
         )

@@ -118,8 +118,9 @@ class TuneProcess(RunProcess):
 
 class TuneControl(App[int]):
     tune_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
-    tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+t (r resumes)")
+    tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+r (r resumes)")
     tune_stage: var[tuple[str, float, float]] = var(("", 0.0, 0.0))  # stage, spent_s, budget_s
+    tune_stage_at: float | None = None  # the clock when tune_stage's spent_s held (the view counts on from it)
     tune_dir: var[str | None] = var(None)
     tune_progress: var[ProgressSnapshot | None] = var(None)
     tune_candidates: var[dict[str, str]] = var(dict)  # config -> its latest TuneCandidate status
@@ -131,6 +132,7 @@ class TuneControl(App[int]):
     plan_path: str | None
     target_factory: Callable[[], Any] | None
     flush_interval: float
+    clock: Callable[[], float]
     tune_proc: TuneProcess | None = None
 
     def tune_active(self) -> bool:
@@ -188,6 +190,7 @@ class TuneControl(App[int]):
         )
         self.tune_candidates, self.tune_progress, self.tune_view = {}, None, None
         self.tune_dir = resume_dir
+        self.tune_stage_at = self.clock()  # the budget counts from the start, not from the first stage's word
         self.tune_stage = ("", 0.0, opts.budget_s)
         self._set_tune(
             "preparing",
@@ -230,6 +233,7 @@ class TuneControl(App[int]):
 
     @on(msg.TuneStaged)
     def _tune_staged(self, m: msg.TuneStaged) -> None:
+        self.tune_stage_at = self.clock()
         self.tune_stage = (m.stage, m.spent_s, m.budget_s)
         if self.tune_state in ("preparing", "running"):
             self._set_tune("running", f"{m.stage}: {m.text}")

@@ -214,3 +214,8 @@ class Recorder:
 
     def of(self, cls: type) -> list[Any]:
         return [m for m in self.seen if isinstance(m, cls)]
+
+
+def screen_text(app: Any) -> str:
+    """What the terminal shows now, without colour: the top screen's rows as plain text (a dialog's too)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

@@ -26,7 +26,7 @@ from harness.analysis.runs import (
 from harness.analysis.summary_columns import TABLE_COLUMNS  # the column registry: headers and order
 from harness.tui.dialogs import ExportDialog
 from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested, ResumeRequested
-from harness.tui.screens.section import SectionScreen
+from harness.tui.screens.section import SUB_TAB_KEYS, SectionScreen
 from harness.tui.widgets.charts import BarChart
 from harness.tui.widgets.table import Table
 
@@ -60,6 +60,7 @@ LEGEND = (
 
 class ResultsScreen(SectionScreen):
     SECTION = "results"
+    HELP_KEYS = [("enter", "Open the run")]
     COMPONENT_CLASSES = {"results--winner", "results--slower", "results--failed"}
     BINDINGS = [
         Binding("m", "mark", "Mark for compare"),
@@ -69,6 +70,7 @@ class ResultsScreen(SectionScreen):
         Binding("l", "toggle_runs", "Runs list"),
         Binding("R", "resume", "Resume run"),
         Binding("u", "app.refresh_runs", "Refresh runs"),
+        *SUB_TAB_KEYS,
     ]
 
     def __init__(self) -> None:
@@ -291,7 +293,7 @@ class ResultsScreen(SectionScreen):
         if result is None:
             self.notify("open a run first", severity="warning")
             return
-        default = str(Path.cwd() / f"{result.info.run_id}-summary.csv")
+        default = str(Path(result.info.run_dir) / "export-summary.csv")  # the run's own directory
 
         def done(path: str | None) -> None:
             if path:
@@ -307,8 +309,10 @@ class ResultsScreen(SectionScreen):
         if what is None or (what == "categories" and result is None) or (what == "compare" and comparison is None):
             self.notify("open the Categories or Compare tab with a table first", severity="warning")
             return
-        name = result.info.run_id if what == "categories" else f"{comparison.a.run_id}-vs-{comparison.b.run_id}"
-        default = str(Path.cwd() / f"{name}-{what}.csv")
+        # into the run's directory; a comparison into B's (the run compared against A), named after A
+        where = Path(result.info.run_dir if what == "categories" else comparison.b.run_dir)
+        name = "export-categories.csv" if what == "categories" else f"export-compare-with-{comparison.a.run_id}.csv"
+        default = str(where / name)
 
         def done(path: str | None) -> None:
             if path:

@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Static, TabbedContent, TabPane
 from harness.analysis.runs import DrafterInfo
 from harness.tui.dialogs import FormDialog
 from harness.tui.retrain_control import train_fields
-from harness.tui.screens.section import SectionScreen
+from harness.tui.screens.section import SUB_TAB_KEYS, SectionScreen
 from harness.tui.widgets.table import Table
 
 REGEN_FIELDS = [
@@ -64,6 +64,7 @@ class RetrainScreen(SectionScreen):
         Binding("v", "evaluate", "Evaluate checkpoint"),
         Binding("g", "regen", "Regenerate data"),
         Binding("G", "stop_regen", "Stop regeneration", show=False),
+        *SUB_TAB_KEYS,
     ]
 
     def compose(self) -> ComposeResult:

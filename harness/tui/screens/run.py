@@ -6,8 +6,8 @@ from typing import Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, Input, Label, Static
 
 from harness.analysis.runs import parse_concurrency, suite_names
 from harness.common.errors import InputError
@@ -17,6 +17,7 @@ from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ProgressSnapshot, RunChoice
 from harness.tui.widgets.charts import SeriesPanel
 from harness.tui.widgets.progress_panel import ProgressPanel
+from harness.tui.widgets.toggles import Checkbox, SelectionList
 
 ACTIVE = ("preparing", "running", "cancelling")
 
@@ -31,22 +32,25 @@ class RunScreen(SectionScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
         with Horizontal(id="run-main"):
-            with Vertical(id="run-form"):
+            with VerticalScroll(id="run-form"):  # compact: Start in view at 80x24; a long plan scrolls
                 yield Label("Suites", classes="form-label")
-                yield SelectionList[str](id="pick-suites")
+                yield SelectionList[str](id="pick-suites", compact=True)
                 yield Label("Variants", classes="form-label")
-                yield SelectionList[str](id="pick-variants")
-                yield Label("Concurrency (e.g. 1,4)", classes="form-label")
-                yield Input(id="concurrency", placeholder="1,4")
-                yield Label("Max tokens", classes="form-label")
-                yield Input(id="max-tokens", type="integer", placeholder="256")
-                yield Label("Repeats", classes="form-label")
-                yield Input(id="repeats", type="integer", placeholder="1")
-                yield Checkbox("Keep servers running afterwards", id="keep-servers")
+                yield SelectionList[str](id="pick-variants", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("Concurrency", classes="field-label")
+                    yield Input(id="concurrency", placeholder="1,4", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("Max tokens", classes="field-label")
+                    yield Input(id="max-tokens", type="integer", placeholder="256", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("Repeats", classes="field-label")
+                    yield Input(id="repeats", type="integer", placeholder="1", compact=True)
+                yield Checkbox("Keep servers running afterwards", id="keep-servers", compact=True)
                 with Horizontal(id="run-buttons"):
-                    yield Button("Start", id="start-run", variant="primary")
-                    yield Button("Cancel", id="cancel-run", variant="error", disabled=True)
-            with Vertical(id="run-live"):
+                    yield Button("Start", id="start-run", variant="primary", compact=True)
+                    yield Button("Cancel", id="cancel-run", variant="error", disabled=True, compact=True)
+            with VerticalScroll(id="run-live"):  # at 80x24 the verdicts and plots scroll into view
                 yield ProgressPanel(id="progress")
                 yield Static("", id="run-nodes", markup=False)
                 yield Static("", id="run-alarms", markup=False)
@@ -60,6 +64,7 @@ class RunScreen(SectionScreen):
         self.watch(self.app, "run_state", self._show_state)
         self.watch(self.app, "run_status", self._show_status)
         self.watch(self.app, "progress", self._show_progress)
+        self.watch(self.app, "run_verdicts", self._show_progress)
         self.watch(self.app, "live_alarms", self._show_alarms)
         self.watch(self.app, "nodes", self._show_nodes)
 
@@ -88,7 +93,7 @@ class RunScreen(SectionScreen):
 
     def tick(self, now: float) -> None:
         """Elapsed and ETA move every second while a run goes, between the run's own updates."""
-        self.query_one(ProgressPanel).show_progress(self.app.progress, now)
+        self.query_one(ProgressPanel).show_progress(self.app.progress, now, self.app.run_verdicts)
 
     def _show_alarms(self, lines: tuple[str, ...]) -> None:
         shown = self.query_one("#run-alarms", Static)
@@ -105,8 +110,9 @@ class RunScreen(SectionScreen):
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)
 
-    def _show_progress(self, p: ProgressSnapshot | None) -> None:
-        self.query_one(ProgressPanel).show_progress(p, self.app.clock())
+    def _show_progress(self, _: Any = None) -> None:
+        p: ProgressSnapshot | None = self.app.progress
+        self.query_one(ProgressPanel).show_progress(p, self.app.clock(), self.app.run_verdicts)
         if p is not None:
             self.query_one("#accept-plot", SeriesPanel).update_series(p.accept_series)
             self.query_one("#toks-plot", SeriesPanel).update_series(p.tok_s_series)

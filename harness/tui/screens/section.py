@@ -6,14 +6,22 @@ from typing import Any
 
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Static
+from textual.widgets import Static, TabbedContent
 
-from harness.tui.widgets.nav import SectionFooter, SectionTabs
+from harness.tui.widgets.nav import SectionFooter, SectionTabs, cycle_tab
+
+# the sub-tabs of a section with them (Results, Retrain): every tab reachable without the mouse
+SUB_TAB_KEYS = [
+    Binding("right_square_bracket", "sub_tab(1)", "Next tab", key_display="]"),
+    Binding("left_square_bracket", "sub_tab(-1)", "Previous tab", key_display="[", show=False),
+]
 
 
 class SectionScreen(Screen):
     SECTION = ""
+    HELP_KEYS: list[tuple[str, str]] = []  # keys its widgets own (a table's enter), said in `?` help and README
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -31,6 +39,11 @@ class SectionScreen(Screen):
 
     def _show_plan_line(self, text: str) -> None:
         self.query_one("#plan-line", Static).update(text)
+
+    def action_sub_tab(self, step: int) -> None:
+        tabs = self.query(TabbedContent)
+        if tabs:
+            cycle_tab(tabs.first(), step)
 
     # ---- switching sections ------------------------------------------------------------------------------
     def _styling(self) -> tuple:

@@ -74,24 +74,29 @@ def grid_cells(row: dict[str, Any], live: str | None) -> tuple[str, ...]:
 
 
 def progress_text(
-    stage: tuple[str, float, float], view: Any, live: dict[str, str], p: ProgressSnapshot | None
+    stage: tuple[str, float, float], view: Any, live: dict[str, str], p: ProgressSnapshot | None,
+    since_s: float | None = None,
 ) -> str:
+    """`since_s`: seconds since the stage's spent_s was measured, while the tune runs (the clock moves on
+    between its stages, which come minutes apart); None when nothing runs."""
     name, spent, budget = stage
-    if view is not None and not name:
+    if view is not None and since_s is None:  # nothing runs: the tune directory says where it stands
         name, spent, budget = view.stage, view.spent_s, view.budget_s
+    spent += since_s or 0.0
     grid = len(view.grid) if view is not None else 0
     done = {r["config"] for r in (view.rows if view is not None else ()) if r["measured"] in MEASURED}
     done |= {c for c, s in live.items() if s in ("measured", "verified")}
     lines = [
         f"stage: {STAGES.get(name, name) or '-'}   configs measured: {len(done)} of {grid or '?'}",
-        f"budget: {spent:.0f} s spent of {budget:.0f} s, {max(budget - spent, 0.0):.0f} s left",
+        f"budget: {spent:.0f} s spent of {budget:.0f} s, {max(budget - spent, 0.0):.0f} s left"
+        if budget else "budget: -",
     ]
     going = [c for c, s in live.items() if s in ("measuring", "verifying")]
     if going:
         lines.append(f"now: {going[-1]} ({live[going[-1]]})")
     if p is not None and p.total:
         lines.append(
-            f"this stage's run: requests {p.done} of {p.total}"
+            f"this stage's run: requests {p.done} of {max(p.total, p.done)}"
             + (f"   {p.variant} {p.phase} ({p.phase_done}/{p.phase_total})" if p.phase else "")
         )
     return "\n".join(lines)
@@ -121,21 +126,26 @@ class TuneScreen(SectionScreen):
     def compose(self) -> ComposeResult:
         yield from self.compose_top()
         with Horizontal(id="tune-main"):
-            with Vertical(id="tune-form"):
+            with Vertical(id="tune-form"):  # compact: Start and the tunes list in view at 80x24
                 yield Label("Speculative variant to tune", classes="form-label")
-                yield Select[str]([], id="tune-variant", allow_blank=True, prompt="the plan's first drafter")
-                yield Label("Concurrency (e.g. 1,8,32)", classes="form-label")
-                yield Input(id="tune-concurrency", placeholder="1,8,32")
-                yield Label("Budget (e.g. 90m, 2h, 3600)", classes="form-label")
-                yield Input("2h", id="tune-budget")
-                yield Label("num_steps values", classes="form-label")
-                yield Input("1,2,3,4,5,6,7", id="tune-steps")
-                yield Label("CUDA graphs", classes="form-label")
-                yield Select(GRAPHS, id="tune-graphs", value="both", allow_blank=False)
+                yield Select[str]([], id="tune-variant", allow_blank=True, prompt="the plan's first drafter",
+                                  compact=True)
+                with Horizontal(classes="field-row first"):
+                    yield Label("Concurrency", classes="field-label")
+                    yield Input(id="tune-concurrency", placeholder="1,8,32", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("Budget", classes="field-label")
+                    yield Input("2h", id="tune-budget", placeholder="90m, 2h, 3600", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("num_steps", classes="field-label")
+                    yield Input("1,2,3,4,5,6,7", id="tune-steps", compact=True)
+                with Horizontal(classes="field-row"):
+                    yield Label("CUDA graphs", classes="field-label")
+                    yield Select(GRAPHS, id="tune-graphs", value="both", allow_blank=False, compact=True)
                 with Horizontal(id="tune-buttons"):
-                    yield Button("Start", id="start-tune", variant="primary")
-                    yield Button("Cancel", id="cancel-tune", variant="error", disabled=True)
-                yield Label("Tunes (r resumes, o shows)", classes="form-label")
+                    yield Button("Start", id="start-tune", variant="primary", compact=True)
+                    yield Button("Cancel", id="cancel-tune", variant="error", disabled=True, compact=True)
+                yield Label("Tunes (r resumes, o shows)", classes="form-label tunes-label")
                 yield Table(id="tune-dirs", cursor_type="row")
             with Vertical(id="tune-live"):
                 yield Static("", id="tune-status", classes="pane-title", markup=False)
@@ -178,10 +188,19 @@ class TuneScreen(SectionScreen):
     def _show_status(self, text: str) -> None:
         self.query_one("#tune-status", Static).update(text)
 
+    def tick(self, now: float) -> None:
+        """The budget's clock moves every second while a tune runs."""
+        self._progress_at(now)
+
     def _show_progress(self, _: Any = None) -> None:
+        self._progress_at(self.app.clock())
+
+    def _progress_at(self, now: float) -> None:
         app = self.app
+        running = app.tune_state in ("preparing", "running") and app.tune_stage_at is not None
+        since = max(0.0, now - app.tune_stage_at) if running else None
         self.query_one("#tune-progress", Static).update(
-            progress_text(app.tune_stage, app.tune_view, app.tune_candidates, app.tune_progress)
+            progress_text(app.tune_stage, app.tune_view, app.tune_candidates, app.tune_progress, since)
         )
         if app.tune_view is not None:
             self._fill_grid(app.tune_view)

@@ -17,8 +17,9 @@ def _clock(seconds: float | None) -> str:
     return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
-def progress_lines(p: ProgressSnapshot, now: float | None = None) -> str:
-    lines = [f"requests {p.done} of {p.total}" + (f"   errors {p.errors}" if p.errors else "")]
+def progress_lines(p: ProgressSnapshot, now: float | None = None, verdicts: dict[str, str] | None = None) -> str:
+    # a total the run has not caught up with yet (a phase sized after its first pass) never reads "20 of 16"
+    lines = [f"requests {p.done} of {max(p.total, p.done)}" + (f"   errors {p.errors}" if p.errors else "")]
     if now is not None and p.started_at is not None:
         lines[0] += f"   elapsed {_clock(p.elapsed_s(now))}   ETA {_clock(p.eta_at(now))}"
     if p.phase:
@@ -28,8 +29,9 @@ def progress_lines(p: ProgressSnapshot, now: float | None = None) -> str:
         lines.append(
             "accept len (newest window): " + "   ".join(f"{k} {v:.2f}" for k, v in p.accept_len.items())
         )
-    for variant, verdict in p.verdicts.items():
-        lines.append(f"done: {variant} {verdict} (live tok/s; Results has the CI and verdict)")
+    if verdicts:
+        lines.append("verdicts so far (the summary's rule on the records so far):")
+        lines += [f"  {variant}: {words}" for variant, words in verdicts.items()]
     return "\n".join(lines)
 
 
@@ -47,11 +49,12 @@ class ProgressPanel(Vertical):
     def show_status(self, text: str) -> None:
         self.query_one("#run-status", Static).update(clean(text))  # may quote a server's failure
 
-    def show_progress(self, p: ProgressSnapshot | None, now: float | None = None) -> None:
+    def show_progress(self, p: ProgressSnapshot | None, now: float | None = None,
+                      verdicts: dict[str, str] | None = None) -> None:
         bar = self.query_one("#run-bar", ProgressBar)
         if p is None:
             bar.update(total=1, progress=0)
             self.query_one("#run-numbers", Static).update("")
             return
-        bar.update(total=max(p.total, 1), progress=p.done)
-        self.query_one("#run-numbers", Static).update(progress_lines(p, now))
+        bar.update(total=max(p.total, p.done, 1), progress=p.done)
+        self.query_one("#run-numbers", Static).update(clean(progress_lines(p, now, verdicts)))

@@ -58,6 +58,7 @@ class ServerTable(Table):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
+        self.fixed_columns = 1  # the variant stays put while left/right scroll to the alarms
         for key, label in COLUMNS:
             self.add_column(label, key=key)
 

@@ -1,6 +1,8 @@
-"""DataTable with two fixes: the header row is drawn again once new column widths are measured, and a
-text cell is shown as written (DataTable reads a str cell as Rich markup; a suite's category or a
-server's error like `[/models/x]` raised MarkupError), its control characters made visible."""
+"""DataTable with three fixes: the header row is drawn again once new column widths are measured; a text
+cell is shown as written (DataTable reads a str cell as Rich markup; a suite's category or a server's error
+like `[/models/x]` raised MarkupError), its control characters made visible; and with a row cursor, left and
+right scroll a whole column (DataTable's own scroll one cell, so the columns past a narrow terminal's edge
+took dozens of presses to reach)."""
 
 from __future__ import annotations
 
@@ -32,3 +34,40 @@ class Table(DataTable):
         if remeasure:
             self._update_count += 1
             self.refresh()
+
+    # ---- sideways by whole columns -----------------------------------------------------------------------
+    def _column_starts(self) -> list[int]:
+        """Scroll offsets that put each scrolling column (after the fixed ones) at the left edge."""
+        widths = [c.get_render_width(self) for c in self.ordered_columns]
+        fixed = sum(widths[: self.fixed_columns])
+        starts, x = [], fixed
+        for w in widths[self.fixed_columns:]:
+            starts.append(x - fixed)
+            x += w
+        return starts
+
+    def scroll_columns(self, step: int) -> None:
+        """One whole column right (step 1) or left (-1); the last columns come fully into view."""
+        here = round(self.scroll_x)
+        starts = self._column_starts()
+        if step > 0:
+            later = [s for s in starts if s > here]
+            target = min(later[0], self.max_scroll_x) if later else self.max_scroll_x
+        else:
+            earlier = [s for s in starts if s < here]
+            target = earlier[-1] if earlier else 0
+        self.scroll_to(x=target, animate=False, immediate=True)
+
+    def action_cursor_right(self) -> None:
+        if self.cursor_type == "row" or not self.show_cursor:
+            self._set_hover_cursor(False)
+            self.scroll_columns(1)
+        else:
+            super().action_cursor_right()
+
+    def action_cursor_left(self) -> None:
+        if self.cursor_type == "row" or not self.show_cursor:
+            self._set_hover_cursor(False)
+            self.scroll_columns(-1)
+        else:
+            super().action_cursor_left()
