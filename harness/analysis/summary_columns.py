@@ -69,7 +69,7 @@ COLUMNS = Registry([
            "gap g gives n samples of g/n), pooled over requests", REQ, r.itl_p50_ms,
            shown=Shown(110, "ITL p50 ms", "{:.1f}")),
     Column("speedup", "x", "float", "tok_s / the tok_s of the row's engine's baseline at the same "
-           "concurrency", "", t.speedup, needs=("tok_s", *VS_BASELINE), scope="table",
+           "concurrency, over the repeats the row has (under run.stop: decided the baseline may have more)", "", t.speedup, needs=("tok_s", *VS_BASELINE), scope="table",
            shown=Shown(120, "speedup", "{:.2f}x", default=True)),
     Column("break_even_accept_len", "tokens/step", "float", "the accept length at which the variant's "
            "decode speed equals the baseline's: step_ms_ratio, else accept_len / speedup", "",

@@ -62,7 +62,28 @@ def speedup(row: pd.Series, t: Table) -> float | None:
     b = own_baseline(t.baselines, row)
     if b.empty or not b.iloc[0]["tok_s"] or _missing(row["tok_s"]):
         return None
-    return float(row["tok_s"]) / float(b.iloc[0]["tok_s"])
+    base_tok_s = _paired_tok_s(t, str(b.iloc[0]["variant"]), row) or float(b.iloc[0]["tok_s"])
+    return float(row["tok_s"]) / base_tok_s
+
+
+def _paired_tok_s(t: Table, base: str, row: pd.Series) -> float | None:
+    """The baseline's tok/s over the repeats this row has, where the baseline has more: under run.stop:
+    decided the baseline goes on for the rows still open after this one stopped, and its later repeats are
+    no part of this row's comparison (its interval pairs repeat with repeat; the point estimate must too,
+    or a re-summary moves a row decided at an earlier look). None when the repeats are the same."""
+    ph = t.phases
+    if ph.empty or "repeat" not in ph:
+        return None
+    conc = int(row["concurrency"])
+    at = ph[ph["concurrency"] == conc]
+    reps = set(pd.to_numeric(at[at["variant"] == row["variant"]]["repeat"], errors="coerce").dropna())
+    mine = at[at["variant"] == base]
+    theirs = set(pd.to_numeric(mine["repeat"], errors="coerce").dropna())
+    if not reps or theirs <= reps:
+        return None
+    mine = mine[pd.to_numeric(mine["repeat"], errors="coerce").isin(reps)]
+    wall = float(pd.to_numeric(mine["wall_s"]).sum())
+    return float(pd.to_numeric(mine["output_tokens"]).sum()) / wall if wall > 0 else None
 
 
 def step_costs(row: pd.Series, t: Table) -> dict[str, Any]:
