@@ -68,14 +68,19 @@ def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) 
         return None
     per_pass = sum(p.turns for p in prompts)
 
+    def count(passes: int) -> None:  # the progress total covers every pass planned or already started
+        more = per_pass * (max(passes, sizer.passes) - 1) - sizer.counted
+        if more > 0:
+            run.total_requests += more
+            sizer.counted += more
+
     def told(n: int, one: float, passes: int, planned: float, capped: bool) -> None:
-        run.total_requests += per_pass * (passes - 1) - sizer.counted  # the progress total grows with the plan
-        sizer.counted = per_pass * (passes - 1)
+        count(passes)  # the progress total grows with the plan
         run.emit(ev.PhaseSized(name, pid, c, n, one, passes, planned, capped))
 
     sizer = Sizer(prompts=per_pass, concurrency=c, min_steady_s=float(settings.min_steady_s),
                   max_phase_s=float(settings.max_phase_s), min_requests=MIN_REQUESTS_PER_SLOT * c,
-                  fixed_passes=run.pass_count.get((name, suite.name, c)), on_plan=told)
+                  fixed_passes=run.pass_count.get((name, suite.name, c)), on_plan=told, on_pass=count)
     if sizer.fixed_passes:  # a later repeat replays as many passes as the first: known now
         sizer.counted = per_pass * (sizer.fixed_passes - 1)
         run.total_requests += sizer.counted

@@ -39,6 +39,7 @@ class Sizer:
     fixed_passes: int | None = None  # later repeats: exactly this many
     clock: Callable[[], float] = time.perf_counter
     on_plan: Callable[[int, float, int, float, bool], None] | None = None  # (prompts, one-pass s, passes, s, capped)
+    on_pass: Callable[[int], None] | None = None  # (passes): a pass starts, planned or not (the progress total)
     passes: int = 1
     counted: int = 0  # requests of passes after the first already added to the run's progress total
     _t0: float | None = None
@@ -68,6 +69,8 @@ class Sizer:
                 self.on_plan(self.prompts, one, planned, one * planned, fits < want)
         if go:
             self.passes += 1
+            if self.on_pass is not None:
+                self.on_pass(self.passes)
         return go
 
 
