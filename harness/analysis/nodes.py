@@ -1,5 +1,5 @@
 """The summary of a run over several nodes: each node's own summary (its variants against its own
-baseline), stacked with the node and its hardware named on every row (harness.run.multinode)."""
+baseline), stacked with the node and its hardware named on every row (harness.bench.multinode)."""
 
 from __future__ import annotations
 

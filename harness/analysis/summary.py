@@ -31,7 +31,7 @@ from harness.analysis.verdicts import DEFAULT_EQUIVALENCE, DEFAULT_MIN_STEADY_S
 REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
                     "accept_rate", "tok_s", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "speedup",
                     "break_even_accept_len"]
-DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.run.decide)
+DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.bench.decide)
 # the records' True/False columns, parsed once as they are read (a missing cell: <NA>, neither)
 BOOL_COLUMNS = {"requests.csv": tuple(f.name for f in fields(RequestRecord) if f.type == "bool"),
                 "phases.csv": ("flush_ok",), "server_windows.csv": ("cuda_graph",)}

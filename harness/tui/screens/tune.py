@@ -242,7 +242,7 @@ class TuneScreen(SectionScreen):
     # ---- messages up --------------------------------------------------------------------------------------
     def choice(self) -> TuneChoice:
         """The form as a TuneChoice; ValueError says which field is wrong."""
-        from harness.cli_tune import _duration, _graphs, _ints
+        from harness.cli.tune import _duration, _graphs, _ints
 
         def parsed(field: str, what: str, fn: Any) -> Any:
             try:
