@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.analysis.store import append_jsonl, write_json  # noqa: F401  (the run directory's writers)
+from harness.common.errors import InputError
 from harness.engines import phase_columns
 
 PHASE_COLUMNS = ["variant", "phase", "suite", "concurrency", "repeat", "requests", "errors",
@@ -32,8 +33,6 @@ def _slug(text: str) -> str:
 
 def new_run_dir(results_dir: str | Path, plan_name: str) -> tuple[str, Path]:
     """results/<timestamp>-<plan>[-N]; created exclusively so two runs never share a directory."""
-    from harness.common.errors import InputError
-
     base = Path(results_dir)
     stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{_slug(plan_name)}"
     try:

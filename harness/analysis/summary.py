@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import acceptance, engines_table, store
+from harness.analysis import acceptance, engines_table, nodes, store
 from harness.analysis.attempts import final_tables
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.goodput import closed_loop, write_load_tables
@@ -126,10 +126,10 @@ def read_tables(run_dir: Path, names: tuple[str, ...] = ("requests.csv", "phases
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     """Read the run directory's records and write summary.csv (+ summary_by_category.csv)."""
     run_dir = Path(run_dir)
-    if (run_dir / "nodes.json").exists():  # a run over several nodes: each node's summary, stacked
-        from harness.analysis.nodes import merge_node_summaries
-
-        return merge_node_summaries(run_dir)
+    if (run_dir / nodes.NODES_FILE).exists():  # a run over several nodes: each node's summary, stacked
+        for _, node_dir, metas in nodes.node_dirs(run_dir):
+            summarise_run(node_dir, complete=all(m.get("status") == "ok" for m in metas.values()))
+        return nodes.merge_node_summaries(run_dir)
     requests, phases, windows, variants, probe = read_tables(run_dir)
     df = summarise_dir(run_dir, (requests, phases, windows, variants, probe))
     out = run_dir / "summary.csv"

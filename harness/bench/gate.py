@@ -14,8 +14,11 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.bench.runner import run_plan
+from harness.checks import run_checks
 from harness.common.errors import PreflightFailed
 from harness.common.findings import PLAN_WIDE, Finding
+from harness.targets import open_target
 
 HINT = "`draftbench check PLAN` shows every finding; --no-check starts the servers anyway"
 
@@ -36,9 +39,6 @@ def error_line(f: Finding, where: str | None = None) -> str:
 
 async def preflight(plan: Any, target: Any = None) -> list[Finding]:
     """run_checks over the plan's target (one opened here and closed again unless given)."""
-    from harness.checks import run_checks
-    from harness.targets import open_target
-
     own = target is None
     if own:
         target = open_target(plan.target.host, ssh_port=getattr(plan.target, "ssh_port", None))
@@ -87,8 +87,6 @@ async def require_preflight(plan: Any, where: str | None = None, *, target: Any 
 
 async def checked_run_plan(plan: Any, **kwargs: Any) -> AsyncIterator[Any]:
     """require_preflight, then harness.bench.runner.run_plan with the same arguments (the TUI's Run)."""
-    from harness.bench.runner import run_plan
-
     await require_preflight(plan, target=kwargs.get("target"), resume_dir=kwargs.get("resume_dir"))
     async for event in run_plan(plan, **kwargs):
         yield event

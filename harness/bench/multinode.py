@@ -18,14 +18,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from harness.analysis.nodes import NODES_DIR, NODES_FILE, merge_node_summaries, variant_ok
+from harness.analysis.nodes import NODES_DIR, NODES_FILE, variant_ok
 from harness.analysis.rundir import leftover_servers, new_run_dir, redact_plan, write_json
+from harness.analysis.summary import summarise_run
 from harness.bench.conversation import requests_per_pass
 from harness.bench.lock import RunDirLock
 from harness.bench.runner import run_plan
 from harness.common import events as ev
 from harness.common.aio import drain
 from harness.serve.nodes import node_name, sub_plan, tag_node
+from harness.targets import open_target
 
 REACH_TIMEOUT_S = 30.0
 
@@ -87,10 +89,8 @@ async def run_multi(plan: Any, *, results_dir: str | Path = "results", keep_serv
 class _Multi:
     def __init__(self, plan: Any, results_dir: Path, keep: bool, resume_dir: Path | None, opener: Any,
                  emit: Any):
-        if opener is None:
-            from harness.targets import open_target as opener
         self.plan, self.results_dir, self.keep, self.resume_dir = plan, results_dir, keep, resume_dir
-        self.opener, self.emit = opener, emit
+        self.opener, self.emit = opener or open_target, emit
         self.targets = {node_name(t): t for t in plan.node_targets()}
         self.done = 0
         self.total = 0
@@ -158,7 +158,7 @@ class _Multi:
         finally:
             summary = ""
             with contextlib.suppress(Exception):
-                summary = str(merge_node_summaries(self.run_dir))
+                summary = str(summarise_run(self.run_dir))  # each node's summary, stacked
         lost = [n for n, r in results.items() if r is None]
         failures = sum(r.failures for r in results.values() if r is not None) + len(lost)
         prov = json.loads((self.run_dir / "provenance.json").read_text(encoding="utf-8"))

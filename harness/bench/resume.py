@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from harness.analysis.rundir import REDACTED, redact_plan
 from harness.common.errors import InputError
+from harness.inputs.config import Plan, load_plan, upgraded_plan
 
 RESOLVED = "plan.resolved.json"
 # fields a resume may take from a changed plan: none of them changes a measured figure
@@ -39,8 +42,6 @@ class ResumePlan:
 def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, load: Any = None) -> ResumePlan:
     """The plan to resume `run_dir` with (see the module). `plan_path`: a plan the user passed; `load(path,
     results_dir)` reads a plan file (default `load_plan`; the CLI's also readies the demo's checkpoints)."""
-    from harness.inputs.config import Plan, load_plan, upgraded_plan
-
     run_dir = Path(run_dir)
     read = load or (lambda path, _results: load_plan(path))
     prov = _read_json(run_dir / "provenance.json", run_dir, "not a run directory (no provenance.json)")
@@ -219,8 +220,6 @@ def _load(path: Path, run_dir: Path, read: Any) -> Any:
 
 
 def _validate(model: Any, data: dict, path: Path) -> Any:
-    from pydantic import ValidationError
-
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from harness.cli.gate import add_no_check, gate, install_stop_handlers, load_plan
 from harness.common.errors import EXIT_INTERRUPTED, HarnessError, say
 from harness.common.terminal import clean
 
@@ -35,8 +36,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     be.add_argument("--concurrency", type=_ints, default=None, metavar="N,M",
                     help="concurrencies (default: the plan's)")
     be.add_argument("--results-dir", default="results")
-    from harness.cli.gate import add_no_check
-
     add_no_check(be)
 
 
@@ -48,12 +47,10 @@ def _breakeven(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from harness.analysis.breakeven import render_forced_table
-    from harness.cli.commands import _load_plan
-    from harness.cli.gate import gate
     from harness.cli.progress import consume
     from harness.studies.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
 
-    plan = _load_plan(args.plan, args.results_dir)
+    plan = load_plan(args.plan, args.results_dir)
     forced = next((v for v in plan.variants if v.name == args.variant), None)
     if forced is not None:  # an unknown variant is run_breakeven's own error
         gate(plan, args.plan, args, variants=[forced.name, plan.baseline_of(forced).name])
@@ -61,8 +58,6 @@ def _breakeven(args: argparse.Namespace) -> int:
     run_dir: list[str] = []
 
     async def go() -> int:
-        from harness.cli.commands import install_stop_handlers
-
         install_stop_handlers()
 
         async def events():

@@ -1,18 +1,19 @@
 """draftbench command line: thin commands that parse, call the core, print.
 
 Data goes to stdout; progress and diagnostics to stderr. Exit codes live in harness.common.errors.
+Each command imports the core it calls inside itself (harness/cli/__init__.py says why).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from pathlib import Path
 
 import harness
-from harness.cli.gate import add_no_check, gate, stop_rule  # noqa: F401  (the shells import them from here)
+from harness.cli import breakeven, retrain, tune
+from harness.cli.gate import add_no_check, gate, install_stop_handlers, load_plan, stop_rule
 from harness.common.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILURES,
@@ -99,15 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--sample", type=int, metavar="N", help="keep a seeded sample of N prompts (file order)")
     imp.add_argument("--seed", type=int, default=1)
 
-    from harness.cli.retrain import add_parsers as add_retrain_parsers
-
-    add_retrain_parsers(sub)
-    from harness.cli.breakeven import add_parsers as add_breakeven_parsers
-
-    add_breakeven_parsers(sub)
-    from harness.cli.tune import add_parsers as add_tune_parsers
-
-    add_tune_parsers(sub)
+    retrain.add_parsers(sub)
+    breakeven.add_parsers(sub)
+    tune.add_parsers(sub)
     sub.add_parser("sim-server", help="the SGLang stand-in server (takes sglang.launch_server flags)",
                    add_help=False)
     tui = sub.add_parser("tui", help="open the TUI on a plan (the demo plan when none is given)")
@@ -130,13 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in (None, "tui"):
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
-        from harness.cli.breakeven import handlers as breakeven_handlers
-        from harness.cli.retrain import handlers as retrain_handlers
-        from harness.cli.tune import handlers as tune_handlers
-
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
-                   "import-suite": _import_suite, "compare": _compare, **retrain_handlers(), **breakeven_handlers(),
-                   **tune_handlers()}[args.command]
+                   "import-suite": _import_suite, "compare": _compare, **retrain.handlers(), **breakeven.handlers(),
+                   **tune.handlers()}[args.command]
         return handler(args)
     except PreflightFailed as exc:
         for line in exc.lines:
@@ -154,30 +145,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def install_stop_handlers(what: str = "the servers") -> None:
-    """How a long command takes SIGINT, SIGTERM and SIGHUP (for the current task, in the running loop): the
-    first cancels the work, whose cleanup then stops its servers; a second Ctrl-C must not cut that cleanup
-    short (it left the server running while the CLI said "servers stopped"); a third leaves the servers, and
-    the caller names them."""
-    task = asyncio.current_task()
-    assert task is not None
-    loop = asyncio.get_running_loop()
-    presses = [0]
-
-    def stop(sig: signal.Signals) -> None:
-        presses[0] += 1
-        if presses[0] == 1:
-            say(f"interrupted: stopping {what}, finished requests are kept (Ctrl-C again does not cut this short)")
-            task.cancel()
-        elif sig == signal.SIGINT and presses[0] == 2:
-            say(f"still stopping {what}: one more Ctrl-C leaves them running")
-        elif sig == signal.SIGINT:
-            task.cancel()  # further SIGTERMs and SIGHUPs change nothing: the cleanup goes on
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop, sig)
-
-
 def _tui(plan: str | None, results_dir: str) -> int:
     try:
         from harness.tui.app import run_tui
@@ -185,14 +152,6 @@ def _tui(plan: str | None, results_dir: str) -> int:
         say("the TUI is not available in this build; use `draftbench demo` or `draftbench run PLAN`")
         return EXIT_BAD_INPUT
     return run_tui(plan, results_dir)
-
-
-def _load_plan(path: str, results_dir: str = "results"):
-    from harness.cli.demo import load_ready_plan
-
-    if not Path(path).exists():
-        raise InputError(path, None, None, "plan file not found")
-    return load_ready_plan(path, results_dir)  # the demo plan gets its checkpoints, from any directory
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -211,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
                 f"{resumed.file_differs[0]}); resuming the run's own plan, {Path(args.resume) / 'plan.resolved.json'}")
         plan = resumed.plan
     elif given:
-        plan = _load_plan(given, args.results_dir)
+        plan = load_plan(given, args.results_dir)
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     gate(plan, args.resume or given, args)
@@ -287,7 +246,7 @@ def _check(args: argparse.Namespace) -> int:
     from harness.checks import findings_json, has_errors, render_findings, run_checks
     from harness.targets import open_target
 
-    plan = _load_plan(args.plan, args.results_dir)  # the demo's model directories must exist to be inspected
+    plan = load_plan(args.plan, args.results_dir)  # the demo's model directories must exist to be inspected
 
     async def go():
         target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)

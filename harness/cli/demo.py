@@ -11,7 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.inputs.config import data_dir
+from harness.inputs.config import data_dir, load_plan
+from harness.sim.sglang.fixtures import write_eagle3_drafter, write_target_model
 
 DEMO_PLAN = data_dir("plans") / "demo.yaml"  # the checkout's plans/, or the copy a wheel ships
 TARGET_HIDDEN = 256
@@ -22,8 +23,6 @@ WEAK_PROFILE = [0.6, 0.45, 0.3, 0.2, 0.1, 0.05, 0.03, 0.02, 0.01, 0.01, 0.01, 0.
 
 def write_demo_models(workdir: str | Path) -> Path:
     """(Re)create the demo's model directories under workdir/demo-models; idempotent and small (KBs-MBs)."""
-    from harness.sim.sglang.fixtures import write_eagle3_drafter, write_target_model
-
     root = Path(workdir) / "demo-models"
     write_target_model(root / "target", hidden_size=TARGET_HIDDEN, num_layers=8, vocab_size=VOCAB,
                        num_attention_heads=4, num_key_value_heads=2, intermediate_size=512)
@@ -46,8 +45,6 @@ def _copy_rope(target_cfg: Path, draft_cfg: Path) -> None:
 
 def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -> Any:
     """Load plans/demo.yaml, point its work directory at results/.demo-target and write the models there."""
-    from harness.inputs.config import load_plan
-
     workdir = (Path(results_dir) / ".demo-target").resolve()
     workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_demo_models(workdir)
@@ -59,8 +56,6 @@ def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -
 def load_ready_plan(path: str | Path, results_dir: str | Path) -> Any:
     """`load_plan` for every command: a simulated local plan whose relative model/drafter paths are missing
     under its workdir (plans/demo.yaml as shipped) gets the demo's checkpoints, as `draftbench demo` does."""
-    from harness.inputs.config import load_plan
-
     return ready_demo_models(load_plan(path), results_dir)
 
 

@@ -8,6 +8,7 @@ import shlex
 import time
 from pathlib import Path
 
+from harness.cli.gate import add_no_check, gate
 from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
 
 PROGRESS_EVERY_S = 2.0
@@ -30,8 +31,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rg.add_argument("--retry-errors", action="store_true", help="try rows recorded as errors again")
     rg.add_argument("--request-timeout", type=float)
     rg.add_argument("--results-dir", default="results")
-    from harness.cli.gate import add_no_check
-
     add_no_check(rg)
 
     tr = sub.add_parser("train", help="launch a SpecForge EAGLE-3 training job on the plan's target")
@@ -78,8 +77,6 @@ def _regen(args: argparse.Namespace) -> int:
     if not Path(args.input).exists():
         raise InputError(args.input, None, None, "input file not found")
     if not args.endpoint:  # it starts the plan's baseline server(s): their preflight first
-        from harness.cli.gate import gate
-
         gate(plan, args.plan, args, variants=[plan.baseline.name])
 
     async def go() -> int:

@@ -5,39 +5,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import sys
 import time
 from pathlib import Path
 
+from harness.cli.args import duration, graphs, positive_ints
+from harness.cli.gate import add_no_check, gate, install_stop_handlers
 from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
 from harness.common.terminal import clean
 
 PROGRESS_EVERY_S = 2.0
-
-
-def _duration(text: str) -> float:
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 90m, 2h or 3600, got {text!r}")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-
-
-def _ints(text: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not vals or any(v <= 0 for v in vals):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return vals
-
-
-def _graphs(text: str) -> list[bool]:
-    table = {"on": [True], "off": [False], "both": [True, False]}
-    if text not in table:
-        raise argparse.ArgumentTypeError("expected on, off or both")
-    return table[text]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -45,18 +22,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "beats the baseline) in a handful of server starts")
     tn.add_argument("plan", nargs="?", help="plan YAML file")
     tn.add_argument("--variant", help="the speculative variant whose drafter is tuned (default: the first)")
-    tn.add_argument("--budget", type=_duration, default=7200.0, help="wall-clock budget, e.g. 90m, 2h (default 2h)")
-    tn.add_argument("--concurrency", type=_ints, help="levels to tune for, e.g. 1,8,32 (default: the plan's)")
-    tn.add_argument("--steps", type=_ints, default=[1, 2, 3, 4, 5, 6, 7], help="num_steps values (default 1-7)")
-    tn.add_argument("--topk", type=_ints, default=[1], help="eagle_topk values (default 1: chains)")
-    tn.add_argument("--draft-tokens", type=_ints, default=[8, 16], help="num_draft_tokens of trees (topk > 1)")
-    tn.add_argument("--graphs", type=_graphs, default=[True, False], help="CUDA graphs: on, off or both")
+    tn.add_argument("--budget", type=duration, default=7200.0, help="wall-clock budget, e.g. 90m, 2h (default 2h)")
+    tn.add_argument("--concurrency", type=positive_ints, help="levels to tune for, e.g. 1,8,32 (default: the plan's)")
+    tn.add_argument("--steps", type=positive_ints, default=[1, 2, 3, 4, 5, 6, 7], help="num_steps values (default 1-7)")
+    tn.add_argument("--topk", type=positive_ints, default=[1], help="eagle_topk values (default 1: chains)")
+    tn.add_argument("--draft-tokens", type=positive_ints, default=[8, 16], help="num_draft_tokens of trees (topk > 1)")
+    tn.add_argument("--graphs", type=graphs, default=[True, False], help="CUDA graphs: on, off or both")
     tn.add_argument("--cost-tokens", type=int, default=96, help="tokens per request in a step-cost phase")
     tn.add_argument("--verify-top", type=int, default=1, help="winners per concurrency given a full paired run")
     tn.add_argument("--no-preflight", action="store_true", help="skip preflight of the grid")
     tn.add_argument("--results-dir", default="results")
-    from harness.cli.gate import add_no_check
-
     add_no_check(tn)
     tn.add_argument("--resume", metavar="TUNE_DIR", help="continue an interrupted tune")
     tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from a tune "
@@ -102,8 +77,6 @@ def _tune(args: argparse.Namespace) -> int:
         tuned = next((v for v in plan.variants if v.name == args.variant), None) if args.variant else \
             next((v for v in plan.variants if v.drafter is not None), None)
         if tuned is not None:  # the plan's own arms first; the grid's configs get tune's own preflight
-            from harness.cli.gate import gate
-
             gate(plan, args.plan, args, variants=[tuned.name, plan.baseline_of(tuned).name])
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume TUNE_DIR")
@@ -124,7 +97,6 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, str]:
-    from harness.cli.commands import install_stop_handlers
     from harness.cli.progress import look_words, sized_words
     from harness.common import events as ev
     from harness.studies.tune import tune

@@ -12,6 +12,7 @@ from typing import Any
 
 from harness.analysis.records import RequestRecord
 from harness.analysis.store import VariantMeta
+from harness.common import events as ev
 from harness.engines import engine_of
 from harness.inputs.endpoints import parse_endpoint
 from harness.serve.server import TAIL_LINES, ServerFailed
@@ -114,8 +115,6 @@ def declared_vs_served(variant: Any, meta: VariantMeta) -> tuple[list[str], list
 def check_existing(variant: Any, meta: VariantMeta) -> list[Any]:
     """Preflight of an existing server's resolved settings: a mismatch with the plan fails the variant
     (ServerFailed); the rest are warning alarms. Labels the variant as not started by draftbench."""
-    from harness.common import events as ev
-
     meta.started_by_draftbench, meta.endpoint, meta.launch_command = False, variant.endpoint, ""
     errors, warnings = declared_vs_served(variant, meta)
     if errors:

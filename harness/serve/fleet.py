@@ -18,10 +18,14 @@ from typing import Any
 
 from harness.analysis.alarms import AlarmTracker
 from harness.analysis.live_speed import LiveSpeed
+from harness.analysis.rundir import new_run_dir
+from harness.checks import run_checks
 from harness.common import events as ev
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
+from harness.serve.kept import kept_servers, record_stopped, still_ours, workdir_servers
 from harness.serve.server import Server, ServerFailed
+from harness.targets import open_target
 
 EventCallback = Callable[[Any], None]
 GPU_QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
@@ -150,7 +154,6 @@ class Fleet:
         async with self._open_lock:
             if self._opened:
                 return
-            from harness.targets import open_target
 
             if self.target is None:
                 t = self.plan.target
@@ -168,15 +171,11 @@ class Fleet:
         """connect(), then the session directory for the servers' logs (created on the first start)."""
         await self.connect()
         if self.session_dir is None:
-            from harness.analysis.rundir import new_run_dir
-
             self.session_id, self.session_dir = new_run_dir(self.results_dir / "servers", self.plan.name)
 
     async def adopt(self) -> list[str]:
         """Take over this plan's servers that an earlier draftbench started and left running (servers.jsonl
         under the results dir): they show as ready with their port, pgid and uptime and can be stopped."""
-        from harness.serve.kept import kept_servers, still_ours, workdir_servers
-
         await self.connect()
         adopted = []
         listed = [k for k in kept_servers(self.results_dir, self.plan.name) if k.target == self.target.name]
@@ -202,17 +201,11 @@ class Fleet:
 
     async def check(self) -> list[Any]:
         """`draftbench check` on this plan's target: the preflight findings (harness.checks.Finding) as they are."""
-        from harness.checks import run_checks
-
         await self.connect()
         return await run_checks(self.plan, self.target, versions=self.versions)
 
     async def preflight(self) -> list[ev.Alarm]:
         """The preflight checks' findings as Alarm events (also sent to the callback); [] without checks."""
-        try:
-            from harness.checks import run_checks
-        except ImportError:
-            return []
         try:
             await self.connect()
             found = await run_checks(self.plan, self.target, versions=self.versions)
@@ -307,8 +300,6 @@ class Fleet:
         return self.status(name)
 
     async def _stop_adopted(self, m: _Member) -> MemberStatus:
-        from harness.serve.kept import record_stopped
-
         kept, m.adopted, m.url = m.adopted, None, None
         self._set(m, "stopping")
         try:

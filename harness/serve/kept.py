@@ -19,6 +19,7 @@ from typing import Any
 
 from harness.analysis.rundir import append_jsonl, leftover_servers
 from harness.common import events as ev
+from harness.targets import open_target
 
 LIVE_STATES = ("started", "kept")  # last entry of a process group that nobody stopped
 
@@ -191,8 +192,6 @@ async def make_room(plan: Any, kept: list[Any], emit: Any) -> None:
 async def stop_kept_servers(plan: Any, target: Any, kept: list[KeptServer], *, by: str) -> None:
     """Stop these kept servers by process group, each checked against its pid file first (a reused pgid is
     never killed), and record it in its servers.jsonl. `target` None: the plan's, opened for this."""
-    from harness.targets import open_target
-
     if not kept:
         return
     own = target is None

@@ -16,6 +16,7 @@ from harness.analysis.rundir import REDACTED, append_jsonl, redact_argv, scrub, 
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
 from harness.serve.key_handoff import hand_over, remove_key_file
+from harness.targets.base import free_port
 
 TAIL_LINES = 50
 STOP_NOTE = "  [draftbench: expected on our SIGTERM, a normal stop, not a crash]"
@@ -97,8 +98,6 @@ class Server:
         return {str(k): str(v) for k, v in {**(self.plan.target.env or {}), **(self.variant.env or {})}.items()}
 
     async def start(self) -> None:
-        from harness.targets.base import free_port
-
         plan = self.plan
         workdir = await self.target.makedirs_private(plan.target.workdir)
         rundir = f"{workdir}/runs/{self.run_id}"

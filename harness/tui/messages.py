@@ -173,7 +173,7 @@ class ResultsLoaded(Message):
 class ComparisonLoaded(Message):
     def __init__(self, comparison: Any) -> None:
         super().__init__()
-        self.comparison = comparison  # harness.analysis.runs.Comparison
+        self.comparison = comparison  # harness.analysis.compare.Comparison
 
 
 class Exported(Message):
