@@ -109,7 +109,7 @@ def event_stream(p: dict[str, Any], stop: Any) -> Any:
                 continue
             src = lines[v]
             batch = [src[(sent[v] + k) % len(src)] for k in range(due)]
-            yield ev.ServerLog(v, tuple(batch))  # then its windows, as harness.run.runner._on_lines does
+            yield ev.ServerLog(v, tuple(batch))  # then its windows, as harness.bench.runner._on_lines does
             for k, text in enumerate(batch):
                 w = parse_line(text, sent[v] + k + 1)
                 if w is not None:

@@ -28,10 +28,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from harness.bench.runner import run_plan  # noqa: E402
+from harness.cli.demo import write_demo_models  # noqa: E402
 from harness.common import events as ev  # noqa: E402
-from harness.demo import write_demo_models  # noqa: E402
 from harness.inputs.config import load_plan  # noqa: E402
-from harness.run.runner import run_plan  # noqa: E402
 
 
 def make_plan(tmp: Path, n_variants: int) -> Path:

@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.demo import write_demo_models  # noqa: E402
+from harness.bench.multinode import assign, run_multi  # noqa: E402
+from harness.cli.demo import write_demo_models  # noqa: E402
 from harness.inputs.config import load_plan  # noqa: E402
-from harness.run.multinode import assign, run_multi  # noqa: E402
 from tests.faults_helpers import reap_servers  # noqa: E402
 from tests.sshd import start_sshd  # noqa: E402
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from harness.demo import write_demo_models
+from harness.cli.demo import write_demo_models
 
 REPO = Path(__file__).resolve().parent.parent
 FAULTY_SERVER = Path(__file__).resolve().parent / "faulty_server.py"

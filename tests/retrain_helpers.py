@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from harness.demo import write_demo_models
+from harness.cli.demo import write_demo_models
 from harness.inputs.config import load_plan
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,5 +1,5 @@
 """A run adopts the servers another run kept when its variant would start exactly the same command
-(harness.run.adopt): no second start, only the new log lines parsed, the process group handed over and
+(harness.serve.adopt): no second start, only the new log lines parsed, the process group handed over and
 stopped by its new owner; a different command is never adopted; GPU room still rules."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.common import events as ev
 from harness.inputs.config import load_plan
-from harness.run import adopt as ad
-from harness.run.kept import KeptServer, kept_servers, stop_kept_servers
-from harness.run.progress import consume
-from harness.run.runner import run_plan
+from harness.serve import adopt as ad
+from harness.serve.kept import KeptServer, kept_servers, stop_kept_servers
 from tests.faults_helpers import (
     GOOD,
     SIM_LAUNCHER,

@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 
-from harness.run.arrivals import arrival_offsets, rate_label, replay_at_rate
+from harness.bench.arrivals import arrival_offsets, rate_label, replay_at_rate
 
 
 def test_the_schedule_is_seeded_and_the_same_for_every_variant():
@@ -81,7 +81,7 @@ async def test_the_open_loop_starts_each_request_at_its_offset():
 
 
 def test_progress_lines_name_a_rate_phase_by_its_rate():
-    from harness.run.arrivals import load_label
+    from harness.bench.arrivals import load_label
 
     assert load_label("s@c8#r1", 8) == "at concurrency 8"
     assert load_label("s@r4#r1", 0) == "at 4 req/s (open loop)"

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from harness.analysis.breakeven import forced_table, render_forced_table
+from harness.cli.progress import consume
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
-from harness.run.breakeven import derive_plan, run_breakeven
-from harness.run.progress import consume
+from harness.studies.breakeven import derive_plan, run_breakeven
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, only_run_dir, prompts, sim_env, write_plan
 
 

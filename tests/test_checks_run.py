@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from harness.checks import findings_json, has_errors, render_findings, run_checks
+from harness.cli.demo import prepare_demo
 from harness.common.safetensors_io import header_length
-from harness.demo import prepare_demo
 from harness.targets import open_target
 from harness.targets.local import LocalTarget
 from tests.checks_helpers import load, write_fake_nvidia_smi, write_fake_sglang, write_models, write_plan

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.demo import write_demo_models
+from harness.cli.demo import write_demo_models
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

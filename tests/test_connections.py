@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, prompts, read_csv, sim_env, write_plan
 
 ACCESS = re.compile(r'INFO: +127\.0\.0\.1:(\d+) - "POST /v1/chat/completions HTTP/1\.1" 200')

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.checks import run_checks
 from harness.checks.context import target_context, turn_tokens
-from harness.demo import prepare_demo
+from harness.cli.demo import prepare_demo
 from harness.inputs.suites import Prompt, Suite
 from harness.targets.local import LocalTarget
 

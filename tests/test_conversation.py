@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.conversation import converse, request_ids
+from harness.bench.replay import send, to_request
 from harness.client.collect import StreamResult
 from harness.client.stream import ReplayClient
 from harness.inputs.config import Plan
 from harness.inputs.suites import Prompt, Suite
-from harness.run.conversation import converse, request_ids
-from harness.run.replay import send, to_request
 from harness.sim.sglang import model
 from tests.workload_helpers import start_stand_in, stop_stand_in, write_models
 

@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from harness.analysis.summary import summarise_dir
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.common import events as ev
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, prompts, read_jsonl, reap_servers, sim_env, write_plan
 
 WEAK = {"name": "weak", "drafter": {"name": "weak", "path": "demo-models/seed-weak-eagle3", "algorithm": "EAGLE3"},

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.demo import load_ready_plan
+from harness.cli.demo import load_ready_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "plans" / "demo.yaml"

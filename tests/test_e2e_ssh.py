@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.summary import REQUIRED_COLUMNS
-from harness.demo import GOOD_PROFILE, write_demo_models
+from harness.cli.demo import GOOD_PROFILE, write_demo_models
 from tests.sshd import sshd_missing_reason, start_sshd
 
 pytestmark = [pytest.mark.ssh, pytest.mark.slow,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.common.errors import HarnessError
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from tests.faults_helpers import (
     SIM_LAUNCHER,
     only_run_dir,

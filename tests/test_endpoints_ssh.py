@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from harness.targets.ssh import SSHTarget
 from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, prompts, read_csv, sim_env, write_plan
 from tests.sshd import sshd_missing_reason, start_sshd

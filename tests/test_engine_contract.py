@@ -121,7 +121,7 @@ def test_stand_in_end_to_end_through_the_seam(name, tmp_path):
 
     import aiohttp
 
-    from harness.demo import write_demo_models
+    from harness.cli.demo import write_demo_models
 
     write_demo_models(tmp_path)
     engine = get_engine(name)

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.analysis.rundir import REDACTED, redact_plan, write_json
+from harness.bench.resume import resume_plan
 from harness.common.errors import InputError
 from harness.inputs.config import Plan, load_plan, upgraded_plan
 from harness.inputs.engine_options import SGLangOptions, VLLMOptions
-from harness.run.resume import resume_plan
-from harness.run.rundir import REDACTED, redact_plan, write_json
 
 SIM = ["{python}", "-m", "harness.sim"]
 SIM_VLLM = ["{python}", "-m", "harness.sim.vllm", "serve"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.demo import GOOD_PROFILE, write_demo_models
+from harness.cli.demo import GOOD_PROFILE, write_demo_models
 from tests.sshd import sshd_missing_reason, start_sshd
 
 PLAN = """\
@@ -136,9 +136,9 @@ async def test_fleet_starts_a_vllm_arm_with_its_own_engine_version(tmp_path):
     version (not the plan's SGLang version) and comes up ready on the vLLM stand-in."""
     import asyncio
 
-    from harness.demo import ready_demo_models
+    from harness.cli.demo import ready_demo_models
     from harness.inputs.config import load_plan
-    from harness.run.fleet import Fleet
+    from harness.serve.fleet import Fleet
 
     plan = ready_demo_models(load_plan(Path(__file__).parent.parent / "plans" / "demo-engines.yaml"),
                              tmp_path / "results")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.common import events as ev
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from harness.targets import open_target
 from tests.faults_helpers import (
     GOOD,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis.alarms import AlarmTracker
+from harness.analysis.compare import compare_runs
 from harness.analysis.report import best_variant, render_table
-from harness.analysis.runs import compare_runs, list_drafters, list_runs, load_run, result_rows
+from harness.analysis.runs import list_drafters, list_runs, load_run, result_rows
 from tests.cli_helpers import ROOT, cli
 
 WEAK = "demo-seed-weak-eagle3"

@@ -103,9 +103,9 @@ HOSTILE = [("ok1", ""), ("u1", 'USAGE="abc"'), ("u2", 'USAGE="8"'), ("u3", "USAG
 async def test_hostile_usage_values_end_as_request_errors_in_a_run(tmp_path):
     import io
 
+    from harness.bench.runner import run_plan
+    from harness.cli.progress import consume
     from harness.inputs.config import load_plan
-    from harness.run.progress import consume
-    from harness.run.runner import run_plan
     from tests.faults_helpers import FAULTY_LAUNCHER, read_csv, reap_servers, write_plan
 
     suite = [{"id": pid, "text": f"{fault or 'fine'} request {pid}"} for pid, fault in HOSTILE] * 1

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.demo import write_demo_models
 from harness.common import events as ev
 from harness.common.errors import HarnessError
-from harness.demo import write_demo_models
 from harness.engines import get_engine
 from harness.inputs.config import load_plan
-from harness.run.key_handoff import hand_over
-from harness.run.runner import run_plan
+from harness.serve.key_handoff import hand_over
 from tests.faults_helpers import reap_servers
 from tests.test_engines_e2e import PLAN
 

@@ -15,7 +15,7 @@ CORE = sorted(
 
 
 def test_core_modules_exist():
-    for name in ("harness.run.runner", "harness.analysis.summary", "harness.analysis.records", "harness.engines.sglang.launch", "harness.cli"):
+    for name in ("harness.bench.runner", "harness.analysis.summary", "harness.analysis.records", "harness.engines.sglang.launch", "harness.cli"):
         assert name in CORE
 
 
@@ -53,12 +53,13 @@ LAYERS = [
     ("harness.engines",),
     ("harness.checks",),
     ("harness.analysis",),
-    ("harness.run", "harness.retrain"),
-    ("harness.demo", "harness.cli", "harness.cli_breakeven", "harness.cli_gate", "harness.cli_retrain", "harness.cli_tune",
-     "harness.tui"),
+    ("harness.serve",),  # server lifecycle: one server, kept and adopted servers, fleets
+    ("harness.bench",),  # the benchmark pipeline (run_plan), on the servers of serve/
+    ("harness.studies", "harness.retrain"),  # made of runs: tune and breakeven; regen and training
+    ("harness.cli", "harness.tui"),
 ]
 ENGINE_PACKAGES = {p.name for p in (Path(harness.__file__).parent / "engines").iterdir() if (p / "__init__.py").exists()}
-ENGINE_FREE = ("harness.run", "harness.analysis", "harness.checks", "harness.tui", "harness.retrain")
+ENGINE_FREE = ("harness.serve", "harness.bench", "harness.studies", "harness.analysis", "harness.checks", "harness.tui", "harness.retrain")
 
 
 def _layer(module: str) -> int | None:

@@ -1,4 +1,4 @@
-"""A plan over several nodes (harness.run.multinode): variants spread over two loopback sshd targets, each
+"""A plan over several nodes (harness.bench.multinode): variants spread over two loopback sshd targets, each
 node measuring its own baseline; a node killed mid-run fails only its variants and `--resume` finishes
 them on the node that is left."""
 
@@ -15,11 +15,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.bench.multinode import assign, run_multi
+from harness.cli.demo import write_demo_models
 from harness.common import events as ev
 from harness.common.errors import InputError
-from harness.demo import write_demo_models
 from harness.inputs.config import load_plan
-from harness.run.multinode import assign, node_name, run_multi
+from harness.serve.nodes import node_name
 from tests.faults_helpers import reap_servers
 from tests.sshd import sshd_missing_reason, start_sshd
 

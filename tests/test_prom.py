@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.engines.sglang.prom import COLUMNS, histogram_totals, phase_means
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, only_run_dir, prompts, read_csv, sim_env, write_plan
 
 REAL = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"

@@ -120,13 +120,13 @@ def test_the_doc_quotes_the_fixture(summary):
 
 def test_h200_plans_tell_draftbench_their_memory_fraction(tmp_path, monkeypatch):
     """--mem-fraction-static travels as server.mem_fraction_static, so that a kept server stays up next to
-    the next variant's (harness.run.kept.gpu_has_room) and bench_serving finds both afterwards."""
+    the next variant's (harness.serve.kept.gpu_has_room) and bench_serving finds both afterwards."""
     import importlib.util
 
     import yaml
 
     from harness.inputs.config import load_plan
-    from harness.run.kept import gpu_has_room
+    from harness.serve.kept import gpu_has_room
 
     spec = importlib.util.spec_from_file_location("make_plan", DOC.parent.parent / "benchmarks" / "h200" / "make_plan.py")
     mod = importlib.util.module_from_spec(spec)

@@ -98,7 +98,7 @@ def test_the_wide_runs_looks_and_verdicts_recompute(tune_dir):
 
 
 def test_the_tune_answers_at_both_concurrencies_from_what_it_has(tune_dir):
-    from harness.run.tune_view import rebuild_report
+    from harness.studies.tune_view import rebuild_report
 
     rows = pd.read_csv(rebuild_report(tune_dir))
     as_run = pd.read_csv(tune_dir / "tune-as-run.csv")

@@ -178,7 +178,7 @@ def test_tune_accept_length_error_is_within_five_percent_for_every_measured_conf
 
 def test_the_rebuilt_report_keeps_every_number_and_follows_the_verdicts(tune_dir):
     from harness.analysis.summary import summarise_dir
-    from harness.run.tune_view import rebuild_report
+    from harness.studies.tune_view import rebuild_report
 
     for sub in ("wide", "cost"):  # the sub-runs' summaries recompute from their records
         stored = pd.read_csv(tune_dir / sub / "summary.csv")
@@ -223,7 +223,7 @@ def test_the_doc_quotes_the_h200_fixtures(serve, tune_dir):
         assert f"| {int(r.num_steps)} | {int(r.concurrency)} | {pred:.2f}" in doc
         assert f"| {r.accept_len_measured:.2f} | {r.accept_len_error_pct:+.1f} % | {r.step_ms:.2f} ({r.base_step_ms:.2f})" \
             f" | {r.speedup_pred:.2f}x |" in doc
-    from harness.run.tune_view import rebuild_report
+    from harness.studies.tune_view import rebuild_report
 
     rebuilt = pd.read_csv(rebuild_report(tune_dir))
     for r in rebuilt[rebuilt["measured"].notna()].itertuples():

@@ -154,8 +154,8 @@ def test_resume_after_a_cut_row_repairs_it_and_says_so(tmp_path: Path, capsys):
 
 
 def test_a_jsonl_cut_mid_line_keeps_the_next_entry_whole(tmp_path: Path):
+    from harness.analysis.rundir import append_jsonl, leftover_servers
     from harness.analysis.summary import read_variants
-    from harness.run.rundir import append_jsonl, leftover_servers
 
     servers = tmp_path / "servers.jsonl"
     append_jsonl(servers, {"variant": "a", "pgid": 11, "state": "started"})

@@ -21,8 +21,8 @@ from harness.analysis.report import (
     render_table,
     with_readme_sample,
 )
+from harness.cli.progress import consume
 from harness.common import events as ev
-from harness.run.progress import consume
 from tests.cli_helpers import ROOT, busy_port_fixture, cli, run_dirs, small_plan  # noqa: F401 (a fixture)
 
 DEMO_SUMMARY = ROOT / "tests" / "fixtures" / "demo-summary.csv"
@@ -188,11 +188,11 @@ def test_the_runs_printout_follows_wide(tmp_path, wide):
 
 
 def test_demo_passes_wide_on(monkeypatch):
-    import harness.cli as cli_mod
-    import harness.demo
+    import harness.cli.commands as cli_mod
+    import harness.cli.demo
 
     seen = []
-    monkeypatch.setattr(harness.demo, "prepare_demo", lambda results_dir: object())
+    monkeypatch.setattr(harness.cli.demo, "prepare_demo", lambda results_dir: object())
     monkeypatch.setattr(cli_mod, "_execute", lambda plan, results, keep, resume, wide=False: seen.append(wide) or 0)
     assert cli_mod.main(["demo", "--no-check", "--wide"]) == 0
     assert cli_mod.main(["demo", "--no-check"]) == 0

@@ -1,6 +1,6 @@
 """What a resume runs and who may run it, without a server: the plan comes from the run directory's
 plan.resolved.json (a changed plan is refused with the differences, a harmless change is taken, redacted
-values come from the plan file), a run directory has one holder at a time (harness.run.lock), and a phase's
+values come from the plan file), a run directory has one holder at a time (harness.bench.lock), and a phase's
 superseded attempts are left out of the tables (harness.analysis.attempts)."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from harness.analysis.attempts import (
     final_tables,
     start_attempt,
 )
+from harness.analysis.rundir import redact_plan, write_json
 from harness.analysis.store import CsvAppender
+from harness.bench.lock import RunDirLock
+from harness.bench.resume import HARMLESS, harmless, resume_plan
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
-from harness.run.lock import RunDirLock
-from harness.run.resume import HARMLESS, harmless, resume_plan
-from harness.run.rundir import redact_plan, write_json
 
 PLAN = {
     "name": "r",
@@ -160,7 +160,7 @@ def test_a_locked_run_directory_is_refused_naming_the_holder(tmp_path):
 
 def test_the_lock_dies_with_its_holder_and_is_not_inherited(tmp_path):
     """A holder killed outright frees the directory; a child it spawned (a server) never holds the lock."""
-    code = ("import subprocess, sys, time; from harness.run.lock import RunDirLock; "
+    code = ("import subprocess, sys, time; from harness.bench.lock import RunDirLock; "
             f"RunDirLock({str(tmp_path)!r}).acquire(); "
             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
             "print(child.pid, flush=True); time.sleep(60)")

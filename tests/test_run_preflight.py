@@ -9,11 +9,11 @@ import json
 import pytest
 import yaml
 
+from harness.bench.gate import blocking, checked_run_plan, error_line
 from harness.checks import run_checks
+from harness.cli.demo import load_ready_plan
 from harness.common.errors import PreflightFailed
 from harness.common.findings import error
-from harness.demo import load_ready_plan
-from harness.run.gate import blocking, checked_run_plan, error_line
 from harness.targets.local import LocalTarget
 from tests.cli_helpers import ROOT, busy_port_fixture, cli, run_dirs, small_plan  # noqa: F401 (a fixture)
 
@@ -174,7 +174,7 @@ def test_the_tuis_run_process_ends_with_the_preflight_line(tmp_path, busy_port):
 
 
 async def test_a_resumed_runs_own_server_on_the_port_is_no_reason_to_refuse(tmp_path, busy_port):
-    from harness.run.gate import require_preflight
+    from harness.bench.gate import require_preflight
 
     plan = load_ready_plan(small_plan(tmp_path, port=busy_port), tmp_path / "r")
     run = tmp_path / "r" / "20250101-000000-demo"

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pandas as pd
 
 from harness.analysis.store import CsvAppender
+from harness.bench.run_record import on_lines
+from harness.bench.runner import SERVER_WINDOW_COLUMNS, _Run
 from harness.inputs.config import load_plan
-from harness.run.run_record import on_lines
-from harness.run.runner import SERVER_WINDOW_COLUMNS, _Run
 
 DECODE = ("[2026-11-29 14:41:53] Decode batch, #running-req: 1, #token: 237, token usage: 0.00, accept len: 1.00, "
           "accept rate: 0.00, cuda graph: True, gen throughput (token/s): 165.75, #queue-req: 0")

@@ -8,9 +8,9 @@ import shutil
 import pandas as pd
 import pytest
 
+from harness.analysis.compare import compare_runs
 from harness.analysis.report import render_table
 from harness.analysis.runs import (
-    compare_runs,
     export_csv,
     list_drafters,
     list_runs,

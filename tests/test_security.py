@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.rundir import REDACTED
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.rundir import REDACTED
-from harness.run.runner import run_plan
 from tests.faults_helpers import FAULTY_LAUNCHER, only_run_dir, prompts, read_csv, reap_servers, write_plan
 
 API_KEY = "sk-draftbench-test-0123456789abcdef"

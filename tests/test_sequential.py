@@ -6,7 +6,7 @@ The simulated repeats are what the stand-in serves: every batch step's time is t
 verify step accepts drafts by the drafter's per-position profile; and each repeat (a phase on a server) also
 drifts as a whole by a log-normal factor of sd DRIFT, independently per arm, as the H200's baseline moved
 13-16 % between runs (docs/real-gpu.md). The rule looks after 2, 4 and 8 repeats at its Haybittle-Peto levels
-and stops at the first decided verdict, exactly as harness.run.decide does."""
+and stops at the first decided verdict, exactly as harness.bench.decide does."""
 
 import math
 

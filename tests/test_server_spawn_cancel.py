@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.inputs.config import load_plan
-from harness.run.server import Server
+from harness.serve.server import Server
 from harness.targets.local import LocalTarget
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, live_groups, prompts, sim_env, write_plan
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.bench.runner import run_plan
+from harness.cli.demo import load_ready_plan
 from harness.common import events as ev
-from harness.demo import load_ready_plan
 from harness.engines import get_engine
-from harness.run.runner import run_plan
-from harness.run.server import STOP_NOTE, label_stop_lines
+from harness.serve.server import STOP_NOTE, label_stop_lines
 from tests.cli_helpers import cli, small_plan
 
 CAPTURES = Path(__file__).resolve().parent / "fixtures" / "sglang-0.5.15.post1"
@@ -68,7 +68,7 @@ def test_the_cli_says_the_stop_was_normal(tmp_path):
 
 async def test_the_servers_sections_log_lines_are_marked_too(tmp_path):
     """The TUI's log pane shows a Fleet's ServerLog lines: the same Server marks them."""
-    from harness.run.fleet import Fleet
+    from harness.serve.fleet import Fleet
     from tests.test_tui_fleet import Events, demo_plan
 
     events = Events()

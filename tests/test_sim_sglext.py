@@ -10,7 +10,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from harness.run.runner import run_plan
+from harness.bench.runner import run_plan
 from tests.retrain_helpers import write_plan
 from tests.test_sim_server import ENV, events, launch, post_raw, stop
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.rundir import PHASE_COLUMNS
 from harness.analysis.store import (
     CsvAppender,
     PhaseRecord,
@@ -23,7 +24,6 @@ from harness.analysis.store import (
 )
 from harness.client.collect import StreamResult
 from harness.engines import phase_columns
-from harness.run.rundir import PHASE_COLUMNS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 START = {"variant": "eagle3", "engine": "sglang", "engine_version": "0.5.15.post1", "baseline": False,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import io
 
 from harness.analysis.records import RequestRecord
+from harness.cli.progress import consume
 from harness.common import events as ev
 from harness.common.terminal import clean
-from harness.run.progress import consume
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from tests.snapshots.tui_fakes import DRAFTERS, PLAN_PATH, FakeFleet, snap_plan, wait_for

@@ -60,7 +60,7 @@ POLL_S = 0.2  # while a run measures, the test polls the UI gently: the CPU is s
 def write_plan(tmp_path: Path, *, host: str = "local", max_tokens: int = 32, time_scale: float = 0.3) -> Path:
     """The demo plan cut to baseline + one drafter on the smoke suite, seeded (same accept lengths every
     run at concurrency 1), the stand-in sped up."""
-    from harness.demo import write_demo_models
+    from harness.cli.demo import write_demo_models
 
     workdir = tmp_path / "target"
     write_demo_models(workdir)

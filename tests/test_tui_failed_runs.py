@@ -4,7 +4,7 @@ Results table, not as bare concurrency-0 rows; a run where every variant failed 
 from __future__ import annotations
 
 from harness.analysis.runs import list_runs, result_rows
-from harness.run.runner import run_plan
+from harness.bench.runner import run_plan
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from tests.snapshots.tui_fakes import Recorder, wait_for

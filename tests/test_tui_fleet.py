@@ -1,4 +1,4 @@
-"""harness.run.fleet: long-lived servers of a plan on the real stand-in (local target), and its pure helpers."""
+"""harness.serve.fleet: long-lived servers of a plan on the real stand-in (local target), and its pure helpers."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from harness.common import events as ev
-from harness.run.fleet import Fleet, finding_to_alarm, parse_gpu_memory
+from harness.serve.fleet import Fleet, finding_to_alarm, parse_gpu_memory
 
 FAST = {"DRAFTBENCH_SIM_TIME_SCALE": "0.05", "DRAFTBENCH_SIM_STARTUP_S": "0.2"}
 
 
 def demo_plan(tmp_path, **env):
-    from harness.demo import prepare_demo
+    from harness.cli.demo import prepare_demo
 
     plan = prepare_demo(tmp_path / "results")
     plan.target.env = {**FAST, **env}

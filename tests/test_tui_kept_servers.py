@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.run import kept
-from harness.run.fleet import Fleet
-from harness.run.runner import run_plan
+from harness.bench.runner import run_plan
+from harness.serve import kept
+from harness.serve.fleet import Fleet
 from harness.tui.app import build_app
 from harness.tui.dialogs import ConfirmDialog
 from tests.snapshots.tui_fakes import wait_for

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.inputs.config import load_plan
-from harness.run import kept
-from harness.run.progress import consume
-from harness.run.runner import run_plan
+from harness.serve import kept
 from harness.targets.local import LocalTarget
 from harness.tui import messages as msg
 from harness.tui.app import build_app

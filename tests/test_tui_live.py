@@ -11,8 +11,8 @@ import pytest
 
 from harness.analysis.runs import narrow_plan
 from harness.analysis.summary import load_summary
+from harness.bench.runner import run_plan
 from harness.common import events as ev
-from harness.run.runner import run_plan
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from harness.tui.dialogs import ExportDialog

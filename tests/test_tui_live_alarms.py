@@ -9,7 +9,7 @@ import aiohttp
 
 from harness.analysis.live_speed import LiveSpeed
 from harness.common import events as ev
-from harness.run.fleet import Fleet
+from harness.serve.fleet import Fleet
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from tests.snapshots.tui_fakes import DRAFTERS, PLAN_PATH, FakeFleet, Recorder, snap_plan, wait_for

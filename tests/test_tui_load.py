@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.load_report import stops_paying
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, reap_servers, sim_env, write_plan

@@ -10,7 +10,7 @@ from textual.widgets import SelectionList
 
 from harness.analysis.runs import list_runs, narrow_plan, suite_names
 from harness.analysis.summary import read_tables
-from harness.run.runner import run_plan
+from harness.bench.runner import run_plan
 from harness.tui import messages as msg
 from harness.tui.app import build_app
 from harness.tui.dialogs import FindingsScreen

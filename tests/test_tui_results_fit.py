@@ -7,7 +7,8 @@ import shutil
 
 import pandas as pd
 
-from harness.analysis.runs import compare_runs, load_run
+from harness.analysis.compare import compare_runs
+from harness.analysis.runs import load_run
 from harness.tui import messages as msg
 from harness.tui.dialogs import ExportDialog
 from harness.tui.screens.results import PRIORITY

@@ -22,7 +22,7 @@ def test_frames_survive_any_split():
 
 
 def test_only_known_core_generators_can_be_called():
-    from harness.run.gate import checked_run_plan
+    from harness.bench.gate import checked_run_plan
 
     assert resolve_call(RUN_PLAN) is checked_run_plan  # the preflight first, as `draftbench run`
     try:
@@ -35,7 +35,7 @@ def test_only_known_core_generators_can_be_called():
 
 def test_the_run_process_loads_no_ui():
     code = (
-        "import sys, harness.tui.runchild, harness.tui.state, harness.analysis.runs, harness.run.runner\n"
+        "import sys, harness.tui.runchild, harness.tui.state, harness.analysis.runs, harness.bench.runner\n"
         "print(','.join(m for m in sys.modules if m == 'textual' or m.startswith('textual.')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

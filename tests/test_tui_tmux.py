@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.kept import kept_servers
+from harness.serve.kept import kept_servers
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="apt-get install tmux")]

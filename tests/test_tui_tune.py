@@ -22,7 +22,7 @@ POLL_S = 0.2  # the CPU is shared with the stand-in: poll the UI gently while th
 
 def write_plan(tmp_path: Path) -> Path:
     """The demo plan cut to baseline + good-eagle3 (num_steps 3, graphs on), one level, the stand-in sped up."""
-    from harness.demo import write_demo_models
+    from harness.cli.demo import write_demo_models
 
     workdir = tmp_path / "target"
     write_demo_models(workdir)
@@ -114,7 +114,7 @@ async def _drive(app, rec: Recorder, plan_path: Path, results: Path) -> None:
         assert names.index("TuneLaunched") < names.index("TuneFinished") < names.index("TuneEnded")
         assert [m.tune_dir for m in resumed if isinstance(m, msg.TuneLaunched)] == [tune_dir]
         stages = [m.stage for m in resumed if isinstance(m, msg.TuneStaged)]
-        # what the budget buys is said first (harness.run.tune_budget), then the stages as before
+        # what the budget buys is said first (harness.studies.tune_budget), then the stages as before
         assert stages[:2] == ["plan", "wide"] and stages[-2:] == ["verify", "report"] and "step-cost" in stages
         assert all(m.budget_s == 3600.0 for m in resumed if isinstance(m, msg.TuneStaged))
         done = rec.of(msg.TuneFinished)[-1]

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from harness.analysis import tune_model as tm
+from harness.cli.demo import WEAK_PROFILE, prepare_demo
 from harness.common import events as ev
 from harness.common.errors import InputError
-from harness.demo import WEAK_PROFILE, prepare_demo
-from harness.run.tune import TuneOptions, read_tune_plan, tune
 from harness.sim.sglang import model
 from harness.sim.sglang.model import SpecShape
+from harness.studies.tune import TuneOptions, read_tune_plan, tune
 
 ENV = {"DRAFTBENCH_SIM_STARTUP_S": "0.1", "DRAFTBENCH_SIM_TIME_SCALE": "0.5"}
 WIDE_ONLY_S = 30.0  # above the planner's wide-run estimate for this plan (~24 s), below what a step cost adds

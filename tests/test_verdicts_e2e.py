@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis.report import render_table
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, prompts, reap_servers, sim_env, write_plan
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from harness.bench.replay import warmup
 from harness.client.collect import StreamResult
 from harness.inputs.config import Plan
 from harness.inputs.suites import Prompt, Suite
-from harness.run.replay import warmup
 
 
 class _Client:

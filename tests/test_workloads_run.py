@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.bench.runner import run_plan
+from harness.cli.progress import consume
 from harness.inputs.config import load_plan
-from harness.run.progress import consume
-from harness.run.runner import run_plan
 from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, read_csv, reap_servers, sim_env, write_plan
 
 GOOD = {"name": "eagle3", "drafter": {"name": "good", "path": "demo-models/good-eagle3"}, "algorithm": "EAGLE3",

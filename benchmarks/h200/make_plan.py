@@ -44,7 +44,7 @@ def plan_of(name: str, description: str, work: Path, model: Path, flags: list[st
                    "env": {"PYTHONPATH": "/tmp/site"}},
         "model": {"path": str(model), "tp_size": 1, "extra_args": flags},
         # mem_fraction_static as a server setting, not an extra flag: draftbench keeps a finished variant's
-        # server up (--keep-servers) next to the next one only when it knows they fit (harness.run.kept)
+        # server up (--keep-servers) next to the next one only when it knows they fit (harness.serve.kept)
         "server": {"host": "127.0.0.1", "port": "auto", "max_running_requests": 32, "decode_log_interval": 10,
                    "mem_fraction_static": 0.26,
                    "startup_timeout_s": 420},
@@ -125,7 +125,7 @@ def decide(workdir: str, sim: bool = False) -> None:
                "trained_for": "tiny-stdlib"}
     suite_path = work / "suite.yaml"
     if sim:
-        from harness.demo import write_demo_models
+        from harness.cli.demo import write_demo_models
 
         write_demo_models(work / "sim-target")  # demo-models/ there: the relative paths below
         drafter = {"name": "demo-good-eagle3", "path": "demo-models/good-eagle3", "algorithm": "EAGLE3"}

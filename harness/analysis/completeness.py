@@ -12,6 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.failures import failure_reason
+from harness.analysis.summary import read_variants
+
 
 @dataclass(frozen=True)
 class Missing:
@@ -55,9 +58,6 @@ def _label(suite: str, level: str, repeat: int, n: int = 1) -> str:
 def missing_parts(run_dir: str | Path) -> Missing | None:
     """None for a complete run; else what its plan asked for that has no row (a run over several nodes, or
     one without plan.resolved.json, lists only the variants without rows)."""
-    from harness.analysis.failures import failure_reason
-    from harness.analysis.summary import read_variants
-
     run_dir = Path(run_dir)
     status = str(_json(run_dir / "provenance.json").get("status") or "?")
     if status == "complete":

@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from harness.engines import get_engine
+
 DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engine
 CROSS_STATUS = "cross-engine"
 
@@ -75,7 +77,5 @@ def engines_of(df: pd.DataFrame) -> list[str]:
 
 def stand_ins(engines: Any) -> str:
     """'SGLang stand-in', 'SGLang and vLLM stand-ins': what produced a simulated run's numbers."""
-    from harness.engines import get_engine
-
     names = [get_engine(str(e)).display_name for e in dict.fromkeys(engines or [DEFAULT_ENGINE])]
     return f"{' and '.join(names)} stand-in{'s' if len(names) > 1 else ''}"

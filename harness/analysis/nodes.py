@@ -1,5 +1,6 @@
 """The summary of a run over several nodes: each node's own summary (its variants against its own
-baseline), stacked with the node and its hardware named on every row (harness.run.multinode)."""
+baseline, written by harness.analysis.summary.summarise_run), stacked with the node and its hardware named
+on every row (harness.bench.multinode)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,31 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import store
+from harness.analysis.summary_columns import SUMMARY_COLUMNS
+
 NODES_DIR = "nodes"
 NODES_FILE = "nodes.json"
 
 
 def _variants(node_dir: Path) -> dict[str, dict[str, Any]]:
-    from harness.analysis.summary import read_variants
+    """variants.jsonl as the table reads it (harness.analysis.summary.read_variants)."""
+    if not node_dir.is_dir():
+        return {}
+    return {name: meta.as_dict() for name, meta in store.read_variants(node_dir).items()}
 
-    return read_variants(node_dir) if node_dir.is_dir() else {}
+
+def node_dirs(run_dir: str | Path) -> list[tuple[str, Path, dict[str, dict[str, Any]]]]:
+    """(node, its run directory, its variants) of every node in nodes.json that has records or variants:
+    those are the nodes with a summary of their own."""
+    state = json.loads((Path(run_dir) / NODES_FILE).read_text(encoding="utf-8"))
+    out = []
+    for entry in state["nodes"]:
+        node_dir = Path(run_dir) / entry["dir"]
+        metas = _variants(node_dir)
+        if (node_dir / "requests.csv").exists() or metas:
+            out.append((entry["node"], node_dir, metas))
+    return out
 
 
 def variant_ok(node_dir: Path, name: str) -> bool:
@@ -32,9 +50,8 @@ def hardware(meta: dict[str, Any]) -> str:
 
 
 def merge_node_summaries(run_dir: str | Path) -> Path:
-    """Write <run>/summary.csv (and summary_by_category.csv) from every node's run directory."""
-    from harness.analysis.summary import SUMMARY_COLUMNS, summarise_run
-
+    """Write <run>/summary.csv (and summary_by_category.csv) from every node's summary (harness.analysis.summary
+    writes them first: summarise_run of the run directory does both)."""
     run_dir = Path(run_dir)
     state = json.loads((run_dir / NODES_FILE).read_text(encoding="utf-8"))
     frames, cats = [], []
@@ -45,7 +62,6 @@ def merge_node_summaries(run_dir: str | Path) -> Path:
         metas = _variants(node_dir)
         df = pd.DataFrame(columns=SUMMARY_COLUMNS)
         if (node_dir / "requests.csv").exists() or metas:
-            summarise_run(node_dir, complete=all(m.get("status") == "ok" for m in metas.values()))
             df = pd.read_csv(node_dir / "summary.csv")
             cat = node_dir / "summary_by_category.csv"
             if cat.exists() and cat.stat().st_size > 1:

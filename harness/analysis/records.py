@@ -61,7 +61,7 @@ class RequestRecord:
     text_sha: str  # hash of the output text: compares baseline vs speculative outputs under greedy decoding
     chunk_offsets_ms: str  # space-separated arrival offsets of content chunks from t_send
     chunk_tokens: str  # space-separated tokens per content chunk
-    turn: int = 1  # live multi-turn: 1 for the first user turn (harness.run.conversation)
+    turn: int = 1  # live multi-turn: 1 for the first user turn (harness.bench.conversation)
     conversation_id: str = ""  # suite/prompt id shared by every turn of one conversation
     request_rate: float | None = None  # open-loop phases (concurrency 0): the arrival rate, req/s
     ttft_answer_ms: float | None = None  # reasoning models: to the first answer token (ttft_ms: first of any kind)

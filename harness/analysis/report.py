@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -13,6 +15,7 @@ from harness.analysis.columns import fmt_cell
 from harness.analysis.engines_table import engines_of, stand_ins
 from harness.analysis.forced import without_forced
 from harness.analysis.summary_columns import COLUMNS
+from harness.common.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, say
 
 # (summary column, header, format), left to right: every column the tables show (`--wide`, the TUI's Results),
 # from the column registry (harness.analysis.summary_columns); the default table: those it marks `default`
@@ -142,11 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     table `draftbench summary` prints for that summary.csv; --readme fences it as README.md's sample (from a
     real demo's summary.csv: tests/fixtures/demo-summary.csv, which tests/test_report_table.py holds the
     README to); --update-readme writes it into README.md."""
-    import argparse
-    from pathlib import Path
-
-    from harness.common.errors import EXIT_BAD_INPUT, EXIT_OK, InputError, say
-
     p = argparse.ArgumentParser(prog="python -m harness.analysis.report", description=main.__doc__)
     p.add_argument("summary_csv")
     p.add_argument("--wide", action="store_true", help="every column, not only those that decide")

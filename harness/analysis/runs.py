@@ -16,10 +16,12 @@ from harness.analysis import table_notes
 from harness.analysis.columns import is_false, is_true
 from harness.analysis.completeness import Missing, missing_parts
 from harness.analysis.csv_tail import read_records_csv
+from harness.analysis.failures import failure_reason
 from harness.analysis.forced import forced_note, is_forced
-from harness.analysis.report import TABLE_COLUMNS, best_variant, fmt_cell, table_cell, verdict_notes
+from harness.analysis.report import TABLE_COLUMNS, best_variant, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
+from harness.inputs.config import Resolver, load_drafter
 
 SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
 @dataclass(frozen=True)
@@ -130,8 +132,6 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 def variant_failures(run_dir: str | Path) -> dict[str, str]:
     """Why each failed or interrupted variant did not finish: the cause its server's log names and the runner's
     reason (harness.analysis.failures, as summary.csv's failure_reason)."""
-    from harness.analysis.failures import failure_reason
-
     out = {}
     for name, meta in read_variants(Path(run_dir)).items():
         if meta.get("status") in ("failed", "interrupted"):
@@ -222,8 +222,6 @@ def export_csv(df: pd.DataFrame, path: str | Path) -> int:
 
 def suite_names(plan: Any) -> list[str]:
     """The plan's suites first, then every other suite in the suites/ directories the plan's config searches."""
-    from harness.inputs.config import Resolver
-
     src = getattr(plan, "source_path", None)
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("suites")
     names = [s.name for s in plan.suites]
@@ -236,8 +234,6 @@ def suite_names(plan: Any) -> list[str]:
 def narrow_plan(plan: Any, choice: Any) -> Any:
     """The plan restricted to the chosen variants and concurrency levels, with the chosen suites (the plan's
     or any under suites/), max_tokens and repeats."""
-    from harness.inputs.config import Resolver
-
     variants = [v for v in plan.variants if v.name in choice.variants]
     own = {s.name: s for s in plan.suites}
     src = getattr(plan, "source_path", None)
@@ -280,8 +276,6 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 
 def drafter_dirs(plan: Any) -> list[Path]:
     """Where drafters are looked up for this plan, in the config's own order."""
-    from harness.inputs.config import Resolver
-
     src = getattr(plan, "source_path", None)
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("drafters")
     return [d for d in dirs if d.name == "drafters" and d.is_dir()]  # not the plan's own directory
@@ -289,8 +283,6 @@ def drafter_dirs(plan: Any) -> list[Path]:
 
 def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
     """Every drafter file with the results of the runs that served it (from their summary.csv)."""
-    from harness.inputs.config import load_drafter
-
     used: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
     forced: dict[str, list[tuple[str, str, int, float | None, float | None]]] = {}
     for run in runs:
@@ -329,8 +321,3 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
             )
     return sorted(out.values(), key=lambda x: x.name)
 
-
-# the comparison of two runs lives in harness.analysis.compare; imported here for the callers that know runs
-from harness.analysis.compare import COMPARE_METRICS, Comparison, compare_runs, comparison_rows  # noqa: E402
-
-__all__ = ["COMPARE_METRICS", "Comparison", "compare_runs", "comparison_rows", "fmt_cell"]

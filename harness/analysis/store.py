@@ -138,7 +138,7 @@ class PhaseRecord:
     says why a phase without one is replayed whole)."""
 
     variant: str
-    phase: str  # harness.run.run_phases.phase_id
+    phase: str  # harness.bench.run_phases.phase_id
     suite: str
     concurrency: int  # 0 for a request-rate phase
     repeat: int
@@ -150,7 +150,7 @@ class PhaseRecord:
     flush_ok: bool | None  # the cache flush before the phase worked (None: not recorded)
     last_gen_throughput: float | None
     server: dict[str, Any] = field(default_factory=dict)  # the engine's columns (engines.phase_columns)
-    passes: int | None = 1  # passes over the suite (harness.run.sizing); None in runs before phase sizing
+    passes: int | None = 1  # passes over the suite (harness.bench.sizing); None in runs before phase sizing
 
     def row(self) -> dict[str, Any]:
         """The CSV row (the engine's columns by their own names)."""
@@ -256,7 +256,7 @@ class VariantMeta(BaseModel):
     gpus: list[str] | None = None
     per_request_spec: str | None = None  # stream | meta_info | off (Engine.spec_mode)
     warmup_first_s: float | None = None
-    compile_s: float | None = None  # a one-off compile in the first decode (harness.run.run_phases.one_off)
+    compile_s: float | None = None  # a one-off compile in the first decode (harness.bench.run_phases.one_off)
     failure: str | None = None
     last_log_lines: list[str] | None = None
 
@@ -320,7 +320,7 @@ _TUNE_LATER = ("warnings", "preflight_done", "adopted", "winners", "stop_failed"
 @dataclass
 class TuneState:
     """tune_state.json: a tune's bookkeeping. The run directories are the source of truth; this says what
-    was decided, so a resume replays the same decisions (harness.run.tune). The fields after `starts` are
+    was decided, so a resume replays the same decisions (harness.studies.tune). The fields after `starts` are
     written once set, in the order they were first set; keys of another release are kept (`extra`)."""
 
     spent_s: float = 0.0  # over every session of the tune

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import acceptance, engines_table, store
+from harness.analysis import acceptance, engines_table, nodes, store
 from harness.analysis.attempts import final_tables
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.goodput import closed_loop, write_load_tables
@@ -31,7 +31,7 @@ from harness.analysis.verdicts import DEFAULT_EQUIVALENCE, DEFAULT_MIN_STEADY_S
 REQUIRED_COLUMNS = ["variant", "algorithm", "requests", "errors", "output_tokens", "accept_len",
                     "accept_rate", "tok_s", "ttft_p50_ms", "ttft_p90_ms", "itl_p50_ms", "speedup",
                     "break_even_accept_len"]
-DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.run.decide)
+DECISIONS_FILE = "decisions.jsonl"  # the stopping rule's looks (harness.bench.decide)
 # the records' True/False columns, parsed once as they are read (a missing cell: <NA>, neither)
 BOOL_COLUMNS = {"requests.csv": tuple(f.name for f in fields(RequestRecord) if f.type == "bool"),
                 "phases.csv": ("flush_ok",), "server_windows.csv": ("cuda_graph",)}
@@ -126,10 +126,10 @@ def read_tables(run_dir: Path, names: tuple[str, ...] = ("requests.csv", "phases
 def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     """Read the run directory's records and write summary.csv (+ summary_by_category.csv)."""
     run_dir = Path(run_dir)
-    if (run_dir / "nodes.json").exists():  # a run over several nodes: each node's summary, stacked
-        from harness.analysis.nodes import merge_node_summaries
-
-        return merge_node_summaries(run_dir)
+    if (run_dir / nodes.NODES_FILE).exists():  # a run over several nodes: each node's summary, stacked
+        for _, node_dir, metas in nodes.node_dirs(run_dir):
+            summarise_run(node_dir, complete=all(m.get("status") == "ok" for m in metas.values()))
+        return nodes.merge_node_summaries(run_dir)
     requests, phases, windows, variants, probe = read_tables(run_dir)
     df = summarise_dir(run_dir, (requests, phases, windows, variants, probe))
     out = run_dir / "summary.csv"

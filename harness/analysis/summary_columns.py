@@ -9,6 +9,8 @@ or summary_table.py (against another row). The order below is summary.csv's; a n
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
 from typing import Any
 
 from harness.analysis import summary_rows as r
@@ -192,9 +194,6 @@ def with_docs_table(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """`python -m harness.analysis.summary_columns [--update-docs docs/metrics.md]`: print the column table
     (markdown), or write it into that file between its markers."""
-    import argparse
-    from pathlib import Path
-
     from harness.analysis import summary_columns  # not __main__: the compute functions' modules by name
 
     p = argparse.ArgumentParser(prog="python -m harness.analysis.summary_columns", description=main.__doc__)

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.steps import step_ms_by_batch
-from harness.analysis.summary import load_summary, read_tables
+from harness.analysis.summary import load_summary, read_tables, read_variants, summarise_dir
 from harness.analysis.tune_model import add_histograms, parse_histogram
 
 
@@ -96,8 +96,6 @@ def measured_accept_len(run_dir: Path, variant: str) -> dict[int, float]:
 def verified_rows(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """(variant, concurrency) -> the summary row (tok_s, speedup and, where summary has them, the interval),
     judged from the records by today's rules (harness.analysis.verdicts), else summary.csv as stored."""
-    from harness.analysis.summary import summarise_dir
-
     df = summarise_dir(run_dir) if (Path(run_dir) / "requests.csv").exists() else load_summary(run_dir)
     out: dict[tuple[str, int], dict[str, Any]] = {}
     for row in df.to_dict("records") if not df.empty else []:
@@ -106,13 +104,9 @@ def verified_rows(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def variant_status(run_dir: Path) -> dict[str, str]:
-    from harness.analysis.summary import read_variants
-
     return {name: str(meta.get("status", "")) for name, meta in read_variants(run_dir).items()}
 
 
 def startup_seconds(run_dir: Path) -> float | None:
-    from harness.analysis.summary import read_variants
-
     vals = [float(m["startup_s"]) for m in read_variants(run_dir).values() if m.get("startup_s") is not None]
     return max(vals) if vals else None

@@ -1,6 +1,6 @@
 """Phases too small to decide, found before the run: a phase of fewer than MIN_REQUESTS_PER_SLOT x concurrency
 requests is "too short to decide" in every verdict (harness.analysis.verdicts). Phase sizing (run.phase_sizing,
-on by default: harness.run.sizing) cycles such a suite until the phase is long enough, so this warns only
+on by default: harness.bench.sizing) cycles such a suite until the phase is long enough, so this warns only
 where it is off, as in tune's decode-only step-cost phases. Repeats do not help: they replay the same phase."""
 
 from __future__ import annotations

@@ -32,11 +32,11 @@ class StreamResult:
     reasoning_tokens: int | None = None  # usage's reasoning tokens where the server counts them
     finish_reason: str | None = None
     spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
-    # where the request stood in the replay (set by harness.run.replay / harness.run.conversation)
+    # where the request stood in the replay (set by harness.bench.replay / harness.bench.conversation)
     attempts: int = 1  # 1 + retries; this result is the last attempt's
     turn: int = 1  # live multi-turn: 1 for the first user turn
     conversation_id: str = ""  # suite/prompt id shared by every turn of one conversation
-    replay_pass: int = 1  # which pass over the suite within its phase (harness.run.sizing)
+    replay_pass: int = 1  # which pass over the suite within its phase (harness.bench.sizing)
 
 
 MAX_TOKENS = 10**9  # a usage count above this is no count of a real request's tokens

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+
+from harness.common.terminal import clean
+
 EXIT_OK = 0
 EXIT_FAILURES = 1  # the run finished, but some requests or variants failed
 EXIT_BAD_INPUT = 2  # bad plan / suite / drafter / flags / paths
@@ -61,10 +65,6 @@ class PreflightFailed(HarnessError):
 def say(msg: str) -> None:
     """A diagnostic line on stderr, its control characters made visible (they may come from a server or a
     suite: harness.common.terminal). A closed terminal (SIGHUP, broken pipe) must not turn cleanup into a crash."""
-    import sys
-
-    from harness.common.terminal import clean
-
     try:
         print(clean(msg), file=sys.stderr, flush=True)
     except (OSError, ValueError):

@@ -68,7 +68,7 @@ class PhaseDone:
 
 @dataclass(frozen=True)
 class PhaseSized:
-    """A phase whose suite is too short to decide in one pass cycles it (harness.run.sizing)."""
+    """A phase whose suite is too short to decide in one pass cycles it (harness.bench.sizing)."""
 
     variant: str
     phase: str
@@ -82,7 +82,7 @@ class PhaseSized:
 
 @dataclass(frozen=True)
 class Look:
-    """One look of the stopping rule (run.stop: decided; harness.run.decide)."""
+    """One look of the stopping rule (run.stop: decided; harness.bench.decide)."""
 
     look: int
     looks: int
@@ -119,7 +119,7 @@ class RunDone:
 
 @dataclass(frozen=True)
 class NodeState:
-    """One node of a plan with several targets (harness.run.multinode)."""
+    """One node of a plan with several targets (harness.bench.multinode)."""
 
     node: str  # the target's name ("local", an ssh destination, with :port when one is set)
     state: str  # "assigned" | "running" | "done" | "lost" | "moved"

@@ -26,7 +26,7 @@ REQUEST_SPEC_KEYS = ("spec_verify_ct", "spec_accept_len", "spec_correct_drafts",
 SPEC_MODES = ("stream", "meta_info", "off")
 
 
-# ---- what the preflight (harness.checks) and the tune (harness.run.tune) hand an engine, and get back
+# ---- what the preflight (harness.checks) and the tune (harness.studies.tune) hand an engine, and get back
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 import harness
+from harness.inputs.endpoints import parse_endpoint
 from harness.inputs.engine_options import ENGINE_OPTIONS
 from harness.inputs.plan_parts import (
     ENV_NAME_RE,
@@ -108,8 +109,6 @@ class Variant(StrictModel):
     @field_validator("endpoint")
     @classmethod
     def _endpoint(cls, value: str | None) -> str | None:
-        from harness.inputs.endpoints import parse_endpoint
-
         if value is not None:
             parse_endpoint(value)  # ValueError names the problem
         return value

@@ -297,8 +297,8 @@ async def evaluate_checkpoint(
     Yields CheckpointExported (CLI-era checkpoints, which need `draft_config`), CheckpointRegistered,
     PreflightDone, then harness.common.events from run_plan (none when preflight found errors). `python` runs the
     export (the interpreter with SpecForge; default: the plan's target python)."""
+    from harness.bench.runner import run_plan
     from harness.checks import has_errors
-    from harness.run.runner import run_plan
     from harness.targets import open_target
 
     if isinstance(checkpoint, Checkpoint) and checkpoint.needs_export and not draft_config:

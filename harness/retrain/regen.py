@@ -132,8 +132,8 @@ async def _main(
         job.state = replace(job.state, detail="endpoints: " + ", ".join(urls))
         await job.run(urls, timeout_s, max_retries)
         return
-    from harness.run.rundir import new_run_dir
-    from harness.run.server import Server
+    from harness.analysis.rundir import new_run_dir
+    from harness.serve.server import Server
     from harness.targets import open_target
 
     own = target is None

@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 
 from harness.common.errors import HarnessError, InputError
-from harness.run.server import Server, ServerFailed
+from harness.serve.server import Server, ServerFailed
 from harness.targets.base import free_port
 
 ROUTER_MODULE = "sglang_router.launch_router"

@@ -145,13 +145,13 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
     @work(thread=True, group="plan", exit_on_error=False)
     def _load_plan(self) -> None:
         if self.plan_path:
-            from harness.demo import load_ready_plan
+            from harness.cli.demo import load_ready_plan
 
             if not Path(self.plan_path).exists():
                 raise InputError(self.plan_path, None, None, "plan file not found")
             plan = load_ready_plan(self.plan_path, self.results_dir)  # relative demo paths get checkpoints
         else:
-            from harness.demo import prepare_demo
+            from harness.cli.demo import prepare_demo
 
             plan = prepare_demo(self.results_dir)
         self.post_message(msg.PlanLoaded(plan, str(self.plan_path or "demo plan")))
@@ -219,7 +219,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
     # ---- plan -------------------------------------------------------------------------------------------
     @on(msg.PlanLoaded)
     def _plan_loaded(self, m: msg.PlanLoaded) -> None:
-        from harness.run.fleet_nodes import server_names
+        from harness.serve.fleet_nodes import server_names
 
         plan = m.plan
         names = server_names(plan)  # variant@node on a plan with several targets
@@ -235,14 +235,14 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         self.plan = plan
         self.call_after_refresh(self._settle)
         if plan.targets:  # one fleet per node (fleet_factory makes each node's)
-            from harness.run.fleet_nodes import NodeFleet
+            from harness.serve.fleet_nodes import NodeFleet
 
             extra = {"fleet_factory": self.fleet_factory} if self.fleet_factory is not None else {}
             self.fleet = NodeFleet(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir, **extra)
         elif self.fleet_factory is not None:
             self.fleet = self.fleet_factory(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir)
         else:
-            from harness.run.fleet import Fleet
+            from harness.serve.fleet import Fleet
 
             target = self.target_factory() if self.target_factory else None
             self.fleet = Fleet(
@@ -367,7 +367,7 @@ def key_sections() -> KeySections:
 def _hosts(plan: Any) -> str:
     if not plan.targets:
         return str(plan.target.host)
-    from harness.run.multinode import node_name
+    from harness.serve.nodes import node_name
 
     return ", ".join(node_name(t) for t in plan.node_targets())
 

@@ -78,11 +78,11 @@ def translate(e: Any, source: str) -> Message | None:
     if isinstance(e, ev.PhaseDone):
         return msg.PhaseFinished(e.variant, e.phase, e.wall_s, e.server_accept_len)
     if isinstance(e, ev.PhaseSized):
-        from harness.run.progress import sized_words
+        from harness.cli.progress import sized_words
 
         return msg.RunNote(e.variant, f"{e.variant} {e.phase}: {sized_words(e)}")
     if isinstance(e, ev.Look):
-        from harness.run.progress import look_words
+        from harness.cli.progress import look_words
 
         return msg.RunNote("", look_words(e), look=True)
     if isinstance(e, ev.Alarm):

@@ -108,8 +108,8 @@ class PhaseFinished(Message):
 
 
 class RunNote(Message):
-    """A line about where the run is, for its status line: a phase sized (harness.run.sizing) or a look of
-    the stopping rule (harness.run.decide), in the CLI's own words (harness.run.progress)."""
+    """A line about where the run is, for its status line: a phase sized (harness.bench.sizing) or a look of
+    the stopping rule (harness.bench.decide), in the CLI's own words (harness.cli.progress)."""
 
     def __init__(self, variant: str, text: str, look: bool = False) -> None:
         super().__init__()
@@ -173,7 +173,7 @@ class ResultsLoaded(Message):
 class ComparisonLoaded(Message):
     def __init__(self, comparison: Any) -> None:
         super().__init__()
-        self.comparison = comparison  # harness.analysis.runs.Comparison
+        self.comparison = comparison  # harness.analysis.compare.Comparison
 
 
 class Exported(Message):
@@ -296,7 +296,7 @@ class RetrainNote(Message):
         self.ok = ok
 
 
-# ---- tune (harness.run.tune in the run's child process) ------------------------------------------------
+# ---- tune (harness.studies.tune in the run's child process) ------------------------------------------------
 
 
 class TuneLaunched(Message):
@@ -347,7 +347,7 @@ class TuneEnded(Message):
 class TuneLoaded(Message):
     def __init__(self, view: Any) -> None:
         super().__init__()
-        self.view = view  # harness.run.tune_view.TuneView
+        self.view = view  # harness.studies.tune_view.TuneView
 
 
 class TunesListed(Message):

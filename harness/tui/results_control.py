@@ -56,7 +56,8 @@ class ResultsControl(App[int]):
 
     @work(thread=True, group="results", exit_on_error=False)
     def _compare(self, a: str, b: str) -> None:
-        from harness.analysis.runs import compare_runs, load_run
+        from harness.analysis.compare import compare_runs
+        from harness.analysis.runs import load_run
 
         self.post_message(msg.ComparisonLoaded(compare_runs(load_run(a), load_run(b))))
 

@@ -27,7 +27,7 @@ DEMO_LAUNCHER = "{python} -m harness.retrain.fake_trainer"  # the stand-in for S
 def train_fields(plan: Any) -> list[tuple[str, str, str]]:
     """The train dialog; on a simulated plan the stand-in trainer and the shipped demo conversations are
     filled in, so the demo trains without typing a launcher."""
-    from harness.demo import DEMO_PLAN
+    from harness.cli.demo import DEMO_PLAN
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     sim = bool(plan.target.simulated)

@@ -13,8 +13,8 @@ from textual import on, work
 from textual.app import App
 from textual.reactive import var
 
+from harness.bench.arrivals import load_label
 from harness.common.errors import InputError
-from harness.run.arrivals import load_label
 from harness.tui import messages as msg
 from harness.tui.runproc import RUN_MULTI, RUN_PLAN, RunProcess
 from harness.tui.runthread import RunEvents, RunThread
@@ -101,13 +101,13 @@ class RunControl(App[int]):
         from functools import partial
 
         from harness.analysis.runs import run_info
-        from harness.run.rundir import read_resume_plan
+        from harness.bench.resume import resume_plan
 
         if run_info(m.run_dir).status == "complete":
             self.notify("that run is complete: nothing to resume", severity="warning")
             return
         try:
-            plan = read_resume_plan(m.run_dir)
+            plan = resume_plan(m.run_dir).plan  # its own plan.resolved.json
         except InputError as exc:
             self.notify(describe(exc), title="Cannot resume", severity="error")
             return

@@ -25,8 +25,8 @@ from harness.tui.runchild import unframe
 STDERR_TAIL = 2000  # characters of the child's stderr shown when it dies without a word
 
 
-RUN_PLAN = "harness.run.gate:checked_run_plan"  # the preflight first, then run_plan (as `draftbench run`)
-RUN_MULTI = "harness.run.multinode:run_multi"  # a plan with several targets, as `draftbench run` routes it
+RUN_PLAN = "harness.bench.gate:checked_run_plan"  # the preflight first, then run_plan (as `draftbench run`)
+RUN_MULTI = "harness.bench.multinode:run_multi"  # a plan with several targets, as `draftbench run` routes it
 
 
 class RunProcess:

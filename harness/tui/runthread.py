@@ -17,7 +17,7 @@ from textual.message import Message
 from harness.tui import messages as msg
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
 
-RunEvents = Callable[..., AsyncIterator[Any]]  # harness.run.runner.run_plan's signature
+RunEvents = Callable[..., AsyncIterator[Any]]  # harness.bench.runner.run_plan's signature
 
 
 class RunThread:

@@ -179,7 +179,7 @@ class ProgressModel:
             if event.variant not in self.seen:
                 self.seen.append(event.variant)
             self.variant, self.phase, self.concurrency = event.variant, event.phase, event.concurrency
-            # a later repeat replays as many passes as the first (harness.run.run_phases.sizer_for)
+            # a later repeat replays as many passes as the first (harness.bench.run_phases.sizer_for)
             passes = self.passes.get((event.variant, event.suite, int(event.concurrency)), 1)
             self.phase_done, self.phase_total = 0, event.requests * passes
             self._tokens, self._first_send, self._last_end = 0, None, None

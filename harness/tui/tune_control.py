@@ -1,6 +1,6 @@
-"""The App's tune half: `draftbench tune` (harness.run.tune) in the run's own child process, like a run
+"""The App's tune half: `draftbench tune` (harness.studies.tune) in the run's own child process, like a run
 (runchild.py / runproc.py): its events become the tune state, the sub-runs' servers show in Servers, and the
-tune directory is re-read (harness.run.tune_view) as configs are measured, so the grid fills as it goes."""
+tune directory is re-read (harness.studies.tune_view) as configs are measured, so the grid fills as it goes."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
 from harness.tui.runproc import RunProcess
 from harness.tui.state import ProgressSnapshot
 
-TUNE = "harness.run.tune:tune"
+TUNE = "harness.studies.tune:tune"
 ACTIVE_TUNE = ("preparing", "running", "cancelling")
 RELOAD_ON = ("measured", "failed", "verified", "skipped")  # candidate states after which the files changed
 
@@ -38,7 +38,7 @@ class TuneChoice:
 
 
 def tune_options(choice: TuneChoice) -> Any:
-    from harness.run.tune import TuneOptions
+    from harness.studies.tune import TuneOptions
 
     return TuneOptions(
         variant=choice.variant,
@@ -86,7 +86,7 @@ class TuneFeed(EventFeed):
 
 
 class TuneProcess(RunProcess):
-    """harness.run.tune:tune in runchild; ends with TuneEnded. SIGTERM stops every server the tune started."""
+    """harness.studies.tune:tune in runchild; ends with TuneEnded. SIGTERM stops every server the tune started."""
 
     def __init__(
         self,
@@ -124,7 +124,7 @@ class TuneControl(App[int]):
     tune_dir: var[str | None] = var(None)
     tune_progress: var[ProgressSnapshot | None] = var(None)
     tune_candidates: var[dict[str, str]] = var(dict)  # config -> its latest TuneCandidate status
-    tune_view: var[Any] = var(None)  # harness.run.tune_view.TuneView of tune_dir
+    tune_view: var[Any] = var(None)  # harness.studies.tune_view.TuneView of tune_dir
     tunes: var[tuple[str, ...]] = var(tuple)  # tune directories under results_dir, newest first
 
     # set by the App
@@ -143,7 +143,7 @@ class TuneControl(App[int]):
 
     @work(thread=True, group="tune-list", exclusive=True, exit_on_error=False)
     def _list_tunes(self) -> None:
-        from harness.run.tune_view import list_tunes
+        from harness.studies.tune_view import list_tunes
 
         self.post_message(msg.TunesListed(tuple(str(p) for p in list_tunes(self.results_dir))))
 
@@ -161,7 +161,7 @@ class TuneControl(App[int]):
 
     @on(msg.TuneResumeRequested)
     def _tune_resume(self, m: msg.TuneResumeRequested) -> None:
-        from harness.run.tune import read_tune_plan
+        from harness.studies.tune import read_tune_plan
 
         try:
             plan, opts = read_tune_plan(m.tune_dir)
@@ -293,7 +293,7 @@ class TuneControl(App[int]):
 
     @work(thread=True, group="tune-load", exclusive=True, exit_on_error=False)
     def _load_tune(self, tune_dir: str) -> None:
-        from harness.run.tune_view import is_tune_dir, load_tune
+        from harness.studies.tune_view import is_tune_dir, load_tune
 
         if is_tune_dir(tune_dir):
             self.post_message(msg.TuneLoaded(load_tune(tune_dir)))
@@ -327,7 +327,7 @@ class TuneControl(App[int]):
 
     @work(thread=True, group="tune-write", exit_on_error=False)
     def _write(self, plan_path: str, tune_dir: str) -> None:
-        from harness.run.tune_view import write_winner
+        from harness.studies.tune_view import write_winner
 
         self.post_message(msg.WinnerWritten(plan_path, write_winner(plan_path, tune_dir)))
 

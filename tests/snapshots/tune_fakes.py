@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.tune_report import heatmap_text
-from harness.run.tune_view import TuneView
+from harness.studies.tune_view import TuneView
 
 TUNE_DIR = "results/20250301-000000-tune-snap"
 # (num_steps, graphs, measured, pred AL, step ms at c1, at c8, speedup at c1, at c8)

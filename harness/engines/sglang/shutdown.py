@@ -7,7 +7,7 @@ crashed and goes on to crash diagnostics (../shared/gpu/captures/server-baseline
     SIGQUIT received. signum=None, frame=None. It usually means one child failed.
     Sleeping 5 seconds before crash diagnostics to let GPU activity settle.
 
-After our own TERM those lines are the expected shutdown, not a crash (harness.run.server labels them)."""
+After our own TERM those lines are the expected shutdown, not a crash (harness.serve.server labels them)."""
 
 from __future__ import annotations
 

@@ -12,17 +12,11 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
+from harness.analysis.columns import fmt_cell
+from harness.analysis.compare import Comparison, comparison_rows
 from harness.analysis.engines_table import engines_of, stand_ins
 from harness.analysis.load_report import RATE_TABLE, rate_label, rate_rows, stops_paying
-from harness.analysis.runs import (
-    Comparison,
-    LoadedRun,
-    RunInfo,
-    by_node,
-    comparison_rows,
-    fmt_cell,
-    result_rows,
-)
+from harness.analysis.runs import LoadedRun, RunInfo, by_node, result_rows
 from harness.analysis.summary_columns import TABLE_COLUMNS  # the column registry: headers and order
 from harness.tui.dialogs import ExportDialog
 from harness.tui.messages import CompareRequested, ExportRequested, OpenRunRequested, ResumeRequested

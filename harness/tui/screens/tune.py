@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
+from harness.cli.args import duration, graphs, positive_ints
 from harness.tui import messages as msg
 from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ProgressSnapshot
@@ -242,8 +243,6 @@ class TuneScreen(SectionScreen):
     # ---- messages up --------------------------------------------------------------------------------------
     def choice(self) -> TuneChoice:
         """The form as a TuneChoice; ValueError says which field is wrong."""
-        from harness.cli_tune import _duration, _graphs, _ints
-
         def parsed(field: str, what: str, fn: Any) -> Any:
             try:
                 return fn(self.query_one(f"#{field}", Input).value)
@@ -254,10 +253,10 @@ class TuneScreen(SectionScreen):
         variant = self.query_one("#tune-variant", Select).value
         return TuneChoice(
             variant=variant if isinstance(variant, str) else None,
-            budget_s=parsed("tune-budget", "budget", _duration),
-            concurrency=parsed("tune-concurrency", "concurrency", _ints) if conc_text else None,
-            steps=parsed("tune-steps", "num_steps", _ints),
-            graphs=_graphs(str(self.query_one("#tune-graphs", Select).value)),
+            budget_s=parsed("tune-budget", "budget", duration),
+            concurrency=parsed("tune-concurrency", "concurrency", positive_ints) if conc_text else None,
+            steps=parsed("tune-steps", "num_steps", positive_ints),
+            graphs=graphs(str(self.query_one("#tune-graphs", Select).value)),
         )
 
     def _selected_dir(self) -> str | None:

@@ -1,0 +1,65 @@
+"""Servers an earlier run left running, taken over by a later run whose variant would start exactly the same
+command: `run_plan(..., adopt=[KeptServer, ...])`. A Kimi-K2.5 server takes many minutes to load, so a run
+that needs a server another run kept (tune's wide run, then its step-cost phases) measures it where it
+stands instead of restarting it.
+
+Only an exact match is adopted: the recorded launch command (API keys redacted on both sides) equals the
+one this variant would start on that server's port, the process group is alive and its pid file still
+names it. The adopting run records the group as its own start (`adopted_from`), so it stops it, reaps it
+on --resume, or keeps it, like any server it started; the old run's servers.jsonl says `handed-over`.
+Offered servers that no variant adopts count against GPU room (harness.serve.kept.gpu_has_room) and are
+stopped before a fresh start when the plan does not say they fit; the others stay as they were, kept.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.analysis.rundir import redact_argv
+from harness.common import events as ev
+from harness.serve.kept import KeptServer, gpu_has_room, make_room, record_stopped, still_ours
+
+
+def matches(kept: KeptServer, server: Any) -> bool:
+    """Would `server` (harness.serve.server.Server) launch exactly the command `kept` was started with?"""
+    if kept.port is None or not kept.argv or not hasattr(server, "launch_argv"):
+        return False
+    return list(kept.argv) == redact_argv(server.launch_argv(int(kept.port)))
+
+
+def hand_over(kept: KeptServer, run_id: str) -> None:
+    """The old run's record: this group is no longer its to list as kept, stop or reap."""
+    if kept.jsonl is None:
+        return
+    with open(kept.jsonl, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"variant": kept.variant, "pgid": kept.pgid, "state": "handed-over",
+                             "to": run_id}) + "\n")
+
+
+async def stop_offered(run: Any, kept: KeptServer, why: str) -> None:
+    gone = await run.target.kill_group(kept.pgid) if await run.target.alive(kept.pgid) else True
+    record_stopped(kept, gone, by=run.run_id)
+    run.emit(ev.ServerState(kept.variant, "stopped" if gone else "failed", kept.port, kept.pgid, why))
+
+
+async def launch(run: Any, server: Any, variant: Any) -> None:
+    """Bring up `server` for `variant` in `run` (harness.bench.runner._Run): adopt an offered server with its
+    exact command, else make GPU room (offered servers first, then the run's own kept ones) and start it."""
+    for kept in list(run.offered):
+        if not matches(kept, server):
+            continue
+        run.offered.remove(kept)
+        if not (await run.target.alive(kept.pgid) and await still_ours(run.target, kept)):
+            continue
+        run.emit(ev.ServerState(variant.name, "adopted", kept.port, kept.pgid, f"left running by {kept.started_by}"))
+        hand_over(kept, run.run_id)
+        await server.adopt(kept)
+        return
+    run.emit(ev.ServerState(variant.name, "starting",
+                            detail=f"connecting to {variant.endpoint}" if variant.is_existing else ""))
+    while run.offered and not gpu_has_room(run.plan, len(run.kept) + len(run.offered)):
+        await stop_offered(run, run.offered.pop(0), "stopped: no GPU room for it next to the next server "
+                           "(server.mem_fraction_static)")
+    await make_room(run.plan, run.kept, run.emit)
+    await server.start()

@@ -1,0 +1,61 @@
+"""The plans `draftbench tune` derives from the user's: one variant per grid config, the wide and verify
+runs over the plan's own suites, the step-cost runs decode-only over its first prompts. Pure functions of
+the plan; the search (harness.studies.tune) decides which to run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.tune_model import Config
+
+COST_LOG_INTERVAL = 4  # decode iterations per log window in step-cost phases
+
+
+def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, Any]:
+    """The tuned variant at config cfg, as plan YAML would give it."""
+    base = tuned.model_dump(mode="json")
+    base.update(name=name or cfg.name, num_steps=cfg.num_steps, eagle_topk=cfg.eagle_topk,
+                num_draft_tokens=cfg.num_draft_tokens, cuda_graph=cfg.cuda_graph, baseline=None)
+    return base
+
+
+def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tokens: int, *, cost: bool,
+            baseline_last: bool = False, source: str | Path, budget_s: float | None = None) -> Any:
+    """The plan's baseline and `variants` at closed-loop levels `conc`; `cost`: the step-cost phases."""
+    from harness.inputs.config import Plan
+
+    data = plan.resolved_dict()
+    base = plan.baseline.model_dump(mode="json")
+    data["variants"] = [*variants, base] if baseline_last else [base, *variants]
+    run = dict(data["run"], concurrency=conc, request_rate=[])  # closed-loop levels only
+    # short windows: enough clean ones at every batch size from a short phase (steps.py); the wide run
+    # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
+    data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
+                                                                  data["server"]["decode_log_interval"]))
+    if cost:  # decode-only: every request of a level starts together and runs to the same length
+        width = max(conc)
+        prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
+        cost_prompts = [{**{k: v for k, v in prompts[i % len(prompts)].items()
+                            if k in ("category", "messages", "text")}, "id": f"cost-{i}"}
+                        for i in range(width)]
+        data["suites"] = [{"name": "step-cost", "description": "decode-only step-cost phases",
+                           "prompts": cost_prompts}]
+        run.update(max_tokens=cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
+                   warmup_requests=1, phase_sizing=False, stop="fixed")
+    elif not run.get("until_ci_pct"):  # the wide and verify runs stop when their rows are decided
+        run.update(stop="decided", max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
+    if budget_s is not None:
+        run["budget_s"] = max(1.0, float(budget_s))
+    data["run"] = run
+    data["name"] = f"{plan.name}-{'cost' if cost else 'wide'}"
+    out = Plan.model_validate(data)
+    out._source_path = source  # provenance names a file
+    return out
+
+
+def cost_sources(plan: Any, conc: list[int]) -> set[str]:
+    """The wide run's request ids (`<suite>/<prompt id>`) of the prompts the step-cost phases replay."""
+    ids = [f"{s['name']}/{p['id']}" for s in plan.resolved_dict()["suites"] for p in s["prompts"]]
+    return {ids[i % len(ids)] for i in range(max(conc))} if ids else set()
