@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.bench.run_phases import settle_total, sizer_for
 from harness.common import events as ev
 from harness.inputs.config import load_plan
-from harness.run.run_phases import settle_total, sizer_for
 from tests.faults_helpers import SIM_LAUNCHER, prompts, sim_env, write_plan
 
 
