@@ -59,6 +59,7 @@ run:
   max_tokens: 96
   warmup_requests: 1
   repeats: 1
+  min_steady_s: 0  # speedups and accept lengths, no verdict: a phase is its 4 x concurrency requests
 """
 EXPECTED = 1 + GOOD_PROFILE[0] + GOOD_PROFILE[0] * GOOD_PROFILE[1] + GOOD_PROFILE[0] * GOOD_PROFILE[1] * GOOD_PROFILE[2]
 

@@ -35,7 +35,8 @@ def test_an_engine_servers_port_comes_from_its_argv():
 
 
 @pytest.mark.slow
-async def test_a_server_kept_under_another_results_dir_is_adopted_and_stopped(tmp_path):
+async def test_a_server_kept_under_another_results_dir_is_adopted_and_stopped(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # ps cuts args= at $COLUMNS unless told -ww: the port must still be read
     plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
                            env=sim_env(0.2), variants=[{"name": "baseline"}],
                            suite_prompts=[{"id": "q1", "category": "chat", "text": "Tell me about tea."}],

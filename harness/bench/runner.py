@@ -337,21 +337,22 @@ class _Run:
         replay = replay_phase(client, self.plan, prompts, suite, c, extra, watchdog=server.alive, sizer=sizer,
                               order_key=f"{self.plan.run.seed}/{pid}") if rate is None \
             else replay_rate_phase(client, self.plan, prompts, suite, rate, extra, pid)
-        async for req, prompt, result in replay:
-            rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
-                              prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
-                              request_id=req.request_id, result=result,
-                              normalise_spec=engine.request_spec, request_rate=rate)
-            unauthorized(name, rec)
-            append_record(self.records, rec)
-            if self.outputs is not None and rec.ok:
-                self.outputs.append({"variant": name, "phase": pid, "request_id": req.request_id,
-                                     "text": result.text, "reasoning": result.reasoning})
-            tokens += (rec.output_tokens or 0) if rec.ok else 0
-            ok, err = ok + rec.ok, err + (not rec.ok)
-            self.request_errors += not rec.ok
-            self.done_requests += 1
-            self.emit(ev.RequestDone(rec, self.done_requests, self.total_requests))
+        async with contextlib.aclosing(replay) as replayed:  # on an error its workers and watchdog stop here
+            async for req, prompt, result in replayed:
+                rec = make_record(run_id=self.run_id, variant=name, phase=pid, suite=suite.name,
+                                  prompt_id=prompt.id, category=prompt.category, concurrency=c, repeat=repeat,
+                                  request_id=req.request_id, result=result,
+                                  normalise_spec=engine.request_spec, request_rate=rate)
+                unauthorized(name, rec)
+                append_record(self.records, rec)
+                if self.outputs is not None and rec.ok:
+                    self.outputs.append({"variant": name, "phase": pid, "request_id": req.request_id,
+                                         "text": result.text, "reasoning": result.reasoning})
+                tokens += (rec.output_tokens or 0) if rec.ok else 0
+                ok, err = ok + rec.ok, err + (not rec.ok)
+                self.request_errors += not rec.ok
+                self.done_requests += 1
+                self.emit(ev.RequestDone(rec, self.done_requests, self.total_requests))
         wall = time.perf_counter() - t0
         if not await server.alive():
             raise ServerFailed(name, "died during the suite", list(server.last_lines))

@@ -126,7 +126,7 @@ async def workdir_servers(target: Any, workdir: str, plan_name: str | None = Non
         if not text.isdigit() or not await target.alive(int(text)):
             continue
         pgid = int(text)
-        ps = await target.run(["ps", "-o", "etimes=", "-o", "args=", "-p", str(pgid)], timeout=30)
+        ps = await target.run(["ps", "-ww", "-o", "etimes=", "-o", "args=", "-p", str(pgid)], timeout=30)
         up, _, args = ps.stdout.strip().partition(" ")
         port = server_port(args) if ps.rc == 0 and up.strip().isdigit() else None
         if port is None:
