@@ -18,6 +18,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
+# models of a few thousand weights: one thread is as fast alone, and beside the suite's other workers (pytest-xdist
+# on two cores) torch's default of a thread per core made this file 8x slower
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks" / "h200"))

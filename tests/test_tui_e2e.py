@@ -46,9 +46,13 @@ TIMING = {
     "steady_tok_s",
     "speedup_ci_low",
     "speedup_ci_high",
+    # the decode-log windows' accept length: which requests share a window (and so its mean) follows timing;
+    # the per-request accept length (accept_len) stays exact
+    "accept_len_log",
+    "accept_rate_log",
 }
 # comparisons of timing columns (the verdict and its reason quote the interval)
-FROM_TIMING = {"slower_than_baseline", "verdict", "verdict_reason", "too_short"}
+FROM_TIMING = {"slower_than_baseline", "verdict", "verdict_reason", "too_short", "accept_sources_agree"}
 # Two runs of the stand-in on a busy 2-core CI box differ by noise; a broken pipeline (units, swapped or
 # missing columns) is off by far more than this.
 REL_TOL = 0.5
