@@ -18,10 +18,11 @@ CROSS_STATUS = "cross-engine"
 
 
 def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
-    """The baseline rows a row is compared with: same concurrency, same engine."""
+    """The baseline rows a row is compared with: same concurrency, same engine, same sampling arm."""
     same = base["concurrency"] == row["concurrency"]
-    if "engine" in base and "engine" in row:
-        same &= base["engine"] == row["engine"]
+    for key in ("engine", "sampling"):
+        if key in base and key in row:
+            same &= base[key].fillna("") == ("" if pd.isna(row[key]) else row[key])
     return base[same]
 
 
@@ -39,9 +40,10 @@ def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "engine" not in df or df.empty:
         return df
     base = df[df["baseline"].astype(bool)]
+    arms = base["sampling"].fillna("") if "sampling" in base else pd.Series("", index=base.index)
     rows = []
-    for conc in sorted(set(base["concurrency"])):
-        b = base[base["concurrency"] == conc]
+    for conc, arm in sorted(set(zip(base["concurrency"], arms, strict=True))):  # per sampling arm too
+        b = base[(base["concurrency"] == conc) & (arms == arm)]
         engines = list(dict.fromkeys(b["engine"]))
         if len(engines) < 2:
             continue

@@ -145,6 +145,14 @@ def engine(g: Group, row: Row) -> str:
     return str(g.meta.get("engine") or DEFAULT_ENGINE)
 
 
+def sampling(g: Group, row: Row) -> str:
+    """The variant's sampling arm (run.sampling), else t<its temperature>; "" where the run did not say."""
+    arm, temperature = g.meta.get("sampling"), g.meta.get("temperature")
+    if arm:
+        return str(arm)
+    return f"t{float(temperature):g}" if isinstance(temperature, int | float) else ""
+
+
 # --- counts and speed (requests.csv, phases.csv) ----------------------------------------------------------
 
 def requests(g: Group, row: Row) -> int:
