@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "suite's name, the one a plan's `suites:` lists")
     imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
     imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
-    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts"])
+    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts",
+                                                          "speed-bench"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
                      help="live: later user turns follow the server's own answers (default); first: first turns "
                           "only; separate: every turn a single-turn prompt")

@@ -19,6 +19,7 @@ from harness.analysis.alarms import AlarmTracker
 from harness.analysis.outputs import OUTPUT_COLUMNS
 from harness.analysis.records import RECORD_COLUMNS, make_record
 from harness.analysis.store import CsvAppender, PhaseRecord, VariantMeta, append_record, append_variant
+from harness.checks.realism import realism_alarms
 from harness.common import events as ev
 from harness.common.aio import drain, finish
 from harness.engines import engine_of
@@ -140,6 +141,8 @@ class _Run:
             self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
                                     tuple(v.name for v in plan.variants), self.total_requests,
                                     bool(plan.target.simulated)))
+            for alarm in realism_alarms(plan):  # prompts unlike real traffic's: said before anything is measured
+                self.emit(alarm)
             import harness.client.stream  # noqa: F401  (the SDK import takes ~1 s: pay it before any server is ready)
 
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
