@@ -13,6 +13,7 @@ from pathlib import Path
 
 import harness
 from harness.cli_gate import add_no_check, gate, stop_rule  # noqa: F401  (the shells import them from here)
+from harness.cli_synthetic import add_synthetic_args, synthetic_suite_command
 from harness.common.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILURES,
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
                          "JSON/JSONL, SpecForge JSONL or a JSONL of prompts (docs/workloads.md)")
-    imp.add_argument("jsonl")
+    imp.add_argument("jsonl", nargs="?", help="the dataset file (not with --synthetic)")
     imp.add_argument("--out", required=True, help="suite YAML to write; its file name (without .yaml) is the "
                      "suite's name, the one a plan's `suites:` lists")
     imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
@@ -99,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--max-chars", type=int, help="drop prompts whose user turns are longer")
     imp.add_argument("--sample", type=int, metavar="N", help="keep a seeded sample of N prompts (file order)")
     imp.add_argument("--seed", type=int, default=1)
+    add_synthetic_args(imp)
 
     from harness.cli_retrain import add_parsers as add_retrain_parsers
 
@@ -382,6 +384,11 @@ def _import_suite(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise InputError(args.out, None, "--out", "exists; give --force to overwrite it, or another --out")
     name = args.name or out.name.removesuffix(".yaml").removesuffix(".yml")  # not the input's: question.jsonl
+    if args.synthetic:
+        return synthetic_suite_command(args, name)
+    if not args.jsonl:
+        raise InputError(None, None, "jsonl", "give the dataset file to import (or --synthetic --tokens N "
+                         "--tokenizer PATH)")
     suite, report = import_suite(args.jsonl, fmt=args.format, name=name, turns=args.turns,
                                  categories=args.categories, min_chars=args.min_chars, max_chars=args.max_chars,
                                  sample=args.sample, seed=args.seed)
