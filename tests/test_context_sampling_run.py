@@ -154,3 +154,10 @@ def test_the_cli_summary_prints_the_context_tables(served, capsys):
     out = capsys.readouterr().out
     assert "Accept length by context length" in out and "16k-64k" in out
     assert "Accept length by output position" in out
+
+
+def test_a_png_when_matplotlib_is_installed(served):
+    pytest.importorskip("matplotlib")
+    run_dir, _ = served
+    png = run_dir / "acceptance_by_context.png"
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
