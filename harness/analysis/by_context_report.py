@@ -125,11 +125,14 @@ def context_png(table: pd.DataFrame, path: Path) -> Path | None:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         for ax, axis in zip(axes, ("context", "position"), strict=True):
             a = t[t["axis"] == axis]
+            xs: list[float] = []
             for (variant, conc), g in a.groupby(["variant", "concurrency"], sort=False):
                 g = g.sort_values("lo")
                 x = [_mid(r) for _, r in g.iterrows()]
+                xs += x
                 ax.plot(x, pd.to_numeric(g["accept_len"], errors="coerce"), marker="o", label=f"{variant} c{conc}")
-            ax.set_xscale("log", base=2)
+            if xs and max(xs) > 4 * min(xs):  # buckets double: a log axis spaces them evenly
+                ax.set_xscale("log", base=2)
             ax.set_xlabel("context (tokens)" if axis == "context" else "output position (tokens)")
             ax.set_ylabel("accept length")
             ax.grid(alpha=0.3)
