@@ -25,7 +25,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.acceptance import _with_probe
+from harness.analysis.acceptance import with_probe
+from harness.analysis.summary_rows import sampling_of
 from harness.inputs.run_settings import DEFAULT_CONTEXT_BUCKETS
 
 POSITION_EDGES = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -154,11 +155,6 @@ def _max_step_tokens(meta: dict[str, Any]) -> int | None:
         else None
 
 
-def _sampling(meta: dict[str, Any]) -> str:
-    arm, temperature = meta.get("sampling"), meta.get("temperature")
-    return str(arm) if arm else (f"t{float(temperature):g}" if isinstance(temperature, int | float) else "")
-
-
 def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None,
                context_edges: list[int] | tuple[int, ...] | None = None,
                position_edges: tuple[int, ...] = POSITION_EDGES) -> pd.DataFrame:
@@ -169,7 +165,7 @@ def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], prob
     ok = requests[requests["ok"].eq(True)]
     if ok.empty:
         return pd.DataFrame(columns=CONTEXT_COLUMNS)
-    ok = _with_probe(ok, probe)
+    ok = with_probe(ok, probe)
     axes = {"context": Buckets(tuple(context_edges or DEFAULT_CONTEXT_BUCKETS)),
             "position": Buckets(tuple(position_edges))}
     cells: dict[tuple[str, int, str, str, int], _Cell] = defaultdict(_Cell)
@@ -197,7 +193,7 @@ def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], prob
     for (variant, conc, cat, axis, i), c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
                                                                                      kv[0][2] != ALL, kv[0][2:])):
         lo, hi = axes[axis].bounds[i]
-        rows.append({"variant": variant, "sampling": _sampling(variants.get(variant, {})), "concurrency": conc,
+        rows.append({"variant": variant, "sampling": sampling_of(variants.get(variant, {})), "concurrency": conc,
                      "category": cat, "axis": axis, "bucket": axes[axis].labels[i], "lo": lo, "hi": hi,
                      "requests": len(c.requests), "verify_steps": round(c.steps, 3), "tokens": round(c.tokens, 3),
                      "accept_len": c.tokens / c.steps if c.steps > 0 else None,

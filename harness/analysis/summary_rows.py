@@ -146,8 +146,12 @@ def engine(g: Group, row: Row) -> str:
 
 
 def sampling(g: Group, row: Row) -> str:
-    """The variant's sampling arm (run.sampling), else t<its temperature>; "" where the run did not say."""
-    arm, temperature = g.meta.get("sampling"), g.meta.get("temperature")
+    return sampling_of(g.meta)
+
+
+def sampling_of(meta: dict[str, Any]) -> str:
+    """A variant's sampling arm (run.sampling), else t<its temperature>; "" where its run did not say."""
+    arm, temperature = meta.get("sampling"), meta.get("temperature")
     if arm:
         return str(arm)
     return f"t{float(temperature):g}" if isinstance(temperature, int | float) else ""

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.common.events import Alarm
 from harness.common.findings import PLAN_WIDE, Finding, info, warning
-from harness.inputs.sampling import arm_yaml, sampling_label, suggested_arm
+from harness.inputs.sampling import arm_yaml, suggested_arm
 
 FAR_FROM_TRAINING = 0.25  # measured accept length off the training-time one by more than this share
 FILLER_RATIO = 0.12  # zlib output / input below this on a long prompt: it repeats itself
@@ -116,15 +116,22 @@ def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) ->
                 "MT-bench); keep synthetic suites for the context-length axis, labelled as they are"))
     out += _category_findings(plan)
     arm = suggested_arm(generation_config)
-    measured = {sampling_label(v.sampling, plan.run.temperature) for v in plan.variants}
-    if arm is not None and arm.label not in measured:
-        arms = [*plan.run.sampling] or []
+    measured = {_sampler(v.sampling, plan.run.temperature) for v in plan.variants}
+    if arm is not None and _sampler(arm, 0.0) not in measured:
+        arms = list(plan.run.sampling)
         listed = ", ".join(arm_yaml(a) for a in arms) if arms else f"{{temperature: {plan.run.temperature:g}}}"
         out.append(info(
             PLAN_WIDE, "sampling-suggested", f"the model recommends sampling at {arm_yaml(arm)}",
             "its generation_config.json; acceptance at the sampler the deployment uses differs from greedy's",
             f"measure it as an arm: run.sampling: [{listed}, {arm_yaml(arm)}]"))
     return out
+
+
+def _sampler(arm: Any, temperature: float) -> tuple[float, float]:
+    """What an arm samples with, whatever its label: (temperature, top_p)."""
+    if arm is None:
+        return float(temperature), 1.0
+    return float(arm.temperature), float(arm.top_p if arm.top_p is not None else 1.0)
 
 
 def _category_findings(plan: Any) -> list[Finding]:

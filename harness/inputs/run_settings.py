@@ -99,7 +99,10 @@ class RunSettings(StrictModel):
         "output so far) of the context buckets the deployment serves: acceptance is reported per bucket "
         "(summary_by_context.csv), tune picks per bucket and warns when the suites leave one empty")
 
-    _arms = field_validator("sampling")(lambda cls, arms: unique_labels(arms))
+    @field_validator("sampling")
+    @classmethod
+    def _arms(cls, arms: list[SamplingArm]) -> list[SamplingArm]:
+        return unique_labels(arms)
 
     @field_validator("context_buckets")
     @classmethod

@@ -124,6 +124,9 @@ class _Tune:
             raise InputError(str(self.plan.source_path or ""), None, "variants",
                              f"no speculative variant with a drafter named {self.opts.variant!r}"
                              if self.opts.variant else "no speculative variant with a drafter to tune")
+        if self.plan.baseline_of(specs[0]) is not self.plan.baseline:  # run.sampling: tune measures one arm
+            raise InputError(str(self.plan.source_path or ""), None, "--variant", f"{specs[0].name!r} is at another "
+                             f"sampling arm than {self.plan.baseline.name!r}: tune measures the first arm")
         return specs[0]
 
     # ---------------------------------------------------------------------------------------- derived plans
