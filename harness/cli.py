@@ -67,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="preflight checks of a plan on its target, without loading a model")
     ck.add_argument("plan")
     ck.add_argument("--json", action="store_true", help="findings as JSON on stdout")
-    ck.add_argument("--results-dir", default="results", help="(demo plan only) where its models are made")
+    ck.add_argument("--results-dir", default="results", help="where the demo plan's models are made and earlier "
+                    "runs are read (a drafter's accept length against its training time)")
 
     sm = sub.add_parser("summary", help="print the comparison table of a finished run")
     sm.add_argument("run_dir")
@@ -301,6 +302,11 @@ def _check(args: argparse.Namespace) -> int:
             await target.close()
 
     findings = asyncio.run(go())
+    from harness.checks.realism import training_findings
+    from harness.common.findings import sort_findings
+    from harness.run.gate import earlier_accept_lengths
+
+    findings = sort_findings(findings + training_findings(plan, earlier_accept_lengths(args.results_dir)))
     print(findings_json(findings) if args.json else clean(render_findings(findings)))
     return EXIT_BAD_INPUT if has_errors(findings) else EXIT_OK  # a failed preflight is bad input
 

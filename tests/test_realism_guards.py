@@ -157,3 +157,22 @@ def test_an_accept_length_far_from_training_is_an_alarm(tmp_path):
     near = summary.assign(accept_len=[None, 2.8, 2.9])
     assert training_alarms(plan, near) == []
     shutil.rmtree(tmp_path / ".demo-target", ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_check_holds_an_earlier_runs_accept_length_against_training_time(tmp_path, capsys):
+    data = yaml.safe_load(DEMO.read_text())
+    data["variants"] = [data["variants"][0], {**data["variants"][1], "drafter": {
+        "name": "demo-good-eagle3", "path": "demo-models/good-eagle3", "training_accept_len": 4.5}}]
+    plan_path = tmp_path / "plan.yaml"
+    plan_path.write_text(yaml.safe_dump(data, sort_keys=False))
+    earlier = tmp_path / "20260101-000000-demo"
+    earlier.mkdir()
+    pd.DataFrame([{"variant": "baseline", "concurrency": 1, "accept_len": None, "tok_s": 100.0},
+                  {"variant": "good-eagle3", "concurrency": 1, "accept_len": 2.9, "tok_s": 170.0}]).to_csv(
+        earlier / "summary.csv", index=False)
+    (earlier / "variants.jsonl").write_text(json.dumps({"variant": "good-eagle3", "drafter": "demo-good-eagle3"}) + "\n")
+    found = _check_json(plan_path, tmp_path, capsys)
+    (gap,) = [f for f in found if f["code"] == "accept-far-from-training"]
+    assert gap["severity"] == "warning" and "2.90 is 36% below the 4.50" in gap["what"]
+    assert "20260101-000000-demo (good-eagle3)" in gap["why"]

@@ -104,3 +104,20 @@ def test_a_row_is_compared_with_the_baseline_at_its_own_sampler():
                          {"variant": "b-t1", "concurrency": 1, "engine": "sglang", "sampling": "t1"}])
     row = pd.Series({"variant": "e-t1", "concurrency": 1, "engine": "sglang", "sampling": "t1"})
     assert list(own_baseline(base, row)["variant"]) == ["b-t1"]
+
+
+def test_breakeven_pairs_a_forced_arm_with_the_baseline_at_its_sampler(tmp_path):
+    from harness.run.breakeven import derive_plan
+
+    plan = load_plan(_plan(tmp_path, {"sampling": ARMS[:2]}))
+    derived = derive_plan(plan, "eagle-t0.7-p0.95", [1.5, 2.5])
+    assert derived.variants[0].name == "baseline-t0.7-p0.95"
+    assert {v.sampling.label for v in derived.variants} == {"t0.7-p0.95"}
+
+
+def test_tune_measures_the_first_arm_and_says_so_for_another(tmp_path):
+    from harness.run.tune import TuneOptions, _Tune
+
+    plan = load_plan(_plan(tmp_path, {"sampling": ARMS[:2]}))
+    with pytest.raises(InputError, match="tune measures the first arm"):
+        _Tune(plan, TuneOptions(variant="eagle-t0.7-p0.95"), tmp_path / "results", None, None, lambda: 0.0)

@@ -12,7 +12,7 @@ Before the run (`draftbench check`, and the run's own start as alarms):
                                  (the drafter's `training_categories`, or the categories of its SpecForge data
                                  file `training_data_file`, when known); some missing: a note;
   sampling-suggested             the model's generation_config.json recommends a sampler no arm measures.
-After it (the run's end, from summary.csv):
+After it (the run's end, from summary.csv; `check`: from the newest earlier run in its results directory):
   accept-far-from-training       a drafter's measured accept length more than 25 % away from the accept length
                                  it reached at training time (`training_accept_len`), either way.
 """
@@ -169,6 +169,36 @@ def realism_alarms(plan: Any) -> list[Alarm]:
             for f in plan_findings(plan) if f.severity in ("warning", "error")]
 
 
+def training_gap(trained: float, got: float) -> str | None:
+    """`got` against the training-time accept length, in words, where it is more than FAR_FROM_TRAINING off."""
+    if abs(got / float(trained) - 1.0) <= FAR_FROM_TRAINING:
+        return None
+    way = "below" if got < trained else "above"
+    return f"accept length {got:.2f} is {abs(got / trained - 1):.0%} {way} the {trained:.2f}"
+
+
+def training_findings(plan: Any, measured: dict[str, tuple[str, str, float]]) -> list[Finding]:
+    """`check`'s accept-far-from-training: a drafter's accept length in the newest earlier run that measured it
+    (`measured`: drafter name -> (run id, variant, accept length)) far from its training-time one."""
+    out: list[Finding] = []
+    for v in plan.variants:
+        d = v.drafter
+        if d is None or not d.training_accept_len or d.name not in measured:
+            continue
+        run_id, variant, got = measured.pop(d.name)
+        gap = training_gap(d.training_accept_len, got)
+        if gap:
+            out.append(warning(v.name, "accept-far-from-training", f"drafter '{d.name}': {gap} it reached at "
+                               "training time", f"measured in run {run_id} ({variant}); " + _GAP_WHY,
+                               "compare the prompts, chat template and sampler with the training data's, and "
+                               "the serving flags (draftbench check's other findings)"))
+    return out
+
+
+_GAP_WHY = ("the prompts, their template or sampler, or the serving setup differ from training (a wrong flag or "
+            "aux layers read near 1.0)")
+
+
 def training_alarms(plan: Any, summary: Any) -> list[Alarm]:
     """accept-far-from-training: a speculative row whose accept length is more than FAR_FROM_TRAINING off
     its drafter's training-time accept length (once per variant)."""
@@ -186,13 +216,9 @@ def training_alarms(plan: Any, summary: Any) -> list[Alarm]:
         al = pd.to_numeric(rows["accept_len"], errors="coerce").dropna()
         if al.empty:
             continue
-        got = float(al.mean())
-        if abs(got / float(trained) - 1.0) > FAR_FROM_TRAINING:
+        gap = training_gap(trained, float(al.mean()))
+        if gap:
             fired.add(v.name)
-            way = "below" if got < trained else "above"
             out.append(Alarm(v.name, "warning", "accept-far-from-training",
-                             f"accept length {got:.2f} is {abs(got / trained - 1):.0%} {way} the {trained:.2f} "
-                             f"drafter '{v.drafter.name}' reached at training time: the prompts, their template "
-                             "or sampler, or the serving setup differ from training (a wrong flag or aux layers "
-                             "read near 1.0)"))
+                             f"{gap} drafter '{v.drafter.name}' reached at training time: {_GAP_WHY}"))
     return out
