@@ -22,8 +22,13 @@ def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
     same = base["concurrency"] == row["concurrency"]
     for key in ("engine", "sampling"):
         if key in base and key in row:
-            same &= base[key].fillna("") == ("" if pd.isna(row[key]) else row[key])
+            same &= _filled(base[key]) == ("" if pd.isna(row[key]) else row[key])
     return base[same]
+
+
+def _filled(col: pd.Series) -> pd.Series:
+    """A label column with its missing cells as "" (an all-empty column reads back from CSV as floats)."""
+    return col.map(lambda v: "" if pd.isna(v) else v)
 
 
 def window_weights(dec: pd.DataFrame) -> pd.Series:
@@ -40,7 +45,7 @@ def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "engine" not in df or df.empty:
         return df
     base = df[df["baseline"].astype(bool)]
-    arms = base["sampling"].fillna("") if "sampling" in base else pd.Series("", index=base.index)
+    arms = _filled(base["sampling"]) if "sampling" in base else pd.Series("", index=base.index)
     rows = []
     for conc, arm in sorted(set(zip(base["concurrency"], arms, strict=True))):  # per sampling arm too
         b = base[(base["concurrency"] == conc) & (arms == arm)]
