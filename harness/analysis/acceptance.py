@@ -120,6 +120,9 @@ def _with_probe(ok: pd.DataFrame, probe: pd.DataFrame | None) -> pd.DataFrame:
     return out
 
 
+with_probe = _with_probe  # summary_by_context places the same verify counts (harness.analysis.by_context)
+
+
 def _ratio_ci(num_r: np.ndarray, num_w: np.ndarray, den_r: np.ndarray, den_w: np.ndarray,
               rng: np.random.Generator) -> tuple[float | None, float | None]:
     """95 % bootstrap interval of (token-weighted rate of A) / (token-weighted rate of B) over paired

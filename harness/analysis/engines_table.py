@@ -20,11 +20,17 @@ CROSS_STATUS = "cross-engine"
 
 
 def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
-    """The baseline rows a row is compared with: same concurrency, same engine."""
+    """The baseline rows a row is compared with: same concurrency, same engine, same sampling arm."""
     same = base["concurrency"] == row["concurrency"]
-    if "engine" in base and "engine" in row:
-        same &= base["engine"] == row["engine"]
+    for key in ("engine", "sampling"):
+        if key in base and key in row:
+            same &= _filled(base[key]) == ("" if pd.isna(row[key]) else row[key])
     return base[same]
+
+
+def _filled(col: pd.Series) -> pd.Series:
+    """A label column with its missing cells as "" (an all-empty column reads back from CSV as floats)."""
+    return col.map(lambda v: "" if pd.isna(v) else v)
 
 
 def window_weights(dec: pd.DataFrame) -> pd.Series:
@@ -41,9 +47,10 @@ def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
     if "engine" not in df or df.empty:
         return df
     base = df[df["baseline"].astype(bool)]
+    arms = _filled(base["sampling"]) if "sampling" in base else pd.Series("", index=base.index)
     rows = []
-    for conc in sorted(set(base["concurrency"])):
-        b = base[base["concurrency"] == conc]
+    for conc, arm in sorted(set(zip(base["concurrency"], arms, strict=True))):  # per sampling arm too
+        b = base[(base["concurrency"] == conc) & (arms == arm)]
         engines = list(dict.fromkeys(b["engine"]))
         if len(engines) < 2:
             continue

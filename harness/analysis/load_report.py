@@ -73,6 +73,11 @@ def render_load_tables(run_dir: str | Path) -> str:
     if not turns.empty and pd.to_numeric(turns["turn"], errors="coerce").max() > 1:
         parts += ["", "By turn (live multi-turn: each turn follows the variant's own earlier answers)",
                   grid([h for _, h, _ in TURN_TABLE], _rows(turns, TURN_TABLE))]
+    from harness.analysis.by_context_report import render_context_tables
+
+    by_context = render_context_tables(run_dir)  # acceptance by context length and output position
+    if by_context:
+        parts.append(by_context)
     not_started = _not_started(run_dir)
     if not_started:
         parts += ["", f"Measured against servers draftbench did not start: {', '.join(not_started)} "

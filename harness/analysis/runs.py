@@ -52,6 +52,7 @@ class LoadedRun:
     failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_rate.csv: speedup against load
     missing: Missing | None = None  # an incomplete run: what its plan asked for without rows (completeness)
+    contexts: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_context.csv (by_context_report)
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,10 @@ def load_run(run_dir: str | Path) -> LoadedRun:
         requests = _csv(run_dir / "requests.csv")
         categories = by_category(requests) if requests is not None else pd.DataFrame()
     rates = _csv(run_dir / "summary_by_rate.csv")
+    contexts = _csv(run_dir / "summary_by_context.csv")
     return LoadedRun(run_info(run_dir), load_summary(run_dir), categories, variant_failures(run_dir),
-                     rates if rates is not None else pd.DataFrame(), missing_parts(run_dir))
+                     rates if rates is not None else pd.DataFrame(), missing_parts(run_dir),
+                     contexts if contexts is not None else pd.DataFrame())
 
 
 def variant_failures(run_dir: str | Path) -> dict[str, str]:

@@ -242,6 +242,7 @@ class VariantMeta(BaseModel):
     simulated: bool = False
     status: str = ""  # running | ok | failed | interrupted
     temperature: float | None = None
+    sampling: str | None = None  # the variant's sampling arm (run.sampling), None: run.temperature alone
     forced_acceptance: float | None = None  # a server forced to an accept length (harness.analysis.forced)
     port: int | None = None
     pgid: int | None = None  # None: a server draftbench did not start

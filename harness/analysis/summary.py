@@ -20,6 +20,7 @@ import pandas as pd
 
 from harness.analysis import acceptance, engines_table, nodes, store
 from harness.analysis.attempts import final_tables
+from harness.analysis.by_context_report import write_context_table
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.goodput import closed_loop, write_load_tables
 from harness.analysis.records import RequestRecord
@@ -137,6 +138,7 @@ def summarise_run(run_dir: str | Path, *, complete: bool = True) -> Path:
     by_cat = by_category(*closed_loop(requests, probe), variants)
     by_cat.to_csv(run_dir / "summary_by_category.csv", index=False)
     write_load_tables(run_dir, requests, phases, variants)
+    write_context_table(run_dir, *closed_loop(requests, probe), variants)  # summary_by_context.csv
     prov = run_dir / "provenance.json"
     if prov.exists():
         data = json.loads(prov.read_text(encoding="utf-8"))

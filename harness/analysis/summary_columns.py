@@ -19,8 +19,8 @@ from harness.analysis.columns import Column, Registry, Shown, docs_table, fmt_ce
 
 REQ, PH, WIN, VAR = "requests.csv", "phases.csv", "server_windows.csv", "variants.jsonl"
 ACCEPT_SOURCES = ("accept_len_requests", "accept_len_probe", "accept_len_server", "accept_len_log")
-VS_BASELINE = ("variant", "concurrency", "baseline", "engine")  # what finds a row's baseline
-VERDICT_NEEDS = ("variant", "concurrency", "baseline", "speedup")
+VS_BASELINE = ("variant", "concurrency", "baseline", "engine", "sampling")  # what finds a row's baseline
+VERDICT_NEEDS = ("variant", "concurrency", "baseline", "engine", "sampling", "speedup")
 STEPS = ("algorithm", *VS_BASELINE)
 
 
@@ -167,6 +167,9 @@ COLUMNS = Registry([
     Column("decode_step_speedup", "x", "float", "accept_len × decode_step_ms / verify_step_ms: the speedup "
            "of steady decode at break_even_batch, tune's prediction from the row's own step costs", WIN,
            t.decode_step_speedup, needs=("accept_len", "verify_step_ms", "decode_step_ms"), scope="table"),
+    Column("sampling", "", "str", "the sampler the row was measured at: its run.sampling arm (t0.7-p0.95), "
+           "else t<run.temperature>; a row is compared with the baseline at the same (the variant's name "
+           "carries the arm)", VAR, r.sampling),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

@@ -145,6 +145,18 @@ def engine(g: Group, row: Row) -> str:
     return str(g.meta.get("engine") or DEFAULT_ENGINE)
 
 
+def sampling(g: Group, row: Row) -> str:
+    return sampling_of(g.meta)
+
+
+def sampling_of(meta: dict[str, Any]) -> str:
+    """A variant's sampling arm (run.sampling), else t<its temperature>; "" where its run did not say."""
+    arm, temperature = meta.get("sampling"), meta.get("temperature")
+    if arm:
+        return str(arm)
+    return f"t{float(temperature):g}" if isinstance(temperature, int | float) else ""
+
+
 # --- counts and speed (requests.csv, phases.csv) ----------------------------------------------------------
 
 def requests(g: Group, row: Row) -> int:

@@ -135,7 +135,7 @@ def output_match(row: pd.Series, t: Table) -> dict[str, Any]:
 
 def verdict(row: pd.Series, t: Table) -> dict[str, Any]:
     """The interval, the verdict and the guard (harness.analysis.verdicts.row_verdict)."""
-    return verdicts.row_verdict(row, t.baselines, t.requests, t.phases, t.profiles,
+    return verdicts.row_verdict(row, own_baseline(t.baselines, row), t.requests, t.phases, t.profiles,
                                 min_steady_s=t.min_steady_s, equivalence=t.equivalence, looks=t.looks)
 
 

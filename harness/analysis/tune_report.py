@@ -13,9 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import tune_context
 from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
+from harness.inputs.sampling import sampling_label
 
 TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "concurrency", "accept_len_pred",
                 "accept_len_measured", "step_ms", "tok_s_pred", "tok_s_measured", "speedup", "speedup_ci_low",
@@ -23,7 +25,7 @@ TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "co
                 "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
                 "verdict", "status", "variant", "accept_len_pred_cost_prompts", "verdict_reason",
                 "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct", "speedup_pred_low",
-                "speedup_pred_high", "step_source", "ci_level"]
+                "speedup_pred_high", "step_source", "ci_level", "sampling"]
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 
@@ -95,7 +97,9 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
                 "verdict_reason": v.get("verdict_reason") if v else None, "step_phase_speedup": phase_spd,
                 "step_phase_decode_speedup": dec_spd, "decode_speedup_error_pct": _err(spd_pred, dec_spd),
             })
-    return pd.DataFrame(rows, columns=TUNE_COLUMNS)
+    out = pd.DataFrame(rows, columns=TUNE_COLUMNS)
+    out["sampling"] = sampling_label(getattr(t.tuned, "sampling", None), t.plan.run.temperature)  # the tune's sampler
+    return out
 
 
 def _prior_range(cfg: Config, c: int, measured: dict[Config, dict[int, float]], base: dict[int, float],
@@ -357,7 +361,8 @@ def render(t: Any, rows: pd.DataFrame) -> str:
              f"of {len(t.grid)}; stop: {t.state.stop_reason or 'unfinished'}; "
              f"{float(t.state.spent_s):.0f} s of {t.opts.budget_s:.0f} s", ""]
     lines += answer(rows, t.hists, positions, algorithm=t.tuned.spec_algorithm or "EAGLE3",
-                    draft_path=str(t.tuned.drafter.path)) + ["", "P(accepted >= k) per category (wide run, topk 1):"]
+                    draft_path=str(t.tuned.drafter.path)) + tune_context.report_lines(t)
+    lines += ["", "P(accepted >= k) per category (wide run, topk 1):"]
     cats = list(dict.fromkeys(curves["category"]))
     lines.append(f"{'category':<14}" + "".join(f"{k:>7}" for k in range(1, positions + 1)))
     for cat in cats:

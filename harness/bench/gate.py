@@ -85,6 +85,27 @@ async def require_preflight(plan: Any, where: str | None = None, *, target: Any 
     return found
 
 
+def earlier_accept_lengths(results_dir: str | Path) -> dict[str, tuple[str, str, float]]:
+    """Per drafter, the accept length the newest run under `results_dir` measured for it (its first speculative
+    row that has one; forced-acceptance rows never count): what `check` holds against training time."""
+    from harness.analysis.forced import is_forced
+    from harness.analysis.runs import list_runs
+    from harness.analysis.summary import load_summary, read_variants
+
+    out: dict[str, tuple[str, str, float]] = {}
+    for run in list_runs(results_dir):
+        run_dir = Path(run.run_dir)
+        if not (run_dir / "summary.csv").exists():
+            continue
+        meta = read_variants(run_dir)
+        for row in load_summary(run_dir).to_dict("records"):
+            drafter = str(meta.get(str(row.get("variant")), {}).get("drafter") or "")
+            al = row.get("accept_len")
+            if drafter and drafter not in out and not is_forced(row) and isinstance(al, float) and al == al:
+                out[drafter] = (run.run_id, str(row["variant"]), al)
+    return out
+
+
 async def checked_run_plan(plan: Any, **kwargs: Any) -> AsyncIterator[Any]:
     """require_preflight, then harness.bench.runner.run_plan with the same arguments (the TUI's Run)."""
     await require_preflight(plan, target=kwargs.get("target"), resume_dir=kwargs.get("resume_dir"))

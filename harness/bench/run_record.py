@@ -74,6 +74,9 @@ def summarise_at_end(run: Any, complete: bool) -> str:
         run.emit(ev.Alarm("", "error", "summary-failed", f"could not summarise: {exc}"))
         mark_incomplete(run.run_dir)  # provenance must not read "running" after the run has ended
         return ""
-    for alarm in run.alarms.compare(load_summary(run.run_dir)):
+    from harness.checks.realism import training_alarms
+
+    summary = load_summary(run.run_dir)
+    for alarm in [*run.alarms.compare(summary), *training_alarms(run.plan, summary)]:
         run.emit(alarm)
     return str(path)

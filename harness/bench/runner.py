@@ -33,8 +33,10 @@ from harness.bench.run_phases import (  # noqa: F401  (phase_id, rate_phase_id: 
     sizer_for,
 )
 from harness.bench.run_record import log_catch_up, on_lines, summarise_at_end, write_provenance
+from harness.bench.sampling_client import any_greedy, variant_temperature, with_sampling
 from harness.bench.sizing import sized_passes
 from harness.bench.target_facts import drafter_hash, gpus
+from harness.checks.realism import realism_alarms
 from harness.common import events as ev
 from harness.common.aio import drain, finish
 from harness.engines import engine_of
@@ -112,7 +114,7 @@ class _Run:
         self.records = tries.CountingAppender(self.run_dir / "requests.csv", RECORD_COLUMNS)
         # greedy outputs, for the output check against the baseline (harness.analysis.outputs)
         self.outputs = tries.CountingAppender(self.run_dir / "outputs.csv", OUTPUT_COLUMNS) \
-            if float(plan.run.temperature) == 0.0 else None
+            if any_greedy(plan) else None
         self.phases = CsvAppender(self.run_dir / "phases.csv", PHASE_COLUMNS)
         self.windows = tries.CountingAppender(self.run_dir / "server_windows.csv", SERVER_WINDOW_COLUMNS)
         self.attempts = CsvAppender(self.run_dir / tries.ATTEMPTS_FILE, tries.ATTEMPT_COLUMNS)
@@ -139,6 +141,8 @@ class _Run:
             self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
                                     tuple(v.name for v in plan.variants), self.total_requests,
                                     bool(plan.target.simulated)))
+            for alarm in realism_alarms(plan):  # prompts unlike real traffic's: said before anything is measured
+                self.emit(alarm)
             import harness.client.stream  # noqa: F401  (the SDK import takes ~1 s: pay it before any server is ready)
 
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
@@ -193,7 +197,8 @@ class _Run:
             drafter_path=str(variant.drafter.path) if variant.drafter else "", num_steps=variant.num_steps,
             eagle_topk=variant.eagle_topk, num_draft_tokens=variant.num_draft_tokens,
             cuda_graph=bool(variant.cuda_graph), simulated=bool(self.plan.target.simulated), status="running",
-            temperature=float(self.plan.run.temperature),
+            temperature=variant_temperature(self.plan, variant),
+            sampling=variant.sampling.label if variant.sampling is not None else None,
             # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
             forced_acceptance=engine.forced_acceptance({**(self.plan.target.env or {}),
                                                         **(variant.env or {})}))
@@ -294,6 +299,7 @@ class _Run:
         client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
                               max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
                               api_key=api_key(self.plan, variant) or "EMPTY")
+        client = with_sampling(client, variant)  # the variant's sampling arm on every request (run.sampling)
         engine = server.engine
         version = meta.server_facts.get("server_version") or meta.engine_version  # what the server says it is
         probe = engine.spec_mode(run, as_served(variant, meta), version)

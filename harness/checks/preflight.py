@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.checks import algorithm as al
 from harness.checks import checkpoint as ck
-from harness.checks import compat, context, measurement
+from harness.checks import compat, context, measurement, realism
 from harness.checks import environment as envc
 from harness.checks.expected import apply_expectations
 from harness.checks.remote import EnvFacts, gather_env, gather_gpus, read_drafter, read_json, target_path
@@ -54,11 +54,12 @@ async def run_checks(plan: Plan, target: Target, *, versions: Mapping[str, str |
             drafter_dirs[v.name] = d
             paths.setdefault(d, (v.name, f"drafter '{v.drafter.name}'", str(v.drafter.path)))
 
-    env, gpus, (target_cfg, target_problem), drafter_list = await asyncio.gather(
+    env, gpus, (target_cfg, target_problem), drafter_list, (gen_cfg, _) = await asyncio.gather(
         gather_env(target, python, list(paths), workdir, str(plan.server.host), port, env_vars),
         gather_gpus(target, env_vars) if not simulated else _none(),
         read_json(target, f"{model_dir}/config.json"),
         asyncio.gather(*(read_drafter(target, d) for d in dict.fromkeys(drafter_dirs.values()))),
+        read_json(target, f"{model_dir}/generation_config.json"),  # the model's own sampler, if it has one
     )
     facts = {f.path: f for f in drafter_list}
     findings: list[Finding] = envc.python_findings(target.name, python, env)
@@ -80,6 +81,7 @@ async def run_checks(plan: Plan, target: Target, *, versions: Mapping[str, str |
 
     findings += context.target_findings(plan, target_cfg)
     findings += measurement.phase_findings(plan)
+    findings += realism.plan_findings(plan, gen_cfg)  # raw text, synthetic suites, training data, sampler
     arch = (ck.text_config(target_cfg).get("architectures") or [None])[0] if target_cfg else None
     ctxs: dict[str, _Context] = {}
     for v in plan.variants:  # each engine builds and judges the argv of its own variants

@@ -14,6 +14,7 @@ from pathlib import Path
 import harness
 from harness.cli import breakeven, retrain, tune
 from harness.cli.gate import add_no_check, gate, install_stop_handlers, load_plan, stop_rule
+from harness.cli.synthetic import add_synthetic_args, synthetic_suite_command
 from harness.common.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILURES,
@@ -67,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="preflight checks of a plan on its target, without loading a model")
     ck.add_argument("plan")
     ck.add_argument("--json", action="store_true", help="findings as JSON on stdout")
-    ck.add_argument("--results-dir", default="results", help="(demo plan only) where its models are made")
+    ck.add_argument("--results-dir", default="results", help="where the demo plan's models are made and earlier "
+                    "runs are read (a drafter's accept length against its training time)")
 
     sm = sub.add_parser("summary", help="print the comparison table of a finished run")
     sm.add_argument("run_dir")
@@ -84,12 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
                          "JSON/JSONL, SpecForge JSONL or a JSONL of prompts (docs/workloads.md)")
-    imp.add_argument("jsonl")
+    imp.add_argument("jsonl", nargs="?", help="the dataset file (not with --synthetic)")
     imp.add_argument("--out", required=True, help="suite YAML to write; its file name (without .yaml) is the "
                      "suite's name, the one a plan's `suites:` lists")
     imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
     imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
-    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts"])
+    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts",
+                                                          "speed-bench"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
                      help="live: later user turns follow the server's own answers (default); first: first turns "
                           "only; separate: every turn a single-turn prompt")
@@ -99,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--max-chars", type=int, help="drop prompts whose user turns are longer")
     imp.add_argument("--sample", type=int, metavar="N", help="keep a seeded sample of N prompts (file order)")
     imp.add_argument("--seed", type=int, default=1)
+    add_synthetic_args(imp)
 
     retrain.add_parsers(sub)
     breakeven.add_parsers(sub)
@@ -257,6 +261,11 @@ def _check(args: argparse.Namespace) -> int:
             await target.close()
 
     findings = asyncio.run(go())
+    from harness.bench.gate import earlier_accept_lengths
+    from harness.checks.realism import training_findings
+    from harness.common.findings import sort_findings
+
+    findings = sort_findings(findings + training_findings(plan, earlier_accept_lengths(args.results_dir)))
     print(findings_json(findings) if args.json else clean(render_findings(findings)))
     return EXIT_BAD_INPUT if has_errors(findings) else EXIT_OK  # a failed preflight is bad input
 
@@ -340,6 +349,11 @@ def _import_suite(args: argparse.Namespace) -> int:
     if out.exists() and not args.force:
         raise InputError(args.out, None, "--out", "exists; give --force to overwrite it, or another --out")
     name = args.name or out.name.removesuffix(".yaml").removesuffix(".yml")  # not the input's: question.jsonl
+    if args.synthetic:
+        return synthetic_suite_command(args, name)
+    if not args.jsonl:
+        raise InputError(None, None, "jsonl", "give the dataset file to import (or --synthetic --tokens N "
+                         "--tokenizer PATH)")
     suite, report = import_suite(args.jsonl, fmt=args.format, name=name, turns=args.turns,
                                  categories=args.categories, min_chars=args.min_chars, max_chars=args.max_chars,
                                  sample=args.sample, seed=args.seed)

@@ -74,7 +74,7 @@ async def consume(events: AsyncIterator[Any], *, out=None, wide: bool = False) -
             why = describe_failure(f"server {e.detail}", failed_logs.get(e.variant, []))
             say(f"[{e.variant}] FAILED: {why}; its last log lines are in variants.jsonl")
         elif isinstance(e, ev.Alarm):
-            say(f"[{e.variant}] {e.severity.upper()} {e.code}: {e.message}")
+            say(f"[{e.variant or 'plan'}] {e.severity.upper()} {e.code}: {e.message}")
         elif isinstance(e, ev.RunDone):
             if e.summary_csv:
                 print(clean(render_table(load_summary(e.run_dir), wide=wide)), file=out, flush=True)

@@ -34,6 +34,7 @@ from harness.inputs.plan_parts import (
     upgrade_target,
 )
 from harness.inputs.run_settings import RunSettings
+from harness.inputs.sampling import SamplingArm, expand
 from harness.inputs.suites import Suite, load_suite
 from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel, load_yaml, refuse_nul, validate
 
@@ -79,6 +80,9 @@ class Variant(StrictModel):
     env: dict[str, ArgStr] = Field(
         default_factory=dict, description="environment for this arm's server process, over target.env"
     )
+    sampling: SamplingArm | None = Field(
+        default=None, description="the sampler this arm is measured at (run.sampling gives every variant one "
+        "per arm, named <name>-<arm>); unset: run.temperature")
     expect: list[str] = Field(
         default_factory=list, description="findings this arm is meant to show (a deliberately wrong arm, as in "
         "the demo): a preflight finding's code or the live alarm it leads to (`drafter-inert`); `draftbench check` "
@@ -209,6 +213,14 @@ class Plan(StrictModel):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> Plan:
+        arms = self.run.sampling
+        if arms and any(v.sampling is None for v in self.variants):
+            self.variants = expand(self.variants, arms)  # one variant per (variant, arm): idempotent
+            names = [v.name.lower() for v in self.variants]
+            twice = next((n for n in names if names.count(n) > 1), None)
+            if twice is not None:
+                raise FieldProblem(f"variant name {twice!r} twice once every variant has one per arm: rename "
+                                   "the variant or name the arm", ("run", "sampling"))
         seen: dict[str, int] = {}
         for i, variant in enumerate(self.variants):
             key = variant.name.lower()  # case-insensitive: they become file names on any file system
@@ -221,9 +233,12 @@ class Plan(StrictModel):
         for variant in self.variants:
             if variant.engine is None:
                 variant.engine = self.engine  # each arm names its engine from here on
-        for engine in dict.fromkeys(v.engine for v in self.variants):  # one baseline per engine
+        # one baseline per engine (and sampling arm: each arm is paired with the baseline at its sampler)
+        for engine, arm in dict.fromkeys((v.engine, _arm(v)) for v in self.variants):
             of = "" if len({v.engine for v in self.variants}) == 1 else f" for engine {engine}"
-            baselines = [i for i, v in enumerate(self.variants) if v.is_baseline and v.engine == engine]
+            of += f" at sampling {arm}" if arm else ""
+            baselines = [i for i, v in enumerate(self.variants)
+                         if v.is_baseline and v.engine == engine and _arm(v) == arm]
             if not baselines:
                 raise FieldProblem(
                     f"no baseline{of}: add a variant without drafter or algorithm (e.g. '- name: baseline')",
@@ -272,7 +287,8 @@ class Plan(StrictModel):
 
     def baseline_of(self, variant: Variant) -> Variant:
         """The baseline a variant is compared with: the one of its own engine."""
-        return next(v for v in self.variants if v.is_baseline and v.engine == variant.engine)
+        return next(v for v in self.variants if v.is_baseline and v.engine == variant.engine
+                    and _arm(v) == _arm(variant))
 
     @property
     def source_path(self) -> Path | None:
@@ -288,6 +304,10 @@ class Plan(StrictModel):
     def resolved_dict(self) -> dict[str, Any]:
         """The plan with drafters and suites inlined; `Plan.model_validate` reads it back as is."""
         return self.model_dump(mode="json")
+
+
+def _arm(variant: Variant) -> str | None:
+    return variant.sampling.label if variant.sampling is not None else None
 
 
 def upgraded_plan(data: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""Suites from the datasets people use: MT-bench / Spec-Bench `question.jsonl`, ShareGPT-style JSON or
-JSONL (`conversations` of `from`/`value` or `role`/`content`), SpecForge training JSONL (the same rows with
-`role`/`content`, maybe `status: error` rows from regeneration), and a plain JSONL of prompts.
+"""Suites from the datasets people use: MT-bench / Spec-Bench `question.jsonl`, SPEED-Bench JSONL (speed_bench.py),
+ShareGPT-style JSON or JSONL (`conversations` of `from`/`value` or `role`/`content`), SpecForge training JSONL (the
+same rows with `role`/`content`, maybe `status: error` rows from regeneration), and a plain JSONL of prompts.
 
 Every user turn is kept by default as a live multi-turn conversation (`Prompt.followups`): the recorded
 assistant answers are dropped, the server under test answers each turn itself. What was imported and what
@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.common.errors import InputError
+from harness.inputs import speed_bench
 from harness.inputs.suites import Prompt, Suite, _parse_row
 from harness.inputs.yamlio import LineMap, read_text, validate
 
-FORMATS = ("auto", "question", "sharegpt", "specforge", "prompts")
+FORMATS = ("auto", "question", "sharegpt", "specforge", "prompts", "speed-bench")
 Turns = Literal["live", "first", "separate"]
 USER_ROLES = {"user", "human"}
 ASSISTANT_ROLES = {"assistant", "gpt", "chatgpt", "bing", "bard", "model"}
@@ -167,6 +168,8 @@ def _detect(row: Any, src: str, lineno: int) -> str:
     if isinstance(row, str):
         return "prompts"
     if isinstance(row, dict):
+        if speed_bench.is_speed_bench(row):  # before question.jsonl: its rows have question_id and turns too
+            return "speed-bench"
         if "turns" in row or "question_id" in row:
             return "question"
         if "conversations" in row or "messages" in row:
@@ -187,6 +190,12 @@ def _convert(fmt: str, row: Any, src: str, lineno: int, turns: Turns, report: Im
         return _prompts(qid, category, None, texts, src, lineno, turns, report)
     if fmt == "prompts":
         return [_plain(row, src, lineno)]
+    if fmt == "speed-bench":
+        got = speed_bench.row_turns(row, src, lineno)
+        if got is None:
+            report.dropped[speed_bench.UNRESOLVED] += 1
+            return []
+        return _prompts(*got[:2], None, got[2], src, lineno, turns, report)
     return _conversation(row, src, lineno, turns, report)
 
 

@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from harness.inputs.sampling import SamplingArm, unique_labels
 from harness.inputs.yamlio import FieldProblem, StrictModel
 
 
@@ -16,6 +17,7 @@ def _rate(value: Any) -> Any:
 
 
 MIN_REQUESTS_PER_SLOT = 4  # a closed-loop phase with fewer than 4 x concurrency requests cannot decide
+DEFAULT_CONTEXT_BUCKETS = [1024, 4096, 16384, 65536]  # the contexts a chat deployment serves, up to 64k
 
 class SLO(StrictModel):
     """Service-level limits for goodput (as guidellm's `slo`, vLLM's --goodput)."""
@@ -89,6 +91,29 @@ class RunSettings(StrictModel):
         default=1.0, gt=0, description="gamma shape of the gaps between arrivals: 1 = Poisson, "
         "below 1 burstier, above 1 steadier (bench_serving's --burstiness)")
     slo: SLO | None = Field(default=None, description="goodput counts the requests that meet every limit")
+    sampling: list[SamplingArm] = Field(
+        default_factory=list, description="sampling arms (harness.inputs.sampling): every variant is measured at "
+        "each, paired with the baseline at the same; empty: run.temperature alone")
+    context_buckets: list[int] = Field(
+        default_factory=lambda: list(DEFAULT_CONTEXT_BUCKETS), description="upper edges (tokens of prompt plus "
+        "output so far) of the context buckets the deployment serves: acceptance is reported per bucket "
+        "(summary_by_context.csv), tune picks per bucket and warns when the suites leave one empty")
+
+    @field_validator("sampling")
+    @classmethod
+    def _arms(cls, arms: list[SamplingArm]) -> list[SamplingArm]:
+        return unique_labels(arms)
+
+    @field_validator("context_buckets")
+    @classmethod
+    def _buckets(cls, edges: list[int]) -> list[int]:
+        if not edges:
+            raise FieldProblem("is empty: give at least one upper edge, e.g. [4096, 32768]")
+        for i, edge in enumerate(edges):
+            if edge <= 0 or (i and edge <= edges[i - 1]):
+                raise FieldProblem(f"must be positive and increasing, got {edge} after "
+                                   f"{edges[i - 1] if i else 'nothing'}", (i,))
+        return edges
 
     @field_validator("request_rate")
     @classmethod
@@ -117,6 +142,9 @@ class RunSettings(StrictModel):
         if not self.concurrency and not self.request_rate:
             raise FieldProblem("is empty, and there is no request_rate: a run needs a concurrency level or a "
                                "request rate", ("concurrency",))
+        if self.sampling and "temperature" in self.model_fields_set and self.temperature != 0.0:
+            raise FieldProblem("is set together with run.sampling: give each arm its own temperature",
+                               ("temperature",))
         if self.repeats is None:  # resolved here, so plan.resolved.json records what ran
             self.repeats = 3 if max(self.concurrency, default=1) > 1 else 1
         if (self.until_ci_pct is not None or self.stop == "decided") and self.max_repeats < self.repeats:

@@ -103,6 +103,8 @@ class Suite(StrictModel):
 
     name: str = Field(min_length=1, description="how plans refer to the suite (defaults to the file name)")
     description: str = Field(default="", description="what the suite exercises")
+    synthetic: bool = Field(default=False, description="generated prompts (import-suite --synthetic): labelled "
+                            "everywhere and warned about by check and run (harness.checks.realism)")
     prompts: list[Prompt] = Field(description="the prompts, replayed in this order")
 
     @field_validator("prompts")

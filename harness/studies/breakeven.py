@@ -42,7 +42,7 @@ def derive_plan(plan: Any, variant: str, accept_lens: Sequence[float],
     if len(lens) < 2 or any(a < 1.0 for a in lens):
         raise InputError(None, None, "--accept-lens", "give at least two accept lengths, each >= 1")
     engine = engine_of(plan)
-    base = plan.baseline
+    base = plan.baseline_of(spec)  # its engine's, at its sampling arm
     copies = [spec.model_copy(update={"name": forced_name(variant, a),
                                       "env": {**(spec.env or {}), **engine.forced_env(a)}}) for a in lens]
     run = plan.run.model_copy(update={"concurrency": list(concurrency)}) if concurrency else plan.run

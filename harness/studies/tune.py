@@ -124,6 +124,9 @@ class _Tune:
             raise InputError(str(self.plan.source_path or ""), None, "variants",
                              f"no speculative variant with a drafter named {self.opts.variant!r}"
                              if self.opts.variant else "no speculative variant with a drafter to tune")
+        if self.plan.baseline_of(specs[0]) is not self.plan.baseline:  # run.sampling: tune measures one arm
+            raise InputError(str(self.plan.source_path or ""), None, "--variant", f"{specs[0].name!r} is at another "
+                             f"sampling arm than {self.plan.baseline.name!r}: tune measures the first arm")
         return specs[0]
 
     # ---------------------------------------------------------------------------------------- derived plans
@@ -380,12 +383,14 @@ class _Tune:
             yield ev.TuneCandidate(cfg.name, "verified" if cfg.name not in self.state.failed else "failed")
 
     def report(self) -> Path:
+        from harness.analysis import tune_context as tc
         from harness.analysis import tune_report as tr
 
         if self.hist is None:
             return self.dir / "tune.csv"
         measured, base = self.measured(fallback=True), self.base_step(fallback=True)
         rows = tr.tune_rows(self, measured, base)
+        tc.write_context_rows(self, measured, base)  # the best config per context bucket (tune_by_context.csv)
         out = tr.write_outputs(self, rows)
         self.answered = any(line.startswith("c") and "nothing to predict" not in line
                             for line in tr.answer(rows, self.hists, self.wide.num_steps))

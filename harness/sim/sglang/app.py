@@ -282,6 +282,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             prompt_ids=prompt_ids,
             max_new_tokens=int(max_new if max_new is not None else state.context_len),
             temperature=float(sp.get("temperature", 1.0)),
+            top_p=openai_api.top_p_of(sp.get("top_p")),
             ignore_eos=bool(sp.get("ignore_eos")),
             stream=bool(body.get("stream")),
         )

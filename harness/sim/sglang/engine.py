@@ -19,8 +19,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from harness.sim.sglang import conditions, logs, model
 from harness.sim.sglang import forced as forced_mod
-from harness.sim.sglang import logs, model
 from harness.sim.sglang.prefix_cache import PrefixCache
 
 
@@ -46,6 +46,8 @@ class EngineConfig:
     mfu: tuple[float, float, float] | None = None
     costs: model.StepCosts = model.DEFAULT_COSTS
     noise: model.StepNoise = field(default_factory=model.StepNoise)  # off unless DRAFTBENCH_SIM_STEP_NOISE
+    # acceptance falls with context past a knee (harness.sim.sglang.conditions; DRAFTBENCH_SIM_CONTEXT_DECAY)
+    context_decay: conditions.ContextDecay = field(default_factory=conditions.ContextDecay.from_env)
 
 
 @dataclass(eq=False)
@@ -54,6 +56,7 @@ class Req:
     prompt_ids: list[int]
     max_new_tokens: int
     temperature: float = 0.0
+    top_p: float = 1.0
     ignore_eos: bool = False
     stream: bool = False
     log_metrics: bool = True
@@ -308,7 +311,8 @@ class Engine:
             if forced is not None:
                 k = forced
             elif not cfg.wrong_flag:
-                profile = model.effective_profile(cfg.per_position, cfg.spec.topk, r.temperature)
+                profile = conditions.step_profile(cfg.per_position, cfg.spec.topk, r.temperature, r.top_p,
+                                                  len(r.prompt_ids) + len(r.output_ids), cfg.context_decay)
                 assert r.rng is not None
                 k = model.sample_accepted(r.rng, profile, cfg.spec.max_accepted)
             r.verify_ct += 1

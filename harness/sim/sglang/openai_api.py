@@ -65,10 +65,20 @@ def _new_req(
             prompt_ids=prompt_ids,
             max_new_tokens=max_new,
             temperature=temperature,
+            top_p=top_p_of(body.get("top_p")),
             ignore_eos=bool(body.get("ignore_eos")),
             stream=stream,
         )
     )
+
+
+def top_p_of(value: Any) -> float:
+    """The request's top_p (SGLang's default 1.0 when absent or not a number in (0, 1])."""
+    try:
+        top_p = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return top_p if 0.0 < top_p <= 1.0 else 1.0
 
 
 async def _wait_finished(req: Req) -> None:

@@ -12,6 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Static, TabbedContent, TabPane
 
+from harness.analysis.by_context_report import FEW_STEPS, TITLES, context_grid
 from harness.analysis.columns import fmt_cell
 from harness.analysis.compare import Comparison, comparison_rows
 from harness.analysis.engines_table import engines_of, stand_ins
@@ -97,6 +98,9 @@ class ResultsScreen(SectionScreen):
                         yield Static("", id="load-note", markup=False)
                         yield Table(id="load-table", cursor_type="row", zebra_stripes=True)
                         yield BarChart(id="load-chart")
+                    with TabPane("Context", id="tab-context"):  # shown for runs with summary_by_context.csv
+                        yield Static("", id="context-note", markup=False)
+                        yield Table(id="context-table", cursor_type="row", zebra_stripes=True)
                     with TabPane("Compare", id="tab-compare"):
                         yield Static("mark a run (m), select another, press c", id="compare-title")
                         yield Table(id="compare-table", cursor_type="row", zebra_stripes=True)
@@ -122,6 +126,7 @@ class ResultsScreen(SectionScreen):
         for key, label, _ in RATE_TABLE:
             load.add_column(label, key=key)
         self.query_one("#results-tabs", TabbedContent).hide_tab("tab-load")
+        self.query_one("#results-tabs", TabbedContent).hide_tab("tab-context")
         self.watch(self.app, "runs", self._show_runs)
         self.watch(self.app, "result", self._show_result)
         self.watch(self.app, "comparison", self._show_comparison)
@@ -195,6 +200,7 @@ class ResultsScreen(SectionScreen):
                 table.add_row(*cells, key=row.key)
             self._show_categories(result.categories)
             self._show_load(getattr(result, "rates", None))
+            self._show_context(getattr(result, "contexts", None))
         self.runs_open = None if self.runs_open is None else False  # an opened run takes the width
         self._fit()
         chart_items = [
@@ -230,6 +236,26 @@ class ResultsScreen(SectionScreen):
              "slower" if float(r.speedup) <= 1.0 else "")
             for r in speed.itertuples()  # summary_by_rate.csv's order: by variant, rates ascending
         ])
+
+    def _show_context(self, table: pd.DataFrame | None) -> None:
+        """Accept length per context-length bucket, as the CLI prints it (harness.analysis.by_context_report)."""
+        tabs = self.query_one("#results-tabs", TabbedContent)
+        headers, rows = context_grid(table if table is not None else pd.DataFrame(), "context")
+        widget = self.query_one("#context-table", DataTable)
+        widget.clear(columns=True)
+        if not rows:
+            if tabs.active == "tab-context":
+                tabs.active = "tab-categories"
+            tabs.hide_tab("tab-context")
+            return
+        tabs.show_tab("tab-context")
+        for i, h in enumerate(headers):
+            widget.add_column(h, key=f"h{i}")
+        for i, cells in enumerate(rows):
+            widget.add_row(*cells, key=f"ctx{i}")
+        self.query_one("#context-note", Static).update(f"{TITLES['context']}; ?: fewer than {FEW_STEPS} "
+                                                       "verify steps; per category and output position: "
+                                                       "summary_by_context.csv")
 
     def _show_categories(self, df: pd.DataFrame) -> None:
         table = self.query_one("#categories-table", DataTable)
