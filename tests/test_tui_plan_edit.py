@@ -57,7 +57,8 @@ async def test_preflight_from_the_palette_shows_the_findings(tmp_path):
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Preflight: draftbench check" in titles
         await app.run_action("preflight")
-        await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen) and app.screen.query("#finding-detail"),
+        # mounted: its on_mount has filled the table (composed alone, the table is still empty)
+        await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen) and app.screen.is_mounted,
                        "the findings", 60)
         found = app.screen.findings
         table = app.screen.query_one("#findings-table")
