@@ -289,7 +289,7 @@ async def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         watch, gcw = FrameWatch(app), GcWatch()
         presser = Presser(app, watch, gcw)
         run = make_run(params, app.post_message)
-        app.start_run(run)
+        app.run_control.start_run(run)
         pane = app.get_screen("servers").query_one(LogPane)
         warm = min(LOG_LINES, int(args.lines_per_s * 3))  # the logs are full before the first key
         await wait_until(lambda: len(pane.visible_lines(pane.current)) >= warm, "full logs", 60)

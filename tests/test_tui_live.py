@@ -115,7 +115,7 @@ async def test_the_tune_budget_counts_from_the_start(tmp_path, size):
                           if ln.startswith("budget"))
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan loaded")
-        app._tune = lambda proc: None  # the tune's process is not started: its events are posted below
+        app.tune_control._tune = lambda proc: None  # the tune's process is not started: its events are posted below
         assert budget() == "budget: -"
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.tune_state == "preparing", "the tune starting")

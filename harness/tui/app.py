@@ -1,29 +1,29 @@
-"""The draftbench TUI. The App owns the long-lived workers and all state; section screens render that state
-(attributes down) and post intents (messages up). Every action calls the same core functions as the CLI.
+"""The draftbench TUI. The App owns the long-lived workers and all state (its reactive attributes, which the
+section screens watch: attributes down); screens post intents (messages up), and the App hands each message
+to the half that handles it: servers, run, results, retrain, tune, session (harness.tui.half). Every action
+calls the same core functions as the CLI.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from textual import on, work
-from textual.app import SystemCommand
+from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.message import Message
 from textual.reactive import var
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from harness.analysis.engines_table import stand_ins
 from harness.common.errors import InputError
 from harness.common.terminal import clean
 from harness.tui import messages as msg
@@ -31,7 +31,7 @@ from harness.tui.dialogs import GENERAL_KEYS, HelpScreen, KeySections, key_list
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
 from harness.tui.results_control import ResultsControl
 from harness.tui.retrain_control import RetrainControl
-from harness.tui.run_control import ACTIVE_RUN, RunControl, describe
+from harness.tui.run_control import RunControl, describe
 from harness.tui.runproc import RunProcess
 from harness.tui.runthread import RunEvents, RunThread
 from harness.tui.screens.results import ResultsScreen
@@ -40,10 +40,10 @@ from harness.tui.screens.run import RunScreen
 from harness.tui.screens.section import SectionScreen
 from harness.tui.screens.servers import ServersScreen
 from harness.tui.screens.tune import TuneScreen
+from harness.tui.servers_control import ServersControl
 from harness.tui.session_control import SessionControl
-from harness.tui.state import Alarm, ServerView
+from harness.tui.state import Alarm, ProgressSnapshot, ServerView
 from harness.tui.tune_control import TuneControl
-from harness.tui.widgets.log_pane import LOG_LINES
 
 SECTIONS: list[tuple[str, str, type[SectionScreen]]] = [
     ("servers", "Servers", ServersScreen),
@@ -53,10 +53,9 @@ SECTIONS: list[tuple[str, str, type[SectionScreen]]] = [
     ("tune", "Tune", TuneScreen),
 ]
 GPU_POLL_S = 5.0
-LIVE_ALARMS = ("drafter-inert", "cuda-graph-off", "slower-than-baseline")
 
 
-class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, SessionControl):
+class DraftbenchApp(App[int]):
     CSS_PATH = "draftbench.tcss"
     TITLE = "draftbench"
     BINDINGS = [
@@ -69,10 +68,39 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         Binding("q", "quit", "Quit"),
     ]
 
+    # ---- the state the screens watch ----------------------------------------------------------------------
     plan: var[Any] = var(None)
     plan_line: var[str] = var("loading the plan...")
     servers: var[dict[str, ServerView]] = var(dict)
     live_alarms: var[tuple[str, ...]] = var(tuple)  # live alarms of runs and Servers, as the Run tab lists them
+    # the run going or last gone (run_control.py)
+    run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
+    run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
+    progress: var[ProgressSnapshot | None] = var(None)
+    run_failures: var[dict[str, str]] = var(dict)  # variant -> why it failed, this run (analysis.failures)
+    nodes: var[dict[str, tuple[str, tuple[str, ...], str]]] = var(dict)  # node -> (state, variants, detail)
+    run_verdicts: var[dict[str, str]] = var(dict)  # finished variant -> its verdicts so far (verdict_lines)
+    # Results (results_control.py)
+    runs: var[tuple] = var(tuple)
+    result: var[Any] = var(None)
+    comparison: var[Any] = var(None)
+    drafters: var[tuple] = var(tuple)
+    # Retrain (retrain_control.py)
+    jobs: var[tuple] = var(tuple)
+    job_progress: var[Any] = var(None)  # TrainProgress of the followed job
+    checkpoints: var[tuple] = var(tuple)  # of the followed job
+    regen_progress: var[Any] = var(None)
+    retrain_note: var[str] = var("")
+    # the tune going or on display (tune_control.py)
+    tune_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
+    tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+r (r resumes)")
+    tune_stage: var[tuple[str, float, float]] = var(("", 0.0, 0.0))  # stage, spent_s, budget_s
+    tune_stage_at: float | None = None  # the clock when tune_stage's spent_s held (the view counts on from it)
+    tune_dir: var[str | None] = var(None)
+    tune_progress: var[ProgressSnapshot | None] = var(None)
+    tune_candidates: var[dict[str, str]] = var(dict)  # config -> its latest TuneCandidate status
+    tune_view: var[Any] = var(None)  # harness.studies.tune_view.TuneView of tune_dir
+    tunes: var[tuple[str, ...]] = var(tuple)  # tune directories under results_dir, newest first
 
     def __init__(
         self,
@@ -111,6 +139,24 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         self.run_thread: RunThread | RunProcess | None = None
         self.run_dir: str | None = None
         self.run_variants: tuple[str, ...] = ()  # the variants of the run going or last run
+        # the halves, each over this App's state; a message goes to them in this order
+        self.servers_control = ServersControl(self)
+        self.run_control = RunControl(self)
+        self.results_control = ResultsControl(self)
+        self.retrain_control = RetrainControl(self)
+        self.tune_control = TuneControl(self)
+        self.session_control = SessionControl(self)
+        self._routes: dict[type[Message], list[Callable[[Any], Any]]] = {}
+        for half in (self.servers_control, self.run_control, self.results_control, self.retrain_control,
+                     self.tune_control, self.session_control):
+            for message, handler in half.handlers():
+                self._routes.setdefault(message, []).append(handler)
+
+    @on(msg.AppMessage)
+    def _route(self, m: msg.AppMessage) -> None:
+        """Every message of harness.tui.messages to the halves that handle it, in the halves' order."""
+        for handler in self._routes.get(type(m), ()):
+            handler(m)
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = False) -> None:
@@ -127,16 +173,16 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         self.set_interval(self.flush_interval, self.fleet_feed.flush)
         self.set_interval(1.0, self._tick)
         if self.gpu_poll_s > 0:
-            self.set_interval(self.gpu_poll_s, self._poll_gpu)
+            self.set_interval(self.gpu_poll_s, self.servers_control.poll_gpu)
         if self._given_plan is not None:
             self.post_message(msg.PlanLoaded(self._given_plan, str(self.plan_path or "")))
         else:
             self._load_plan()
         self.action_refresh_runs()
         self.action_refresh_jobs()
-        self.call_after_refresh(self._settle)
+        self.call_after_refresh(self.settle)
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """A full collection walks every tracked object and stops the UI meanwhile (150-450 ms pauses in
         benchmarks/tui_responsiveness.py). What lives as long as the app (modules, screens, the plan) is
         frozen after each one-time setup step, so collections walk only what changes."""
@@ -144,17 +190,34 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
 
     @work(thread=True, group="plan", exit_on_error=False)
     def _load_plan(self) -> None:
-        if self.plan_path:
-            from harness.cli.demo import load_ready_plan
+        from harness.cli.demo import load_ready_plan, prepare_demo  # the plan's models: on the worker thread
 
+        if self.plan_path:
             if not Path(self.plan_path).exists():
                 raise InputError(self.plan_path, None, None, "plan file not found")
             plan = load_ready_plan(self.plan_path, self.results_dir)  # relative demo paths get checkpoints
         else:
-            from harness.cli.demo import prepare_demo
-
             plan = prepare_demo(self.results_dir)
         self.post_message(msg.PlanLoaded(plan, str(self.plan_path or "demo plan")))
+
+    # ---- actions: the keys and the palette; each one half's ---------------------------------------------------
+    def action_refresh_runs(self) -> None:
+        self.results_control.refresh_runs()
+
+    def action_refresh_drafters(self) -> None:
+        self.results_control.refresh_drafters()
+
+    def action_refresh_jobs(self) -> None:
+        self.retrain_control.refresh_jobs()
+
+    def action_refresh_tunes(self) -> None:
+        self.tune_control.refresh_tunes()
+
+    def action_preflight(self) -> None:
+        self.session_control.preflight()
+
+    async def action_quit(self) -> None:
+        await self.session_control.quit()
 
     # ---- sections, help, palette -----------------------------------------------------------------------------
     def action_section(self, name: str) -> None:
@@ -162,7 +225,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
             first_visit = not self.get_screen(name).is_mounted
             self.switch_screen(name)
             if first_visit:  # a section's widgets are made on its first visit and live on
-                self.call_after_refresh(self._settle)
+                self.call_after_refresh(self.settle)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -202,113 +265,19 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
     async def on_unmount(self) -> None:
         """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI started."""
         gc.unfreeze()  # what was frozen for the app's lifetime can be collected again
-        if self.tune_proc is not None:  # its process stops the tune's servers on SIGTERM
-            self.tune_proc.cancel()
+        if self.tune_control.proc is not None:  # its process stops the tune's servers on SIGTERM
+            self.tune_control.proc.cancel()
         if self.fleet is not None:
             fleet, self.fleet = self.fleet, None
             with contextlib.suppress(Exception):
                 await fleet.close()
 
-    def _mounted(self, name: str) -> Any:
+    def mounted(self, name: str) -> Any:
         """The section's screen when it is on display or was (a timer may fire while the app shuts down)."""
         if not self.is_screen_installed(name):
             return None
         screen = self.get_screen(name)
         return screen if screen.is_mounted else None
-
-    # ---- plan -------------------------------------------------------------------------------------------
-    @on(msg.PlanLoaded)
-    def _plan_loaded(self, m: msg.PlanLoaded) -> None:
-        from harness.serve.fleet_nodes import server_names
-
-        plan = m.plan
-        names = server_names(plan)  # variant@node on a plan with several targets
-        self.log_buffers = {n: deque(maxlen=LOG_LINES) for n in names}
-        self.servers = {n: ServerView(n) for n in names}
-        sim = f"  SIMULATED ({stand_ins(v.engine for v in plan.variants)})" if plan.target.simulated else ""
-        suites = ", ".join(s.name for s in plan.suites)
-        where = f" ({m.path})" if m.path else ""
-        self.plan_line = (
-            f"plan {plan.name}{where} on {_hosts(plan)}{sim}   "
-            f"{len(plan.variants)} variants   suites: {suites}"
-        )
-        self.plan = plan
-        self.call_after_refresh(self._settle)
-        if plan.targets:  # one fleet per node (fleet_factory makes each node's)
-            from harness.serve.fleet_nodes import NodeFleet
-
-            extra = {"fleet_factory": self.fleet_factory} if self.fleet_factory is not None else {}
-            self.fleet = NodeFleet(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir, **extra)
-        elif self.fleet_factory is not None:
-            self.fleet = self.fleet_factory(plan, on_event=self.fleet_feed.push, results_dir=self.results_dir)
-        else:
-            from harness.serve.fleet import Fleet
-
-            target = self.target_factory() if self.target_factory else None
-            self.fleet = Fleet(
-                plan, on_event=self.fleet_feed.push, results_dir=self.results_dir, target=target
-            )
-        self._preflight()
-        if hasattr(self.fleet, "adopt"):
-            self._adopt()
-        self.action_refresh_drafters()
-
-    @work(group="fleet", exit_on_error=False)
-    async def _preflight(self) -> None:
-        await self.fleet.preflight()
-
-    # ---- servers ------------------------------------------------------------------------------------------
-    @on(msg.ServerActionRequested)
-    def _server_action(self, m: msg.ServerActionRequested) -> None:
-        if self.fleet is None:
-            self.notify("the plan is not loaded yet", severity="warning")
-        elif self.run_state in ACTIVE_RUN or self.tune_active():
-            self.notify("a run or a tune owns the servers now: cancel it first (ctrl+g)", severity="warning")
-        else:
-            self._fleet_action(m.action, m.variants)
-
-    @work(group="fleet", exit_on_error=False)
-    async def _fleet_action(self, action: str, names: tuple[str, ...]) -> None:
-        if action == "stop":
-            await asyncio.gather(*(self.fleet.stop(n) for n in names))
-        else:
-            for n in names:  # one at a time: servers on one node compete for GPU memory while loading
-                await getattr(self.fleet, action)(n)
-
-    @on(msg.ServerStateChanged)
-    def _server_state(self, m: msg.ServerStateChanged) -> None:
-        view = self.servers.get(m.variant) or ServerView(m.variant)
-        self.servers = {
-            **self.servers,
-            m.variant: view.with_state(m.state, m.port, m.pgid, m.detail, m.source, self.clock()),
-        }
-        if m.state == "failed":
-            first = m.detail.strip().splitlines()[:1]
-            self.notify(f"{m.variant}: server failed" + (f": {first[0]}" if first else ""), severity="error")
-
-    @on(msg.ServerLogLines)
-    def _server_log(self, m: msg.ServerLogLines) -> None:
-        lines = tuple(clean(ln, one_line=True) for ln in m.lines)  # a server's bytes, shown: no escapes
-        self.log_buffers.setdefault(m.variant, deque(maxlen=LOG_LINES)).extend(lines)
-        screen = self._mounted("servers")
-        if screen is not None:
-            screen.append_log(m.variant, lines)
-
-    @on(msg.AlarmRaised)
-    def _alarm(self, m: msg.AlarmRaised) -> None:
-        alarm = Alarm(m.severity, m.code, m.text)
-        if m.variant in self.servers:
-            self.servers = {**self.servers, m.variant: self.servers[m.variant].with_alarm(alarm)}
-            if m.code in LIVE_ALARMS:  # what happens while servers run: in the Run tab and as a notification
-                line = f"{m.severity} {m.variant}: {m.code}: {m.text}"
-                if line not in self.live_alarms:
-                    self.live_alarms = (*self.live_alarms, line)
-                    self.notify(f"{m.variant}: {m.code}: {m.text}", title="alarm", timeout=12,
-                                severity="error" if m.severity == "error" else "warning")
-        else:  # about the plan or the target as a whole
-            self.plan_alarms.append(alarm)
-            if m.severity != "info":
-                self.notify(f"{m.code}: {m.text}", severity="error" if m.severity == "error" else "warning")
 
     def _tick(self) -> None:
         """Clocks that move every second: uptimes, a run's elapsed and ETA, a tune's budget. A screen whose
@@ -319,29 +288,10 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
             ("tune", self.tune_state in ("preparing", "running")),
         ]
         for name, moving in due:
-            screen = self._mounted(name) if moving else None
+            screen = self.mounted(name) if moving else None
             if screen is not None:
                 with contextlib.suppress(NoMatches):
                     screen.tick(self.clock())
-
-    def _poll_gpu(self) -> None:
-        if self.fleet is not None and any(
-            v.state == "ready" and v.source == "fleet" for v in self.servers.values()
-        ):
-            self._sample_gpu()
-
-    @work(group="gpu", exclusive=True, exit_on_error=False)
-    async def _sample_gpu(self) -> None:
-        self.post_message(msg.GpuMemorySampled(await self.fleet.gpu_memory()))
-
-    @on(msg.GpuMemorySampled)
-    def _gpu(self, m: msg.GpuMemorySampled) -> None:
-        changed = {n: v for n, v in self.servers.items() if v.gpu_mib != m.mib.get(n) and v.state == "ready"}
-        if changed:
-            self.servers = {
-                **self.servers,
-                **{n: replace(v, gpu_mib=m.mib.get(n)) for n, v in changed.items()},
-            }
 
     # ---- the one error handler ----------------------------------------------------------------------------
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -353,7 +303,7 @@ class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, Ses
         if m.what == "plan":
             self.plan_line = f"could not load the plan: {m.error}"
         elif m.what == "run":
-            self._set_run("failed", f"the run could not start: {m.error}")
+            self.run_control.set_state("failed", f"the run could not start: {m.error}")
         self.notify(m.error, title=f"{m.what} failed", severity="error", timeout=15)
 
 
@@ -362,14 +312,6 @@ def key_sections() -> KeySections:
     return [("Everywhere", key_list(DraftbenchApp.BINDINGS) + GENERAL_KEYS)] + [
         (title, key_list(cls.BINDINGS) + cls.HELP_KEYS) for _, title, cls in SECTIONS if cls.BINDINGS
     ]
-
-
-def _hosts(plan: Any) -> str:
-    if not plan.targets:
-        return str(plan.target.host)
-    from harness.serve.nodes import node_name
-
-    return ", ".join(node_name(t) for t in plan.node_targets())
 
 
 def build_app(

@@ -1,5 +1,6 @@
 """Every message of the TUI, in one place: what happened (past tense, posted by workers to the App) and
-what the user asked for (intents, posted by screens to the App). The App's handlers own every state change.
+what the user asked for (intents, posted by screens to the App). The App hands each to the half that handles
+it (harness.tui.half.handles); the halves own every state change.
 """
 
 from __future__ import annotations
@@ -10,17 +11,22 @@ from textual.message import Message
 
 from harness.tui.state import ProgressSnapshot, RunChoice
 
+
+class AppMessage(Message):
+    """A message for the App, which routes it to its halves' handlers (harness.tui.app.DraftbenchApp)."""
+
+
 # ---- plan -------------------------------------------------------------------------------------------
 
 
-class PlanLoaded(Message):
+class PlanLoaded(AppMessage):
     def __init__(self, plan: Any, path: str) -> None:
         super().__init__()
         self.plan = plan
         self.path = path
 
 
-class PlanFailed(Message):
+class PlanFailed(AppMessage):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
@@ -29,7 +35,7 @@ class PlanFailed(Message):
 # ---- servers (from the fleet or from a run) -----------------------------------------------------------
 
 
-class ServerStateChanged(Message):
+class ServerStateChanged(AppMessage):
     def __init__(
         self, variant: str, state: str, port: int | None, pgid: int | None, detail: str, source: str
     ) -> None:
@@ -39,7 +45,7 @@ class ServerStateChanged(Message):
         self.source = source  # "fleet" | "run"
 
 
-class ServerLogLines(Message):
+class ServerLogLines(AppMessage):
     """A coalesced batch of one server's log lines (a few per second at most)."""
 
     def __init__(self, variant: str, lines: tuple[str, ...]) -> None:
@@ -48,13 +54,13 @@ class ServerLogLines(Message):
         self.lines = lines
 
 
-class AlarmRaised(Message):
+class AlarmRaised(AppMessage):
     def __init__(self, variant: str, severity: str, code: str, text: str) -> None:
         super().__init__()
         self.variant, self.severity, self.code, self.text = variant, severity, code, text
 
 
-class ServersAdopted(Message):
+class ServersAdopted(AppMessage):
     """Servers an earlier draftbench left running, now the Servers section's: seconds each has been up."""
 
     def __init__(self, uptimes: dict[str, float]) -> None:
@@ -62,7 +68,7 @@ class ServersAdopted(Message):
         self.uptimes = uptimes
 
 
-class GpuMemorySampled(Message):
+class GpuMemorySampled(AppMessage):
     def __init__(self, mib: dict[str, int]) -> None:
         super().__init__()
         self.mib = mib
@@ -71,14 +77,14 @@ class GpuMemorySampled(Message):
 # ---- run --------------------------------------------------------------------------------------------
 
 
-class RunLaunched(Message):
+class RunLaunched(AppMessage):
     def __init__(self, run_id: str, run_dir: str, variants: tuple[str, ...], total: int, simulated: bool):
         super().__init__()
         self.run_id, self.run_dir, self.variants = run_id, run_dir, variants
         self.total, self.simulated = total, simulated
 
 
-class NodeStateChanged(Message):
+class NodeStateChanged(AppMessage):
     """One node of a plan with several targets: running | done | lost | moved, with its variants."""
 
     def __init__(self, node: str, state: str, variants: tuple[str, ...], detail: str) -> None:
@@ -86,13 +92,13 @@ class NodeStateChanged(Message):
         self.node, self.state, self.variants, self.detail = node, state, variants, detail
 
 
-class PhaseBegan(Message):
+class PhaseBegan(AppMessage):
     def __init__(self, variant: str, phase: str, concurrency: int, requests: int) -> None:
         super().__init__()
         self.variant, self.phase, self.concurrency, self.requests = variant, phase, concurrency, requests
 
 
-class ProgressUpdated(Message):
+class ProgressUpdated(AppMessage):
     """Coalesced RequestDone and LogWindow events: one immutable snapshot per flush."""
 
     def __init__(self, snapshot: ProgressSnapshot) -> None:
@@ -100,14 +106,14 @@ class ProgressUpdated(Message):
         self.snapshot = snapshot
 
 
-class PhaseFinished(Message):
+class PhaseFinished(AppMessage):
     def __init__(self, variant: str, phase: str, wall_s: float, server_accept_len: float | None) -> None:
         super().__init__()
         self.variant, self.phase, self.wall_s = variant, phase, wall_s
         self.server_accept_len = server_accept_len
 
 
-class RunNote(Message):
+class RunNote(AppMessage):
     """A line about where the run is, for its status line: a phase sized (harness.bench.sizing) or a look of
     the stopping rule (harness.bench.decide), in the CLI's own words (harness.cli.progress)."""
 
@@ -116,7 +122,7 @@ class RunNote(Message):
         self.variant, self.text, self.look = variant, text, look
 
 
-class VerdictsUpdated(Message):
+class VerdictsUpdated(AppMessage):
     """Each finished variant's verdicts so far, as the summary judges them (harness.tui.state.verdict_lines);
     `seq` orders the workers that computed them (a late one is stale)."""
 
@@ -125,13 +131,13 @@ class VerdictsUpdated(Message):
         self.verdicts, self.seq = verdicts, seq
 
 
-class VariantFinished(Message):
+class VariantFinished(AppMessage):
     def __init__(self, variant: str, ok: bool, detail: str) -> None:
         super().__init__()
         self.variant, self.ok, self.detail = variant, ok, detail
 
 
-class RunFinished(Message):
+class RunFinished(AppMessage):
     def __init__(self, run_dir: str, complete: bool, failures: int, summary_csv: str) -> None:
         super().__init__()
         self.run_dir, self.complete, self.failures, self.summary_csv = (
@@ -142,13 +148,13 @@ class RunFinished(Message):
         )
 
 
-class RunCancelled(Message):
+class RunCancelled(AppMessage):
     def __init__(self, run_dir: str | None) -> None:
         super().__init__()
         self.run_dir = run_dir
 
 
-class RunCrashed(Message):
+class RunCrashed(AppMessage):
     def __init__(self, error: str, run_dir: str | None) -> None:
         super().__init__()
         self.error = error
@@ -158,37 +164,37 @@ class RunCrashed(Message):
 # ---- results and drafters ------------------------------------------------------------------------------
 
 
-class RunsListed(Message):
+class RunsListed(AppMessage):
     def __init__(self, runs: tuple[Any, ...]) -> None:
         super().__init__()
         self.runs = runs  # harness.analysis.runs.RunInfo, newest first
 
 
-class ResultsLoaded(Message):
+class ResultsLoaded(AppMessage):
     def __init__(self, result: Any) -> None:
         super().__init__()
         self.result = result  # harness.analysis.runs.LoadedRun
 
 
-class ComparisonLoaded(Message):
+class ComparisonLoaded(AppMessage):
     def __init__(self, comparison: Any) -> None:
         super().__init__()
         self.comparison = comparison  # harness.analysis.compare.Comparison
 
 
-class Exported(Message):
+class Exported(AppMessage):
     def __init__(self, path: str, rows: int) -> None:
         super().__init__()
         self.path, self.rows = path, rows
 
 
-class DraftersListed(Message):
+class DraftersListed(AppMessage):
     def __init__(self, drafters: tuple[Any, ...]) -> None:
         super().__init__()
         self.drafters = drafters  # harness.analysis.runs.DrafterInfo
 
 
-class TaskFailed(Message):
+class TaskFailed(AppMessage):
     """A worker outside the run failed (loading a run, exporting, a server action): shown, never fatal."""
 
     def __init__(self, what: str, error: str) -> None:
@@ -199,36 +205,36 @@ class TaskFailed(Message):
 # ---- intents (screens -> App) ------------------------------------------------------------------------------
 
 
-class ServerActionRequested(Message):
+class ServerActionRequested(AppMessage):
     def __init__(self, action: str, variants: tuple[str, ...]) -> None:
         super().__init__()
         self.action = action  # "start" | "stop" | "restart"
         self.variants = variants
 
 
-class RunRequested(Message):
+class RunRequested(AppMessage):
     def __init__(self, choice: RunChoice) -> None:
         super().__init__()
         self.choice = choice
 
 
-class CancelRequested(Message):
+class CancelRequested(AppMessage):
     pass
 
 
-class OpenRunRequested(Message):
+class OpenRunRequested(AppMessage):
     def __init__(self, run_dir: str) -> None:
         super().__init__()
         self.run_dir = run_dir
 
 
-class CompareRequested(Message):
+class CompareRequested(AppMessage):
     def __init__(self, run_a: str, run_b: str) -> None:
         super().__init__()
         self.run_a, self.run_b = run_a, run_b
 
 
-class PreflightReported(Message):
+class PreflightReported(AppMessage):
     """`draftbench check` from the palette: the findings (harness.common.findings.Finding), and as the CLI
     prints them."""
 
@@ -237,7 +243,7 @@ class PreflightReported(Message):
         self.text, self.errors, self.findings = text, errors, findings
 
 
-class ResumeRequested(Message):
+class ResumeRequested(AppMessage):
     """Resume an interrupted run (its directory) from the Results section."""
 
     def __init__(self, run_dir: str) -> None:
@@ -245,7 +251,7 @@ class ResumeRequested(Message):
         self.run_dir = run_dir
 
 
-class ExportRequested(Message):
+class ExportRequested(AppMessage):
     """Write a table as CSV: "summary" (summary.csv as is), "categories" or "compare"."""
 
     def __init__(self, path: str, what: str = "summary") -> None:
@@ -256,38 +262,38 @@ class ExportRequested(Message):
 # ---- retrain ---------------------------------------------------------------------------------------------
 
 
-class JobsListed(Message):
+class JobsListed(AppMessage):
     def __init__(self, jobs: tuple[Any, ...]) -> None:
         super().__init__()
         self.jobs = jobs  # harness.retrain.jobs.Job, newest first
 
 
-class JobUpdated(Message):
+class JobUpdated(AppMessage):
     def __init__(self, job: Any) -> None:
         super().__init__()
         self.job = job
 
 
-class JobProgressed(Message):
+class JobProgressed(AppMessage):
     def __init__(self, progress: Any) -> None:
         super().__init__()
         self.progress = progress  # harness.retrain.progress.TrainProgress
 
 
-class CheckpointsListed(Message):
+class CheckpointsListed(AppMessage):
     def __init__(self, job_id: str, checkpoints: tuple[Any, ...]) -> None:
         super().__init__()
         self.job_id = job_id
         self.checkpoints = checkpoints  # harness.retrain.checkpoints.Checkpoint
 
 
-class RegenProgressed(Message):
+class RegenProgressed(AppMessage):
     def __init__(self, progress: Any) -> None:
         super().__init__()
         self.progress = progress  # harness.retrain.regen.RegenProgress
 
 
-class RetrainNote(Message):
+class RetrainNote(AppMessage):
     """A step of a checkpoint's evaluation before its benchmark starts (registered, preflight done)."""
 
     def __init__(self, text: str, ok: bool = True) -> None:
@@ -299,7 +305,7 @@ class RetrainNote(Message):
 # ---- tune (harness.studies.tune in the run's child process) ------------------------------------------------
 
 
-class TuneLaunched(Message):
+class TuneLaunched(AppMessage):
     """The tune's first sub-run started: its directory is known (new or resumed)."""
 
     def __init__(self, tune_dir: str) -> None:
@@ -307,13 +313,13 @@ class TuneLaunched(Message):
         self.tune_dir = tune_dir
 
 
-class TuneStaged(Message):
+class TuneStaged(AppMessage):
     def __init__(self, stage: str, text: str, spent_s: float, budget_s: float) -> None:
         super().__init__()
         self.stage, self.text, self.spent_s, self.budget_s = stage, text, spent_s, budget_s
 
 
-class TuneCandidateChanged(Message):
+class TuneCandidateChanged(AppMessage):
     def __init__(self, config: str, status: str, expected_speedup: float | None, est_cost_s: float | None,
                  detail: str) -> None:
         super().__init__()
@@ -321,7 +327,7 @@ class TuneCandidateChanged(Message):
         self.expected_speedup, self.est_cost_s = expected_speedup, est_cost_s
 
 
-class TuneProgressed(Message):
+class TuneProgressed(AppMessage):
     """The current sub-run's requests (coalesced like ProgressUpdated)."""
 
     def __init__(self, snapshot: ProgressSnapshot) -> None:
@@ -329,14 +335,14 @@ class TuneProgressed(Message):
         self.snapshot = snapshot
 
 
-class TuneFinished(Message):
+class TuneFinished(AppMessage):
     def __init__(self, tune_dir: str, complete: bool, stop_reason: str, starts: int, grid_size: int) -> None:
         super().__init__()
         self.tune_dir, self.complete, self.stop_reason = tune_dir, complete, stop_reason
         self.starts, self.grid_size = starts, grid_size
 
 
-class TuneEnded(Message):
+class TuneEnded(AppMessage):
     """The tune's process ended: status "done" | "cancelled" | "crashed" (after TuneFinished when done)."""
 
     def __init__(self, status: str, detail: str, tune_dir: str | None) -> None:
@@ -344,19 +350,19 @@ class TuneEnded(Message):
         self.status, self.detail, self.tune_dir = status, detail, tune_dir
 
 
-class TuneLoaded(Message):
+class TuneLoaded(AppMessage):
     def __init__(self, view: Any) -> None:
         super().__init__()
         self.view = view  # harness.studies.tune_view.TuneView
 
 
-class TunesListed(Message):
+class TunesListed(AppMessage):
     def __init__(self, dirs: tuple[str, ...]) -> None:
         super().__init__()
         self.dirs = dirs  # tune directories, newest first
 
 
-class WinnerWritten(Message):
+class WinnerWritten(AppMessage):
     def __init__(self, plan_path: str, variant: str | None) -> None:
         super().__init__()
         self.plan_path, self.variant = plan_path, variant
@@ -365,28 +371,28 @@ class WinnerWritten(Message):
 # ---- tune intents (Tune screen -> App) ----------------------------------------------------------------
 
 
-class TuneRequested(Message):
+class TuneRequested(AppMessage):
     def __init__(self, choice: Any) -> None:
         super().__init__()
         self.choice = choice  # harness.tui.tune_control.TuneChoice
 
 
-class TuneResumeRequested(Message):
+class TuneResumeRequested(AppMessage):
     def __init__(self, tune_dir: str, budget_s: float | None) -> None:
         super().__init__()
         self.tune_dir = tune_dir
         self.budget_s = budget_s  # None: the budget the tune was started with
 
 
-class TuneOpenRequested(Message):
+class TuneOpenRequested(AppMessage):
     def __init__(self, tune_dir: str) -> None:
         super().__init__()
         self.tune_dir = tune_dir
 
 
-class TuneCancelRequested(Message):
+class TuneCancelRequested(AppMessage):
     pass
 
 
-class WriteWinnerRequested(Message):
+class WriteWinnerRequested(AppMessage):
     pass

@@ -6,101 +6,83 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
-from textual.app import App
-from textual.reactive import var
-
+from harness.analysis.compare import compare_runs
+from harness.analysis.runs import drafter_dirs, export_csv, list_drafters, list_runs, load_run
+from harness.inputs.config import Plan, user_dir
 from harness.tui import messages as msg
+from harness.tui.half import Half, handles, work
 
 
-class ResultsControl(App[int]):
-    runs: var[tuple] = var(tuple)
-    result: var[Any] = var(None)
-    comparison: var[Any] = var(None)
-    drafters: var[tuple] = var(tuple)
-
-    # set by the App
-    results_dir: Path
-    drafter_dirs: list[Path] | None
-
-    def action_refresh_runs(self) -> None:
+class ResultsControl(Half):
+    def refresh_runs(self) -> None:
         self._list_runs()
 
-    @work(thread=True, group="results", exit_on_error=False)
+    @work(thread=True, group="results")
     def _list_runs(self) -> None:
-        from harness.analysis.runs import list_runs
+        self.app.post_message(msg.RunsListed(tuple(list_runs(self.app.results_dir))))
 
-        self.post_message(msg.RunsListed(tuple(list_runs(self.results_dir))))
-
-    @on(msg.RunsListed)
+    @handles(msg.RunsListed)
     def _runs_listed(self, m: msg.RunsListed) -> None:
-        self.runs = m.runs
+        self.app.runs = m.runs
 
-    @on(msg.OpenRunRequested)
-    def _open_run(self, m: msg.OpenRunRequested) -> None:
-        self._load_run(m.run_dir)
+    @handles(msg.OpenRunRequested)
+    def _open_requested(self, m: msg.OpenRunRequested) -> None:
+        self.open_run(m.run_dir)
 
-    @work(thread=True, group="results", exit_on_error=False)
-    def _load_run(self, run_dir: str) -> None:
-        from harness.analysis.runs import load_run
+    @work(thread=True, group="results")
+    def open_run(self, run_dir: str) -> None:
+        """The run's tables into the Results section (the App's `result`)."""
+        self.app.post_message(msg.ResultsLoaded(load_run(run_dir)))
 
-        self.post_message(msg.ResultsLoaded(load_run(run_dir)))
-
-    @on(msg.ResultsLoaded)
+    @handles(msg.ResultsLoaded)
     def _results_loaded(self, m: msg.ResultsLoaded) -> None:
-        self.result = m.result
+        self.app.result = m.result
 
-    @on(msg.CompareRequested)
+    @handles(msg.CompareRequested)
     def _compare_requested(self, m: msg.CompareRequested) -> None:
         self._compare(m.run_a, m.run_b)
 
-    @work(thread=True, group="results", exit_on_error=False)
+    @work(thread=True, group="results")
     def _compare(self, a: str, b: str) -> None:
-        from harness.analysis.compare import compare_runs
-        from harness.analysis.runs import load_run
+        self.app.post_message(msg.ComparisonLoaded(compare_runs(load_run(a), load_run(b))))
 
-        self.post_message(msg.ComparisonLoaded(compare_runs(load_run(a), load_run(b))))
-
-    @on(msg.ComparisonLoaded)
+    @handles(msg.ComparisonLoaded)
     def _comparison_loaded(self, m: msg.ComparisonLoaded) -> None:
-        self.comparison = m.comparison
+        self.app.comparison = m.comparison
 
-    @on(msg.ExportRequested)
+    @handles(msg.ExportRequested)
     def _export_requested(self, m: msg.ExportRequested) -> None:
+        result, comparison = self.app.result, self.app.comparison
         tables = {
-            "summary": self.result.summary if self.result is not None else None,
-            "categories": self.result.categories if self.result is not None else None,
-            "compare": self.comparison.table if self.comparison is not None else None,
+            "summary": result.summary if result is not None else None,
+            "categories": result.categories if result is not None else None,
+            "compare": comparison.table if comparison is not None else None,
         }
         if tables.get(m.what) is not None:
             self._export(tables[m.what], m.path)
 
-    @work(thread=True, group="results", exit_on_error=False)
+    @work(thread=True, group="results")
     def _export(self, df: Any, path: str) -> None:
-        from harness.analysis.runs import export_csv
+        self.app.post_message(msg.Exported(str(Path(path).expanduser()), export_csv(df, path)))
 
-        self.post_message(msg.Exported(str(Path(path).expanduser()), export_csv(df, path)))
-
-    @on(msg.Exported)
+    @handles(msg.Exported)
     def _exported(self, m: msg.Exported) -> None:
-        self.notify(f"exported {m.rows} rows to {m.path}")
+        self.app.notify(f"exported {m.rows} rows to {m.path}")
 
-    def action_refresh_drafters(self) -> None:
-        if self.plan is not None:
-            self._list_drafters(self.plan)
+    def refresh_drafters(self) -> None:
+        if self.app.plan is not None:
+            self._list_drafters(self.app.plan)
 
-    @work(thread=True, group="drafters", exit_on_error=False)
-    def _list_drafters(self, plan: Any) -> None:
-        from harness.analysis.runs import drafter_dirs, list_drafters, list_runs
-        from harness.inputs.config import user_dir
-
-        dirs = self.drafter_dirs if self.drafter_dirs is not None else drafter_dirs(plan)
+    @work(thread=True, group="drafters")
+    def _list_drafters(self, plan: Plan) -> None:
+        given = self.app.drafter_dirs
+        dirs = given if given is not None else drafter_dirs(plan)
         mine = user_dir("drafters")  # where evaluated checkpoints are registered
         if mine.is_dir() and mine.resolve() not in [d.resolve() for d in dirs]:
             dirs = [*dirs, mine]
-        found = list_drafters(dirs, list_runs(self.results_dir))
-        self.post_message(msg.DraftersListed(tuple(found)))
+        found = list_drafters(dirs, list_runs(self.app.results_dir))
+        self.app.post_message(msg.DraftersListed(tuple(found)))
 
-    @on(msg.DraftersListed)
+    @handles(msg.DraftersListed)
     def _drafters_listed(self, m: msg.DraftersListed) -> None:
-        self.drafters = m.drafters
+        self.app.drafters = m.drafters

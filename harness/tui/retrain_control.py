@@ -1,6 +1,8 @@
 """The App's retrain half: training jobs, their checkpoints and data regeneration, all through the core's
 harness.retrain functions (the same ones the CLI calls). A checkpoint's evaluation is a run like any other:
-it goes through the App's run machinery in its own process and ends in the Results section.
+it goes through the run half in its own process and ends in the Results section.
+harness.retrain and the targets are imported where they are used, as the Retrain section is, not at the
+TUI's start (harness.retrain.regen loads the openai SDK).
 """
 
 from __future__ import annotations
@@ -8,15 +10,12 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
-
-from textual import on, work
-from textual.app import App
-from textual.reactive import var
 
 from harness.common.errors import InputError
 from harness.tui import messages as msg
+from harness.tui.half import Half, handles, work
+from harness.tui.runproc import RunProcess
 
 EVALUATE = "harness.retrain.checkpoints:evaluate_checkpoint"
 
@@ -75,54 +74,48 @@ def train_spec(values: dict[str, str]) -> Any:
     return TrainSpec.model_validate(data)
 
 
-class RetrainControl(App[int]):
-    jobs: var[tuple] = var(tuple)
-    job_progress: var[Any] = var(None)  # TrainProgress of the followed job
-    checkpoints: var[tuple] = var(tuple)  # of the followed job
-    regen_progress: var[Any] = var(None)
-    retrain_note: var[str] = var("")
+class RetrainControl(Half):
+    followed: str | None = None  # the job whose progress and checkpoints are on display
 
-    # set by the App: plan, results_dir, target_factory, fleet, drafter_dirs
-    results_dir: Path
-    followed: str | None = None
-
-    def _retrain_target(self, job: Any = None) -> Any:
-        if self.target_factory is not None:
-            return self.target_factory()
+    def _target(self, job: Any = None) -> Any:
+        app = self.app
+        if app.target_factory is not None:
+            return app.target_factory()
         if job is not None:
             from harness.retrain.jobs import open_job_target
 
             return open_job_target(job)
         from harness.targets import open_target
 
-        return open_target(self.plan.target.host, ssh_port=self.plan.target.ssh_port)
+        return open_target(app.plan.target.host, ssh_port=app.plan.target.ssh_port)
 
     # ---- jobs --------------------------------------------------------------------------------------------
-    def action_refresh_jobs(self) -> None:
+    def refresh_jobs(self) -> None:
         self._list_jobs()
 
-    @work(thread=True, group="retrain", exit_on_error=False)
+    @work(thread=True, group="retrain")
     def _list_jobs(self) -> None:
         from harness.retrain.jobs import list_jobs
 
-        self.post_message(msg.JobsListed(tuple(list_jobs(self.results_dir))))
+        self.app.post_message(msg.JobsListed(tuple(list_jobs(self.app.results_dir))))
 
-    @on(msg.JobsListed)
+    @handles(msg.JobsListed)
     def _jobs_listed(self, m: msg.JobsListed) -> None:
-        self.jobs = m.jobs
+        self.app.jobs = m.jobs
 
-    @on(msg.JobUpdated)
+    @handles(msg.JobUpdated)
     def _job_updated(self, m: msg.JobUpdated) -> None:
-        others = tuple(j for j in self.jobs if j.job_id != m.job.job_id)
-        self.jobs = (
+        jobs = self.app.jobs
+        others = tuple(j for j in jobs if j.job_id != m.job.job_id)
+        self.app.jobs = (
             (m.job, *others)
-            if m.job.job_id not in {j.job_id for j in self.jobs}
-            else tuple(m.job if j.job_id == m.job.job_id else j for j in self.jobs)
+            if m.job.job_id not in {j.job_id for j in jobs}
+            else tuple(m.job if j.job_id == m.job.job_id else j for j in jobs)
         )
 
     def train(self, values: dict[str, str]) -> None:
-        if self.plan is None:
-            self.notify("the plan is not loaded yet", severity="warning")
+        if self.app.plan is None:
+            self.app.notify("the plan is not loaded yet", severity="warning")
             return
         try:
             spec = train_spec(values)
@@ -130,124 +123,127 @@ class RetrainControl(App[int]):
             InputError,
             ValueError,
         ) as exc:  # pydantic's ValidationError is a ValueError; both name the field
-            self.notify(str(exc), title="Cannot start training", severity="error", timeout=15)
+            self.app.notify(str(exc), title="Cannot start training", severity="error", timeout=15)
             return
         self._launch(spec)
 
-    @work(group="retrain", exit_on_error=False)
+    @work(group="retrain")
     async def _launch(self, spec: Any) -> None:
         from harness.retrain.jobs import launch_training
 
-        target = self._retrain_target()
+        app = self.app
+        target = self._target()
         try:
             job = await launch_training(
                 target,
                 spec,
-                workdir=self.plan.target.workdir,
-                results_dir=self.results_dir,
-                ssh_port=self.plan.target.ssh_port,
+                workdir=app.plan.target.workdir,
+                results_dir=app.results_dir,
+                ssh_port=app.plan.target.ssh_port,
             )
         finally:
             await target.close()
-        self.post_message(msg.JobUpdated(job))
+        app.post_message(msg.JobUpdated(job))
         self.follow(job)
 
     def job_action(self, action: str, job_id: str) -> None:
         self._job_action(action, job_id)
 
-    @work(group="retrain", exit_on_error=False)
+    @work(group="retrain")
     async def _job_action(self, action: str, job_id: str) -> None:
         from harness.retrain.jobs import cancel_job, load_job, refresh_job, resume_job
 
-        job = load_job(job_id, self.results_dir)
-        target = self._retrain_target(job)
+        results_dir = self.app.results_dir
+        job = load_job(job_id, results_dir)
+        target = self._target(job)
         try:
             await target.connect()
             fn = {"refresh": refresh_job, "cancel": cancel_job, "resume": resume_job}[action]
-            job = await fn(target, job, self.results_dir)
+            job = await fn(target, job, results_dir)
         finally:
             await target.close()
-        self.post_message(msg.JobUpdated(job))
+        self.app.post_message(msg.JobUpdated(job))
         if action == "resume":
             self.follow(job)
 
     def follow(self, job: Any) -> None:
         self.followed = job.job_id
-        self.job_progress = None
-        self.checkpoints = ()
+        self.app.job_progress = None
+        self.app.checkpoints = ()
         self._follow(job)
 
-    @work(group="follow", exclusive=True, exit_on_error=False)
+    @work(group="follow", exclusive=True)
     async def _follow(self, job: Any) -> None:
         """Progress from the job's log until its process group is gone; checkpoints as they are saved."""
         from harness.retrain.checkpoints import discover_checkpoints
         from harness.retrain.jobs import follow_job
 
-        target = self._retrain_target(job)
+        post = self.app.post_message
+        target = self._target(job)
         try:
             await target.connect()
-            self.post_message(
-                msg.CheckpointsListed(job.job_id, tuple(await discover_checkpoints(target, job.output_dir)))
-            )
+            post(msg.CheckpointsListed(job.job_id, tuple(await discover_checkpoints(target, job.output_dir))))
             seen = 0
-            async for p in follow_job(target, job, results_dir=self.results_dir):
-                self.post_message(msg.JobProgressed(p))
+            async for p in follow_job(target, job, results_dir=self.app.results_dir):
+                post(msg.JobProgressed(p))
                 if len(p.checkpoints) != seen or p.state != "running":
                     seen = len(p.checkpoints)
                     found = await discover_checkpoints(target, job.output_dir)
-                    self.post_message(msg.CheckpointsListed(job.job_id, tuple(found)))
+                    post(msg.CheckpointsListed(job.job_id, tuple(found)))
         finally:
             await target.close()
         self._list_jobs()
 
-    @on(msg.JobProgressed)
+    @handles(msg.JobProgressed)
     def _job_progressed(self, m: msg.JobProgressed) -> None:
+        app = self.app
         p = m.progress
         if p.job_id == self.followed:
-            self.job_progress = p
+            app.job_progress = p
         # the log saw the job end before the job list is read again: show it at once
-        if p.state != "running" and any(j.job_id == p.job_id and j.state != p.state for j in self.jobs):
-            self.jobs = tuple(
+        if p.state != "running" and any(j.job_id == p.job_id and j.state != p.state for j in app.jobs):
+            app.jobs = tuple(
                 replace(j, state=p.state, exit_code=p.exit_code) if j.job_id == p.job_id else j
-                for j in self.jobs
+                for j in app.jobs
             )
 
-    @on(msg.CheckpointsListed)
+    @handles(msg.CheckpointsListed)
     def _checkpoints_listed(self, m: msg.CheckpointsListed) -> None:
         if m.job_id == self.followed:
-            self.checkpoints = m.checkpoints
+            self.app.checkpoints = m.checkpoints
 
     # ---- evaluation: a run -------------------------------------------------------------------------------
     def evaluate(self, checkpoint: Any, name: str) -> None:
         from harness.inputs.config import user_dir
-        from harness.tui.runproc import RunProcess
 
+        app = self.app
         # registered where the user keeps their own drafters, never inside the checkout; benchmarked
         # against the baseline only: two server loads, not the whole plan again
-        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")), "results_dir": str(self.results_dir),
+        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")), "results_dir": str(app.results_dir),
                   "keep_existing": False}
-        self.start_run(
+        app.run_control.start_run(
             RunProcess(
                 EVALUATE,
-                (self.plan, checkpoint),
+                (app.plan, checkpoint),
                 kwargs,
-                post=self.post_message,
-                target_factory=self.target_factory,
-                flush_interval=self.flush_interval,
+                post=app.post_message,
+                target_factory=app.target_factory,
+                flush_interval=app.flush_interval,
             )
         )
 
-    @on(msg.RetrainNote)
+    @handles(msg.RetrainNote)
     def _retrain_note(self, m: msg.RetrainNote) -> None:
-        self.retrain_note = m.text
-        self.run_status = m.text
-        self.notify(m.text, severity="information" if m.ok else "error")
-        self.action_refresh_drafters()
+        app = self.app
+        app.retrain_note = m.text
+        app.run_status = m.text
+        app.notify(m.text, severity="information" if m.ok else "error")
+        app.results_control.refresh_drafters()
 
     # ---- data regeneration ------------------------------------------------------------------------------
     def regenerate(self, values: dict[str, str]) -> None:
-        if self.plan is None:
-            self.notify("the plan is not loaded yet", severity="warning")
+        if self.app.plan is None:
+            self.app.notify("the plan is not loaded yet", severity="warning")
             return
         try:
             concurrency, max_tokens = (
@@ -255,39 +251,38 @@ class RetrainControl(App[int]):
                 int(values.get("max_tokens") or 2048),
             )
         except ValueError:
-            self.notify("concurrency and max tokens are whole numbers", severity="error")
+            self.app.notify("concurrency and max tokens are whole numbers", severity="error")
             return
         self._regen(values.get("input", ""), values.get("output", ""), concurrency, max_tokens)
 
-    @work(group="regen", exclusive=True, exit_on_error=False)
+    @work(group="regen", exclusive=True)
     async def _regen(self, input_path: str, output_path: str, concurrency: int, max_tokens: int) -> None:
         from harness.retrain.regen import regen
 
+        app = self.app
         # a baseline already up in the Servers section serves the regeneration; else regen starts one
-        base = self.plan.baseline.name
-        url = (
-            self.fleet.base_url(base) if self.fleet is not None and hasattr(self.fleet, "base_url") else None
-        )
-        target = self.target_factory() if self.target_factory is not None and not url else None
+        base = app.plan.baseline.name
+        url = app.fleet.base_url(base) if app.fleet is not None and hasattr(app.fleet, "base_url") else None
+        target = app.target_factory() if app.target_factory is not None and not url else None
         try:
             async for p in regen(
-                self.plan,
+                app.plan,
                 input_path,
                 output_path,
                 concurrency=concurrency,
                 max_tokens=max_tokens,
                 endpoints=[url] if url else None,
                 target=target,
-                results_dir=self.results_dir,
+                results_dir=app.results_dir,
             ):
-                self.post_message(msg.RegenProgressed(p))
+                app.post_message(msg.RegenProgressed(p))
         finally:
             if target is not None:  # regen closes only a target it opened itself
                 await target.close()
 
     def stop_regen(self) -> None:
-        self.workers.cancel_group(self, "regen")
+        self.app.workers.cancel_group(self.app, "regen")
 
-    @on(msg.RegenProgressed)
+    @handles(msg.RegenProgressed)
     def _regen_progressed(self, m: msg.RegenProgressed) -> None:
-        self.regen_progress = m.progress
+        self.app.regen_progress = m.progress

@@ -1,6 +1,8 @@
 """The App's tune half: `draftbench tune` (harness.studies.tune) in the run's own child process, like a run
-(runchild.py / runproc.py): its events become the tune state, the sub-runs' servers show in Servers, and the
-tune directory is re-read (harness.studies.tune_view) as configs are measured, so the grid fills as it goes."""
+(runchild.py / runproc.py): its events become the tune state (the App's tune_state, tune_view, ...), the
+sub-runs' servers show in Servers, and the
+tune directory is re-read (harness.studies.tune_view) as configs are measured, so the grid fills as it goes.
+harness.studies is imported where it is used: it loads the engines (aiohttp), which the TUI's start does without."""
 
 from __future__ import annotations
 
@@ -10,15 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from textual import on, work
-from textual.app import App
-from textual.reactive import var
-
 from harness.common import events as ev
 from harness.tui import messages as msg
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
+from harness.tui.half import Half, handles, work
 from harness.tui.runproc import RunProcess
-from harness.tui.state import ProgressSnapshot
 
 TUNE = "harness.studies.tune:tune"
 ACTIVE_TUNE = ("preparing", "running", "cancelling")
@@ -116,143 +114,132 @@ class TuneProcess(RunProcess):
         self.post(msg.TuneEnded(status, detail, self.feed.run_dir))
 
 
-class TuneControl(App[int]):
-    tune_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
-    tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+r (r resumes)")
-    tune_stage: var[tuple[str, float, float]] = var(("", 0.0, 0.0))  # stage, spent_s, budget_s
-    tune_stage_at: float | None = None  # the clock when tune_stage's spent_s held (the view counts on from it)
-    tune_dir: var[str | None] = var(None)
-    tune_progress: var[ProgressSnapshot | None] = var(None)
-    tune_candidates: var[dict[str, str]] = var(dict)  # config -> its latest TuneCandidate status
-    tune_view: var[Any] = var(None)  # harness.studies.tune_view.TuneView of tune_dir
-    tunes: var[tuple[str, ...]] = var(tuple)  # tune directories under results_dir, newest first
+class TuneControl(Half):
+    proc: TuneProcess | None = None  # the tune going or last gone
 
-    # set by the App
-    results_dir: Path
-    plan_path: str | None
-    target_factory: Callable[[], Any] | None
-    flush_interval: float
-    clock: Callable[[], float]
-    tune_proc: TuneProcess | None = None
+    def active(self) -> bool:
+        return self.proc is not None and self.app.tune_state in ACTIVE_TUNE
 
-    def tune_active(self) -> bool:
-        return self.tune_proc is not None and self.tune_state in ACTIVE_TUNE
-
-    def action_refresh_tunes(self) -> None:
+    def refresh_tunes(self) -> None:
         self._list_tunes()
 
-    @work(thread=True, group="tune-list", exclusive=True, exit_on_error=False)
+    @work(thread=True, group="tune-list", exclusive=True)
     def _list_tunes(self) -> None:
         from harness.studies.tune_view import list_tunes
 
-        self.post_message(msg.TunesListed(tuple(str(p) for p in list_tunes(self.results_dir))))
+        self.app.post_message(msg.TunesListed(tuple(str(p) for p in list_tunes(self.app.results_dir))))
 
-    @on(msg.TunesListed)
+    @handles(msg.TunesListed)
     def _tunes_listed(self, m: msg.TunesListed) -> None:
-        self.tunes = m.dirs
+        self.app.tunes = m.dirs
 
     # ---- start, resume, cancel ---------------------------------------------------------------------------
-    @on(msg.TuneRequested)
+    @handles(msg.TuneRequested)
     def _tune_requested(self, m: msg.TuneRequested) -> None:
-        if self.plan is None:
-            self.notify("the plan is not loaded yet", severity="warning")
+        if self.app.plan is None:
+            self.app.notify("the plan is not loaded yet", severity="warning")
             return
-        self._start_tune(self.plan, tune_options(m.choice), None)
+        self._start_tune(self.app.plan, tune_options(m.choice), None)
 
-    @on(msg.TuneResumeRequested)
+    @handles(msg.TuneResumeRequested)
     def _tune_resume(self, m: msg.TuneResumeRequested) -> None:
         from harness.studies.tune import read_tune_plan
 
         try:
             plan, opts = read_tune_plan(m.tune_dir)
         except (OSError, ValueError) as exc:
-            self.notify(f"{m.tune_dir}: {exc}", title="Cannot resume", severity="error")
+            self.app.notify(f"{m.tune_dir}: {exc}", title="Cannot resume", severity="error")
             return
         if m.budget_s is not None:
             opts.budget_s = m.budget_s
         self._start_tune(plan, opts, m.tune_dir)
 
     def _start_tune(self, plan: Any, opts: Any, resume_dir: str | None) -> None:
-        if self.tune_active():
-            self.notify("a tune is already going", severity="warning")
+        app = self.app
+        if self.active():
+            app.notify("a tune is already going", severity="warning")
             return
-        if getattr(self, "run_state", "idle") in ("preparing", "running", "cancelling"):
-            self.notify("a run owns the servers now: let it finish or cancel it first", severity="warning")
+        if app.run_state in ("preparing", "running", "cancelling"):
+            app.notify("a run owns the servers now: let it finish or cancel it first", severity="warning")
             return
-        self.tune_proc = TuneProcess(
+        self.proc = TuneProcess(
             plan,
             opts,
-            results_dir=str(self.results_dir),
+            results_dir=str(app.results_dir),
             resume_dir=resume_dir,
-            post=self.post_message,
-            target_factory=self.target_factory,
-            flush_interval=self.flush_interval,
+            post=app.post_message,
+            target_factory=app.target_factory,
+            flush_interval=app.flush_interval,
         )
-        self.tune_candidates, self.tune_progress, self.tune_view = {}, None, None
-        self.tune_dir = resume_dir
-        self.tune_stage_at = self.clock()  # the budget counts from the start, not from the first stage's word
-        self.tune_stage = ("", 0.0, opts.budget_s)
+        app.tune_candidates, app.tune_progress, app.tune_view = {}, None, None
+        app.tune_dir = resume_dir
+        app.tune_stage_at = app.clock()  # the budget counts from the start, not from the first stage's word
+        app.tune_stage = ("", 0.0, opts.budget_s)
         self._set_tune(
             "preparing",
             "preparing: stopping the Servers section's servers, then "
             + (f"resuming {resume_dir}" if resume_dir else f"tuning {opts.variant or 'the first drafter'}"),
         )
-        self._tune(self.tune_proc)
+        self._tune(self.proc)
 
-    @work(group="tune", exclusive=True, exit_on_error=False)
+    @work(group="tune", exclusive=True)
     async def _tune(self, proc: TuneProcess) -> None:
-        if self.fleet is not None and any(
-            v.source == "fleet" and v.state != "stopped" for v in self.servers.values()
+        app = self.app
+        if app.fleet is not None and any(
+            v.source == "fleet" and v.state != "stopped" for v in app.servers.values()
         ):
-            await self.fleet.stop_all()  # the tune starts its own servers (ports, GPU memory)
+            await app.fleet.stop_all()  # the tune starts its own servers (ports, GPU memory)
         await asyncio.to_thread(proc.run)
 
-    @on(msg.TuneCancelRequested)
-    def _tune_cancel(self) -> None:
-        if self.tune_proc is not None and self.tune_state in ("preparing", "running"):
+    @handles(msg.TuneCancelRequested)
+    def _tune_cancel(self, m: msg.TuneCancelRequested) -> None:
+        if self.proc is not None and self.app.tune_state in ("preparing", "running"):
             self._set_tune("cancelling", "cancelling: stopping every server the tune started")
-            self.tune_proc.cancel()
+            self.proc.cancel()
 
     async def stop_tune(self) -> None:
         """On quit: cancel a tune going and wait until its process has stopped its servers."""
-        if self.tune_active() and self.tune_proc is not None:
-            self.tune_proc.cancel()
-            await self.workers.wait_for_complete([w for w in self.workers if w.group == "tune"])
+        if self.active() and self.proc is not None:
+            self.proc.cancel()
+            workers = self.app.workers
+            await workers.wait_for_complete([w for w in workers if w.group == "tune"])
 
     def _set_tune(self, state: str, text: str) -> None:
-        self.tune_status = text
-        self.tune_state = state
+        self.app.tune_status = text
+        self.app.tune_state = state
 
     # ---- what the tune says --------------------------------------------------------------------------------
-    @on(msg.TuneLaunched)
+    @handles(msg.TuneLaunched)
     def _tune_launched(self, m: msg.TuneLaunched) -> None:
-        self.tune_dir = m.tune_dir
-        if self.tune_state == "preparing":
+        self.app.tune_dir = m.tune_dir
+        if self.app.tune_state == "preparing":
             self._set_tune("running", f"tuning in {m.tune_dir}")
         self._load_tune(m.tune_dir)
 
-    @on(msg.TuneStaged)
+    @handles(msg.TuneStaged)
     def _tune_staged(self, m: msg.TuneStaged) -> None:
-        self.tune_stage_at = self.clock()
-        self.tune_stage = (m.stage, m.spent_s, m.budget_s)
-        if self.tune_state in ("preparing", "running"):
+        app = self.app
+        app.tune_stage_at = app.clock()
+        app.tune_stage = (m.stage, m.spent_s, m.budget_s)
+        if app.tune_state in ("preparing", "running"):
             self._set_tune("running", f"{m.stage}: {m.text}")
-        if self.tune_dir:
-            self._load_tune(self.tune_dir)
+        if app.tune_dir:
+            self._load_tune(app.tune_dir)
 
-    @on(msg.TuneCandidateChanged)
+    @handles(msg.TuneCandidateChanged)
     def _tune_candidate(self, m: msg.TuneCandidateChanged) -> None:
-        self.tune_candidates = {**self.tune_candidates, m.config: m.status}
-        if m.status in RELOAD_ON and self.tune_dir:
-            self._load_tune(self.tune_dir)
+        app = self.app
+        app.tune_candidates = {**app.tune_candidates, m.config: m.status}
+        if m.status in RELOAD_ON and app.tune_dir:
+            self._load_tune(app.tune_dir)
 
-    @on(msg.TuneProgressed)
+    @handles(msg.TuneProgressed)
     def _tune_progressed(self, m: msg.TuneProgressed) -> None:
-        self.tune_progress = m.snapshot
+        self.app.tune_progress = m.snapshot
 
-    @on(msg.TuneFinished)
+    @handles(msg.TuneFinished)
     def _tune_finished(self, m: msg.TuneFinished) -> None:
-        self.tune_dir = m.tune_dir
+        self.app.tune_dir = m.tune_dir
         self._set_tune(
             "done" if m.complete else "failed",
             f"{'finished' if m.complete else 'stopped'} ({m.stop_reason}): {m.starts} server starts "
@@ -260,18 +247,19 @@ class TuneControl(App[int]):
             + ("" if m.complete else ", r resumes"),
         )
         self._load_tune(m.tune_dir)
-        self.action_refresh_tunes()
+        self.refresh_tunes()
 
-    @on(msg.TuneEnded)
+    @handles(msg.TuneEnded)
     def _tune_ended(self, m: msg.TuneEnded) -> None:
+        app = self.app
         # the sub-runs stop their servers while unwinding; rows still up are settled here (as for a run)
-        self.servers = {
+        app.servers = {
             n: (
-                v.with_state("stopped", None, None, "", "tune", self.clock())
+                v.with_state("stopped", None, None, "", "tune", app.clock())
                 if v.source == "tune" and v.state not in ("stopped", "failed")
                 else v
             )
-            for n, v in self.servers.items()
+            for n, v in app.servers.items()
         }
         if m.status == "cancelled":
             self._set_tune(
@@ -281,59 +269,61 @@ class TuneControl(App[int]):
             )
         elif m.status == "crashed":
             self._set_tune("failed", f"the tune stopped with an error: {m.detail}")
-            self.notify(m.detail, title="Tune failed", severity="error", timeout=15)
+            app.notify(m.detail, title="Tune failed", severity="error", timeout=15)
         if m.tune_dir:
             self._load_tune(m.tune_dir)
-        self.action_refresh_tunes()
+        self.refresh_tunes()
 
-    @on(msg.TaskFailed)
+    @handles(msg.TaskFailed)
     def _tune_task_failed(self, m: msg.TaskFailed) -> None:
         if m.what == "tune":
             self._set_tune("failed", f"the tune could not start: {m.error}")
 
-    @work(thread=True, group="tune-load", exclusive=True, exit_on_error=False)
+    @work(thread=True, group="tune-load", exclusive=True)
     def _load_tune(self, tune_dir: str) -> None:
         from harness.studies.tune_view import is_tune_dir, load_tune
 
         if is_tune_dir(tune_dir):
-            self.post_message(msg.TuneLoaded(load_tune(tune_dir)))
+            self.app.post_message(msg.TuneLoaded(load_tune(tune_dir)))
 
-    @on(msg.TuneLoaded)
+    @handles(msg.TuneLoaded)
     def _tune_loaded(self, m: msg.TuneLoaded) -> None:
-        if m.view.tune_dir == self.tune_dir or self.tune_dir is None:
-            self.tune_dir = m.view.tune_dir
-            self.tune_view = m.view
+        app = self.app
+        if m.view.tune_dir == app.tune_dir or app.tune_dir is None:
+            app.tune_dir = m.view.tune_dir
+            app.tune_view = m.view
 
-    @on(msg.TuneOpenRequested)
+    @handles(msg.TuneOpenRequested)
     def _tune_open(self, m: msg.TuneOpenRequested) -> None:
-        if self.tune_active():
-            self.notify("a tune is going: its own directory is on display", severity="warning")
+        if self.active():
+            self.app.notify("a tune is going: its own directory is on display", severity="warning")
             return
-        self.tune_dir = m.tune_dir
+        self.app.tune_dir = m.tune_dir
         self._load_tune(m.tune_dir)
 
     # ---- --write-plan ------------------------------------------------------------------------------------------
-    @on(msg.WriteWinnerRequested)
-    def _write_winner(self) -> None:
-        view = self.tune_view
+    @handles(msg.WriteWinnerRequested)
+    def _write_winner(self, m: msg.WriteWinnerRequested) -> None:
+        app = self.app
+        view = app.tune_view
         if view is None or not view.finished:
-            self.notify("no finished tune on display to take a winner from", severity="warning")
-        elif not self.plan_path:
-            self.notify(
+            app.notify("no finished tune on display to take a winner from", severity="warning")
+        elif not app.plan_path:
+            app.notify(
                 "the demo plan has no file to add a variant to: start with a plan file", severity="warning"
             )
         else:
-            self._write(self.plan_path, view.tune_dir)
+            self._write(app.plan_path, view.tune_dir)
 
-    @work(thread=True, group="tune-write", exit_on_error=False)
+    @work(thread=True, group="tune-write")
     def _write(self, plan_path: str, tune_dir: str) -> None:
         from harness.studies.tune_view import write_winner
 
-        self.post_message(msg.WinnerWritten(plan_path, write_winner(plan_path, tune_dir)))
+        self.app.post_message(msg.WinnerWritten(plan_path, write_winner(plan_path, tune_dir)))
 
-    @on(msg.WinnerWritten)
+    @handles(msg.WinnerWritten)
     def _winner_written(self, m: msg.WinnerWritten) -> None:
         if m.variant:
-            self.notify(f"added variant {m.variant} to {m.plan_path}", title="plan updated")
+            self.app.notify(f"added variant {m.variant} to {m.plan_path}", title="plan updated")
         else:
-            self.notify("no measured winner to add to the plan", severity="warning")
+            self.app.notify("no measured winner to add to the plan", severity="warning")

@@ -238,7 +238,7 @@ class RetrainScreen(SectionScreen):
 
         def done(values: dict[str, str] | None) -> None:
             if values:
-                self.app.train(values)
+                self.app.retrain_control.train(values)
 
         self.app.push_screen(
             FormDialog(
@@ -260,19 +260,19 @@ class RetrainScreen(SectionScreen):
         job = next((j for j in self.app.jobs if j.job_id == job_id), None)
         if job is not None:
             self._tab("tab-training")
-            self.app.follow(job)
+            self.app.retrain_control.follow(job)
 
     def action_job(self, action: str) -> None:
         job_id = self._job()
         if not job_id:
             return
         if action != "cancel":
-            self.app.job_action(action, job_id)
+            self.app.retrain_control.job_action(action, job_id)
             return
-        self.app.confirm(
+        self.app.session_control.confirm(
             f"Cancel training job {job_id}? Its checkpoints so far stay; y (resume) continues from the last.",
             [("yes", "Cancel the job")],
-            lambda _: self.app.job_action(action, job_id),
+            lambda _: self.app.retrain_control.job_action(action, job_id),
         )
 
     def action_evaluate(self) -> None:
@@ -284,7 +284,7 @@ class RetrainScreen(SectionScreen):
 
         def done(values: dict[str, str] | None) -> None:
             if values and values.get("name"):
-                self.app.evaluate(ckpt, values["name"])
+                self.app.retrain_control.evaluate(ckpt, values["name"])
 
         default = default_drafter_name(self.app.plan.name, ckpt)
         self.app.push_screen(
@@ -304,14 +304,14 @@ class RetrainScreen(SectionScreen):
 
         def done(values: dict[str, str] | None) -> None:
             if values:
-                self.app.regenerate(values)
+                self.app.retrain_control.regenerate(values)
 
         self.app.push_screen(
             FormDialog("Regenerate training data with the target model", REGEN_FIELDS, ok="Regenerate"), done
         )
 
     def action_stop_regen(self) -> None:
-        self.app.stop_regen()
+        self.app.retrain_control.stop_regen()
 
 
 def default_drafter_name(plan_name: str, ckpt: Any) -> str:

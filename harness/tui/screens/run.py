@@ -152,7 +152,7 @@ class RunScreen(SectionScreen):
     def action_cancel_run(self) -> None:
         if self.app.run_state not in ("preparing", "running"):
             return
-        self.app.confirm(
+        self.app.session_control.confirm(
             "Cancel the run? Finished requests are kept (resume it later); its servers are stopped.",
             [("yes", "Cancel the run")],
             lambda _: self.post_message(CancelRequested()),

@@ -84,7 +84,7 @@ class ServersScreen(SectionScreen):
         if action != "stop" or not up:
             self.post_message(ServerActionRequested(action, names))
             return
-        self.app.confirm(
+        self.app.session_control.confirm(
             f"Stop all {len(up)} server(s)? " + ", ".join(up),
             [("yes", "Stop all")],
             lambda _: self.post_message(ServerActionRequested(action, names)),

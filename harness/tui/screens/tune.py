@@ -299,7 +299,7 @@ class TuneScreen(SectionScreen):
     def action_cancel_tune(self) -> None:
         if self.app.tune_state not in ("preparing", "running"):
             return
-        self.app.confirm(
+        self.app.session_control.confirm(
             "Cancel the tune? Its servers are stopped; measurements are kept (r resumes it).",
             [("yes", "Cancel the tune")],
             lambda _: self.post_message(msg.TuneCancelRequested()),
