@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "suite's name, the one a plan's `suites:` lists")
     imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
     imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
-    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts"])
+    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "openai", "prompts"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
                      help="live: later user turns follow the server's own answers (default); first: first turns "
                           "only; separate: every turn a single-turn prompt")
@@ -108,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.cli_tune import add_parsers as add_tune_parsers
 
     add_tune_parsers(sub)
+    from harness.cli_loop import add_parsers as add_loop_parsers
+
+    add_loop_parsers(sub)
     sub.add_parser("sim-server", help="the SGLang stand-in server (takes sglang.launch_server flags)",
                    add_help=False)
     tui = sub.add_parser("tui", help="open the TUI on a plan (the demo plan when none is given)")
@@ -131,12 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "tui"):
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
         from harness.cli_breakeven import handlers as breakeven_handlers
+        from harness.cli_loop import handlers as loop_handlers
         from harness.cli_retrain import handlers as retrain_handlers
         from harness.cli_tune import handlers as tune_handlers
 
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
                    "import-suite": _import_suite, "compare": _compare, **retrain_handlers(), **breakeven_handlers(),
-                   **tune_handlers()}[args.command]
+                   **tune_handlers(), **loop_handlers()}[args.command]
         return handler(args)
     except PreflightFailed as exc:
         for line in exc.lines:

@@ -1,6 +1,7 @@
 """Suites from the datasets people use: MT-bench / Spec-Bench `question.jsonl`, ShareGPT-style JSON or
 JSONL (`conversations` of `from`/`value` or `role`/`content`), SpecForge training JSONL (the same rows with
-`role`/`content`, maybe `status: error` rows from regeneration), and a plain JSONL of prompts.
+`role`/`content`, maybe `status: error` rows from regeneration), OpenAI request logs (a chat request's body
+per line, or the batch API's `{"custom_id", "body": {"messages"}}`), and a plain JSONL of prompts.
 
 Every user turn is kept by default as a live multi-turn conversation (`Prompt.followups`): the recorded
 assistant answers are dropped, the server under test answers each turn itself. What was imported and what
@@ -21,7 +22,7 @@ from harness.common.errors import InputError
 from harness.inputs.suites import Prompt, Suite, _parse_row
 from harness.inputs.yamlio import LineMap, read_text, validate
 
-FORMATS = ("auto", "question", "sharegpt", "specforge", "prompts")
+FORMATS = ("auto", "question", "sharegpt", "specforge", "openai", "prompts")
 Turns = Literal["live", "first", "separate"]
 USER_ROLES = {"user", "human"}
 ASSISTANT_ROLES = {"assistant", "gpt", "chatgpt", "bing", "bard", "model"}
@@ -169,6 +170,8 @@ def _detect(row: Any, src: str, lineno: int) -> str:
     if isinstance(row, dict):
         if "turns" in row or "question_id" in row:
             return "question"
+        if isinstance(row.get("body"), dict) and "messages" in row["body"]:
+            return "openai"
         if "conversations" in row or "messages" in row:
             return "sharegpt"
         if "prompt" in row or "text" in row:
@@ -187,6 +190,8 @@ def _convert(fmt: str, row: Any, src: str, lineno: int, turns: Turns, report: Im
         return _prompts(qid, category, None, texts, src, lineno, turns, report)
     if fmt == "prompts":
         return [_plain(row, src, lineno)]
+    if fmt == "openai" and isinstance(row, dict) and isinstance(row.get("body"), dict):  # the batch API's line
+        row = {**row["body"], "id": row.get("custom_id", row.get("id"))}
     return _conversation(row, src, lineno, turns, report)
 
 

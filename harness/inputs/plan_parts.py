@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from harness.inputs.drafter_record import LineageEntry, TrainedAgainst
 from harness.inputs.engine_options import TARGET_ALIASES, SGLangOptions, VLLMOptions
 from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel
 
@@ -71,6 +72,10 @@ class Drafter(StrictModel):
     trained_for: str | None = Field(default=None, description="the target model it was trained against")
     training_data: str | None = Field(default=None, description="what it was trained on, for the record")
     notes: str | None = Field(default=None, description="anything else worth knowing")
+    trained_against: TrainedAgainst | None = Field(
+        default=None, description="the target's config as it was at training (compared by `check`)")
+    lineage: list[LineageEntry] = Field(
+        default_factory=list, description="each promotion by `draftbench retrain`, oldest first")
 
 
 class Target(StrictModel):

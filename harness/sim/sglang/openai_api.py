@@ -67,6 +67,7 @@ def _new_req(
             temperature=temperature,
             ignore_eos=bool(body.get("ignore_eos")),
             stream=stream,
+            per_position=model.content_profile(state.engine.cfg.by_content, body.get("messages")),
         )
     )
 
