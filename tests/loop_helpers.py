@@ -12,12 +12,12 @@ from harness.demo import GOOD_PROFILE, TARGET_HIDDEN, VOCAB, write_demo_models
 from harness.sim.sglang.fixtures import write_eagle3_drafter
 
 REPO = Path(__file__).resolve().parent.parent
-WEAK_RULE = {"contains": ["python"], "per_position": [0.2, 0.1, 0.05]}
+WEAK_RULE = {"contains": ["python"], "per_position": [0.1, 0.05, 0.02]}
 CODE = ["reverses a list", "counts words in a file", "merges two sorted lists", "checks for a palindrome",
-        "flattens a nested list", "parses a CSV line", "computes a moving average", "finds duplicates"]
+        "flattens a nested list", "parses a CSV line", "computes a moving average", "finds duplicates",
+        "rotates a matrix", "validates an email address", "groups items by key", "retries a flaky call"]
 CHAT = ["Tell me about green tea.", "How do I plan a picnic?", "What makes a good novel?",
-        "Describe a walk in the forest.", "How do bees make honey?", "What is a good morning routine?",
-        "Why is the sky blue?", "Suggest a weekend hobby."]
+        "Why is the sky blue?"]
 
 PLAN = """\
 name: loop
@@ -46,6 +46,7 @@ run:
   max_tokens: {max_tokens}
   warmup_requests: 1
   repeats: 1
+  max_repeats: 4                  # the gate's looks: 2, then 4 repeats
   min_steady_s: 0.2
   max_phase_s: 3
   request_timeout_s: 60
@@ -74,8 +75,9 @@ def write_weak_drafter(directory: Path) -> Path:
 
 
 def write_scenario(root: Path, *, concurrency: tuple[int, ...] = (1, 2), max_tokens: int = 32,
-                   time_scale: str = "0.05") -> Path:
-    """root/plan.yaml, root/drafters/weak-coder.yaml, root/work (the target's workdir with the models)."""
+                   time_scale: str = "0.1") -> Path:
+    """root/plans/loop.yaml, root/drafters/weak-coder.yaml (found next to plans/ as in the checkout),
+    root/work (the target's workdir with the models)."""
     work = root / "work"
     write_demo_models(work)
     write_weak_drafter(work / "demo-models" / "weak-coder")
@@ -85,7 +87,8 @@ def write_scenario(root: Path, *, concurrency: tuple[int, ...] = (1, 2), max_tok
     env = {"DRAFTBENCH_SIM_STARTUP_S": "0.1", "DRAFTBENCH_SIM_TIME_SCALE": time_scale}
     (root / "drafters").mkdir(parents=True, exist_ok=True)
     (root / "drafters" / "weak-coder.yaml").write_text(DRAFTER)
-    plan = root / "plan.yaml"
+    (root / "plans").mkdir(parents=True, exist_ok=True)
+    plan = root / "plans" / "loop.yaml"
     plan.write_text(PLAN.format(python=sys.executable, workdir=json.dumps(str(work)), env=json.dumps(env),
                                 prompts="\n".join(prompts), concurrency=list(concurrency), max_tokens=max_tokens))
     return plan

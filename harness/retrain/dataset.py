@@ -150,7 +150,7 @@ def build_input(run_dir: str | Path, variant: str, chosen: list[Spot], level: Le
                 turns[keys[0]] = max(turns.get(keys[0], 0), int(spot.turn or 1))
         by_spot[spot.key] = keys
     manifest = Manifest(run=str(run_dir), variant=variant, level=level, position=position,
-                        weak=[asdict(s) for s in chosen],
+                        weak=[json.loads(json.dumps(asdict(s))) for s in chosen],
                         rest_share=rest_share, holdout=holdout, seed=seed, traffic=list(traffic or []))
     accept = {s.key: s.accept_len for s in chosen}
     train: list[tuple[str, Source, str]] = []  # (prompt key, source, spot key)

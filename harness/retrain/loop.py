@@ -60,8 +60,12 @@ async def retrain_loop(plan: Any, variant: str, *, settings: RetrainSettings | N
         rec = find_record(results_dir, resume)
     elif not new and (rec := unfinished(results_dir, plan.name, variant)) is not None:
         pass
-    else:
-        rec = new_record(plan, variant, settings or RetrainSettings(), results_dir)
+    else:  # the run to learn from is found first: a loop that cannot start leaves no record behind
+        settings = settings or RetrainSettings()
+        source = settings.source_run or le.source_run(results_dir, plan, variant)
+        rec = new_record(plan, variant, settings, results_dir)
+        rec.source_run = str(source)
+        save_record(rec, results_dir)
     if rec.finished:
         yield LoopStep(rec.retrain_id, "done", "skipped", f"{rec.retrain_id} already ended: {rec.outcome}"
                        + (f" ({rec.reason})" if rec.reason else ""), tuple(rec.gate))
@@ -75,8 +79,9 @@ async def retrain_loop(plan: Any, variant: str, *, settings: RetrainSettings | N
         target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)
     loop = _Loop(plan, variant, rec, Path(results_dir), target)
     try:
-        async for event in loop.run():
-            yield event
+        async with contextlib.aclosing(loop.run()) as events:  # closing us closes every stage inside
+            async for event in events:
+                yield event
     finally:
         if own:
             with contextlib.suppress(Exception):
@@ -101,8 +106,9 @@ class _Loop:
         stages = {"select": self.select, "regen": self.regen, "train": self.train, "export": self.export,
                   "evaluate": self.evaluate, "gate": self.gate, "promote": self.promote}
         while (stage := self.rec.next_stage()) is not None and not self.rec.finished:
-            async for event in stages[stage]():
-                yield event
+            async with contextlib.aclosing(stages[stage]()) as events:
+                async for event in events:
+                    yield event
             if stage not in self.rec.done and not self.rec.finished:
                 raise HarnessError(f"{stage} did not finish")  # a stage ends by finishing or deciding
 
@@ -110,8 +116,7 @@ class _Loop:
     async def select(self) -> AsyncIterator[Any]:
         from harness.retrain import weak_spots as ws
 
-        run_dir = self.s.source_run or self.rec.source_run or le.source_run(self.results_dir, self.plan, self.variant)
-        self.rec.source_run = str(run_dir)
+        run_dir = str(self.rec.source_run)
         rq = ws.variant_requests(run_dir, self.variant)
         found, ref = ws.spots(rq, self.s.level), ws.overall(rq)
         chosen = ws.pick(found, lowest=self.s.lowest, below=self.s.below, position=self.s.position, ref=ref)
@@ -139,17 +144,19 @@ class _Loop:
         out = self.dir / "data" / "regen.jsonl"
         self.rec.regen_output = str(out)
         final, last = None, 0.0
-        async for p in regen(self.plan, self.dir / "data" / REGEN_INPUT, out, concurrency=self.s.regen_concurrency,
-                             endpoints=self.s.endpoints or None,
-                             max_tokens=self.s.regen_max_tokens or int(self.plan.run.max_tokens),
-                             temperature=self.s.regen_temperature if self.s.regen_temperature is not None
-                             else float(self.plan.run.temperature),
-                             results_dir=self.results_dir, workers=self.s.workers,
-                             target=self.target if not self.s.endpoints else None):
-            final = p
-            if p.state != "running" or time.monotonic() - last >= 1.0:
-                last = time.monotonic()
-                yield self.step("regen", "progress", f"regen [{p.state}] {p.note()}")
+        temperature = self.s.regen_temperature if self.s.regen_temperature is not None \
+            else float(self.plan.run.temperature)
+        progress = regen(self.plan, self.dir / "data" / REGEN_INPUT, out, concurrency=self.s.regen_concurrency,
+                         endpoints=self.s.endpoints or None,
+                         max_tokens=self.s.regen_max_tokens or int(self.plan.run.max_tokens),
+                         temperature=temperature, results_dir=self.results_dir, workers=self.s.workers,
+                         target=self.target if not self.s.endpoints else None)
+        async with contextlib.aclosing(progress):
+            async for p in progress:
+                final = p
+                if p.state != "running" or time.monotonic() - last >= 1.0:
+                    last = time.monotonic()
+                    yield self.step("regen", "progress", f"regen [{p.state}] {p.note()}")
         rows = sum(1 for line in out.read_text(encoding="utf-8").splitlines() if line.strip()) if out.exists() else 0
         if not rows:
             raise HarnessError(f"regeneration wrote no row to {out}" + (f": {final.last_error}" if final else ""))
@@ -186,11 +193,13 @@ class _Loop:
                 yield self.step("train", "started", f"training job {job.job_id} resumed from its last checkpoint")
         last, state = 0.0, job.state
         if job.state == "running":
-            async for p in J.follow_job(self.target, job, results_dir=self.results_dir):
-                state = p.state
-                if p.state != "running" or time.monotonic() - last >= 1.0:
-                    last = time.monotonic()
-                    yield self.step("train", "progress", _train_line(p))
+            follow = J.follow_job(self.target, job, results_dir=self.results_dir)
+            async with contextlib.aclosing(follow):
+                async for p in follow:
+                    state = p.state
+                    if p.state != "running" or time.monotonic() - last >= 1.0:
+                        last = time.monotonic()
+                        yield self.step("train", "progress", _train_line(p))
         if state != "finished":
             raise HarnessError(f"training job {job.job_id} ended {state}: run the same command again to resume it "
                                f"from its last checkpoint (log: {job.log_path})")
@@ -243,8 +252,9 @@ class _Loop:
                 continue
             bench = le.eval_plan(self.plan, self.variant, self.rec, str(self.rec.source_run), manifest,
                                  repeats=repeats, concurrency=open_concs)
-            async for e in self._measure(bench, look, len(schedule)):
-                yield e
+            async with contextlib.aclosing(self._measure(bench, look, len(schedule))) as events:
+                async for e in events:
+                    yield e
             level = look_level(look, len(schedule))
             stamp = {"look": look, "looks": len(schedule), "level": round(level, 6), "repeats": repeats}
             result = judge(str(self.rec.eval_run), str(self.rec.candidate), self.variant, open_concs, self.s.rule,
@@ -275,13 +285,15 @@ class _Loop:
                         + (f" (in {resume})" if resume else ""))
         await require_preflight(bench, target=self.target, resume_dir=resume)
         done = None
-        async for e in run_plan(bench, results_dir=self.results_dir, target=self.target, resume_dir=resume):
-            if isinstance(e, ev.RunStarted) and self.rec.eval_run != e.run_dir:
-                self.rec.eval_run = e.run_dir
-                save_record(self.rec, self.results_dir)
-            if isinstance(e, ev.RunDone):
-                done = e
-            yield e
+        events = run_plan(bench, results_dir=self.results_dir, target=self.target, resume_dir=resume)
+        async with contextlib.aclosing(events):  # closing us stops its servers
+            async for e in events:
+                if isinstance(e, ev.RunStarted) and self.rec.eval_run != e.run_dir:
+                    self.rec.eval_run = e.run_dir
+                    save_record(self.rec, self.results_dir)
+                if isinstance(e, ev.RunDone):
+                    done = e
+                yield e
         if done is None or not done.complete:
             raise HarnessError(f"the evaluation run {self.rec.eval_run} did not complete: run the same command "
                                "again to resume it")

@@ -28,18 +28,23 @@ def spec_variant(plan: Plan, variant: str) -> Any:
 
 
 def source_run(results_dir: str | Path, plan: Plan, variant: str) -> str:
-    """The newest finished run of this plan (not a loop's own evaluation) that served the variant."""
+    """The newest finished run of this plan (not a loop's own evaluation) whose variant served the drafter the
+    plan names now (after a promotion, the runs of the drafter it replaced no longer count)."""
     from harness.analysis.runs import list_runs
     from harness.analysis.summary import read_variants
 
+    drafter = plan.variant(variant).drafter
+    path = str(drafter.path) if drafter is not None else ""
     for info in list_runs(results_dir):
         if info.plan != plan.name or info.status not in ("complete", "incomplete"):
             continue
         meta = read_variants(Path(info.run_dir)).get(variant)
-        if meta and meta.get("status") == "ok" and not meta.get("forced_acceptance"):
+        if meta and meta.get("status") == "ok" and not meta.get("forced_acceptance") \
+                and str(meta.get("drafter_path") or "") == path:
             return info.run_dir
-    raise InputError(str(results_dir), None, "source_run", f"no finished run of plan {plan.name!r} with variant "
-                     f"{variant!r} under {results_dir}: run the plan first, or give --from-run")
+    raise InputError(str(results_dir), None, "source_run", f"no finished run of plan {plan.name!r} whose {variant} "
+                     f"served its drafter as it is now ({path}) under {results_dir}: run the plan first, or give "
+                     "--from-run")
 
 
 def train_fields(plan: Plan, variant: str, s: RetrainSettings, *, data: str, output_dir: str,

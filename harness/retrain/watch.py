@@ -14,6 +14,7 @@ yielded as a DriftCheck; an alarm is also an harness.common.events.Alarm, and th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
@@ -196,10 +197,12 @@ async def watch(plan: Any, variant: str, *, results_dir: str | Path = "results",
         started = time.monotonic()
         measured = run_dir
         if measured is None:
-            async for e in run_plan(check_plan(plan, variant, prof), results_dir=results_dir, target=target):
-                if isinstance(e, ev.RunStarted):
-                    measured = e.run_dir
-                yield e
+            events = run_plan(check_plan(plan, variant, prof), results_dir=results_dir, target=target)
+            async with contextlib.aclosing(events):  # closing us stops the check run's servers
+                async for e in events:
+                    if isinstance(e, ev.RunStarted):
+                        measured = e.run_dir
+                    yield e
         check = compare(prof, str(measured), variant, plan.name, str(path))
         record(results_dir, check)
         yield check
