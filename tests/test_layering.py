@@ -54,7 +54,7 @@ LAYERS = [
     ("harness.checks",),
     ("harness.analysis",),
     ("harness.run", "harness.retrain"),
-    ("harness.demo", "harness.cli", "harness.cli_breakeven", "harness.cli_gate", "harness.cli_retrain", "harness.cli_tune",
+    ("harness.demo", "harness.cli", "harness.cli_breakeven", "harness.cli_gate", "harness.cli_retrain", "harness.cli_loop", "harness.cli_tune",
      "harness.tui"),
 ]
 ENGINE_PACKAGES = {p.name for p in (Path(harness.__file__).parent / "engines").iterdir() if (p / "__init__.py").exists()}

@@ -29,6 +29,7 @@ from harness.common.terminal import clean
 from harness.tui import messages as msg
 from harness.tui.dialogs import GENERAL_KEYS, HelpScreen, KeySections, key_list
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
+from harness.tui.loop_control import LoopControl
 from harness.tui.results_control import ResultsControl
 from harness.tui.retrain_control import RetrainControl
 from harness.tui.run_control import ACTIVE_RUN, RunControl, describe
@@ -56,7 +57,7 @@ GPU_POLL_S = 5.0
 LIVE_ALARMS = ("drafter-inert", "cuda-graph-off", "slower-than-baseline")
 
 
-class DraftbenchApp(RunControl, ResultsControl, RetrainControl, TuneControl, SessionControl):
+class DraftbenchApp(RunControl, ResultsControl, RetrainControl, LoopControl, TuneControl, SessionControl):
     CSS_PATH = "draftbench.tcss"
     TITLE = "draftbench"
     BINDINGS = [

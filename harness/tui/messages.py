@@ -287,6 +287,14 @@ class RegenProgressed(Message):
         self.progress = progress  # harness.retrain.regen.RegenProgress
 
 
+class LoopEnded(Message):
+    """A retrain loop's or drift check's process ended: "done" | "cancelled" | "crashed" (harness.tui.loop_control)."""
+
+    def __init__(self, status: str, detail: str) -> None:
+        super().__init__()
+        self.status, self.detail = status, detail
+
+
 class RetrainNote(Message):
     """A step of a checkpoint's evaluation before its benchmark starts (registered, preflight done)."""
 

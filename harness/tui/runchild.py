@@ -44,7 +44,8 @@ def unframe(buf: bytearray) -> list[Any]:
 
 
 CALLS = {"harness.run.runner:run_plan", "harness.run.gate:checked_run_plan", "harness.run.multinode:run_multi",
-         "harness.retrain.checkpoints:evaluate_checkpoint", "harness.run.tune:tune"}
+         "harness.retrain.checkpoints:evaluate_checkpoint", "harness.run.tune:tune",
+         "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
 
 
 def resolve_call(name: str) -> Any:
