@@ -112,6 +112,8 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
     regen_rows = Path(entry.training_data).read_text().splitlines()
     assert len(regen_rows) == len(manifest["rows"]) == len({json.loads(x)["id"] for x in regen_rows})
     assert load_plan(plan_path).variant("coder").drafter.path == rec.candidate_path  # the plan serves it now
+    check = _cli("check", str(plan_path), cwd=tmp_path)  # its record matches the target: nothing to warn of
+    assert check.returncode == 0 and "0 warnings" in check.stdout + check.stderr, check.stdout + check.stderr
 
     # the same command again starts a new loop, which needs a run of the promoted drafter first
     with pytest.raises(InputError, match="served its drafter as it is now"):

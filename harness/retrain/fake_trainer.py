@@ -188,6 +188,10 @@ def save(
         per_position=per_position,
         by_content=by_content,
     )
+    cfg_path = out / "config.json"  # SpecForge's draft config copies the target's rope settings
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update({k: target_cfg[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in target_cfg})
+    cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
     state = {"epoch": epoch, "global_step": step, "args": vars(args), "weights": model.w, "seen": seen or {}}
     (out / "training_state.json").write_text(json.dumps(state))
     print(f"Saved full training state to {out}/training_state.json", flush=True)
