@@ -20,6 +20,7 @@ from harness.inputs.config import load_drafter, load_plan
 from harness.retrain import jobs as J
 from harness.retrain.loop import LoopStep, retrain_loop
 from harness.retrain.loop_state import RetrainSettings, list_records
+from harness.run.kept import kept_servers
 from harness.run.runner import run_plan
 from harness.targets import open_target
 from tests.loop_helpers import REPO, write_scenario
@@ -27,9 +28,9 @@ from tests.loop_helpers import REPO, write_scenario
 pytestmark = pytest.mark.slow
 
 
-async def _run(plan, results: Path) -> str:
+async def _run(plan, results: Path, keep: bool = False) -> str:
     run_dir = ""
-    async for e in run_plan(plan, results_dir=results):
+    async for e in run_plan(plan, results_dir=results, keep_servers=keep):
         if isinstance(e, ev.RunDone):
             assert e.complete, e
             run_dir = e.run_dir
@@ -48,6 +49,16 @@ async def _until(plan, results: Path, stop, settings: RetrainSettings | None = N
     return seen
 
 
+def _alive_kept(results: Path) -> list:
+    """Process groups under results/ that a servers.jsonl lists as started or kept and that still run."""
+    alive = []
+    for k in kept_servers(results):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(k.pgid, 0)
+            alive.append(k)
+    return alive
+
+
 def _state(results: Path):
     (rec,) = list_records(results)
     return rec
@@ -63,7 +74,8 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
     plan_path = write_scenario(tmp_path)
     results = tmp_path / "results"
     plan = load_plan(plan_path)
-    source = await _run(plan, results)
+    source = await _run(plan, results, keep=True)  # its servers kept: the evaluation takes them over
+    assert {k.variant for k in _alive_kept(results)} == {"baseline", "coder"}
     drafter_yaml = tmp_path / "drafters" / "weak-coder.yaml"
 
     # interrupted while regenerating: the server it started is stopped, the stage is redone on resume
@@ -96,6 +108,8 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
     seen = await _until(plan, results, lambda e: False)
     rec = _state(results)
     assert rec.eval_run == eval_run  # the same run directory, resumed
+    assert '"adopted_from"' in (Path(eval_run) / "servers.jsonl").read_text()  # the source run's servers
+    assert _alive_kept(results) == []  # every server kept between the looks, and those taken over, stopped
     assert rec.outcome == "promoted", rec.gate
     gate_step = next(e for e in seen if isinstance(e, LoopStep) and e.stage == "gate")
     assert gate_step.state == "done" and "PASSED" in gate_step.lines[0]

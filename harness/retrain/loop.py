@@ -270,8 +270,20 @@ class _Loop:
                             f"({100 * level:.1f}% intervals): " + "; ".join(
                                 f"c{r.concurrency} {r.verdict}" for r in result.rows)
                             + (f"; c{', c'.join(map(str, still))} get more repeats" if still else ""))
+        await self._stop_kept()
         self.finish("evaluate")
         yield self.step("evaluate", "done", f"evaluation run {self.rec.eval_run} complete")
+
+    async def _stop_kept(self) -> None:
+        """The servers the evaluation kept between its looks (and adopted from the plan's runs) stop here."""
+        from harness.run.kept import kept_servers, stop_kept_servers
+
+        if not self.rec.eval_run:
+            return
+        here = Path(self.rec.eval_run).resolve()
+        mine = [k for k in kept_servers(self.results_dir, self.plan.name + le.EVAL_SUFFIX)
+                if k.jsonl is not None and k.jsonl.parent.resolve() == here]
+        await stop_kept_servers(self.plan, self.target, mine, by="retrain")
 
     async def _measure(self, bench: Any, look: int, looks: int) -> AsyncIterator[Any]:
         from harness.common import events as ev
@@ -285,7 +297,13 @@ class _Loop:
                         + (f" (in {resume})" if resume else ""))
         await require_preflight(bench, target=self.target, resume_dir=resume)
         done = None
-        events = run_plan(bench, results_dir=self.results_dir, target=self.target, resume_dir=resume)
+        from harness.run.kept import kept_servers
+
+        # servers stay up between the looks, and a server the plan's own runs kept (run --keep-servers) with
+        # the launch command a variant here would start is taken over instead of started again
+        offered = [*kept_servers(self.results_dir, self.plan.name), *kept_servers(self.results_dir, bench.name)]
+        events = run_plan(bench, results_dir=self.results_dir, target=self.target, resume_dir=resume,
+                          keep_servers=True, adopt=offered)
         async with contextlib.aclosing(events):  # closing us stops its servers
             async for e in events:
                 if isinstance(e, ev.RunStarted) and self.rec.eval_run != e.run_dir:
