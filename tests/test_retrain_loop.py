@@ -122,7 +122,10 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
                                                                   rec.retrain_id)
     manifest = json.loads(Path(entry.data_manifest).read_text())
     assert manifest["run"] == source and {r["source"] for r in manifest["rows"]} == {"weak", "rest"}
-    assert Path(entry.profile).is_file() and drafter.trained_against.hidden_size == 256
+    profile = json.loads(Path(entry.profile).read_text())  # specdec_bench's schema, as tune writes it, and ours
+    assert profile["validation"]["mean_consistency"]["passed"] and set(profile["per_category"]) == {"code", "chat"}
+    assert profile["draftbench"]["variant"] == rec.candidate and profile["draftbench"]["categories"]["code"]["accept_low"]
+    assert drafter.trained_against.hidden_size == 256
     regen_rows = Path(entry.training_data).read_text().splitlines()
     assert len(regen_rows) == len(manifest["rows"]) == len({json.loads(x)["id"] for x in regen_rows})
     assert load_plan(plan_path).variant("coder").drafter.path == rec.candidate_path  # the plan serves it now

@@ -88,23 +88,14 @@ def variant_requests(run_dir: str | Path, variant: str) -> pd.DataFrame:
 
 
 def histogram_rates(histograms: Sequence[object]) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """(marginal P(>=k), conditional P(k | k-1)) for k = 1.. from per-request histograms ("h0 h1 h2 ...")."""
-    total: list[float] = []
-    for h in histograms:
-        if not isinstance(h, str) or not h.strip():
-            continue
-        counts = [float(x) for x in h.split()]
-        total += [0.0] * (len(counts) - len(total))
-        for j, c in enumerate(counts):
-            total[j] += c
-    steps = sum(total)
-    if steps <= 0 or len(total) < 2:
+    """(marginal P(>=k), conditional P(k | k-1)) for k = 1.. from per-request histograms ("h0 h1 h2 ..."),
+    summed first (harness.analysis.tune_model's arithmetic, as tune's speculation_profile.json has it)."""
+    from harness.analysis import tune_model as tm
+
+    h = tm.add_histograms(tm.parse_histogram(x) for x in histograms)
+    if tm.steps_of(h) <= 0 or len(h) < 2:
         return (), ()
-    at_least = [sum(total[k:]) / steps for k in range(len(total))]  # at_least[0] == 1
-    marginal = tuple(at_least[1:])
-    conditional = tuple(at_least[k] / at_least[k - 1] if at_least[k - 1] > 0 else 0.0
-                        for k in range(1, len(at_least)))
-    return marginal, conditional
+    return tuple(tm.marginal_rates(h)), tuple(tm.conditional_rates(h))
 
 
 def accept_interval(group: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
