@@ -4,10 +4,12 @@ drafters/ record says it was trained for (pure functions on config dicts)."""
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from harness.checks.checkpoint import text_config
 from harness.common.findings import Finding, warning
+from harness.inputs.drafter_record import TrainedAgainst
 
 if TYPE_CHECKING:
     from harness.inputs.plan_parts import Drafter
@@ -70,11 +72,30 @@ def _name_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", last.lower())
 
 
+def retrain_command(plan_path: str | None, variant: str) -> str:
+    """The command that regenerates data with this target and retrains the variant's drafter."""
+    return f"draftbench retrain {shlex.quote(plan_path or 'PLAN')} --variant {shlex.quote(variant)}"
+
+
 def check_trained_for(
     variant: str, drafter: Drafter | None, model_path: str, served_name: str | None,
-    target_cfg: dict[str, Any] | None,
+    target_cfg: dict[str, Any] | None, *, plan_path: str | None = None,
 ) -> list[Finding]:
-    """A drafters/ record saying the drafter was trained for another model than this target."""
+    """The drafter's recorded target against the plan's: its config facts (architecture, hidden size, vocab,
+    layers, the hash of the config it was trained against) where recorded, else the `trained_for` name."""
+    if drafter is None:
+        return []
+    fix = f"regenerate data with this target and retrain: {retrain_command(plan_path, variant)}"
+    why = ("a drafter predicts the hidden states and tokens of the model it was trained with; on another model "
+           "(another generation of it too) acceptance falls even when every shape matches")
+    recorded: TrainedAgainst | None = getattr(drafter, "trained_against", None)
+    if recorded is not None and target_cfg:
+        diffs = recorded.differences(TrainedAgainst.of(target_cfg))
+        if diffs:
+            return [warning(variant, "trained-for-other-target",
+                            f"drafter '{drafter.name}' was trained for another target: {'; '.join(diffs)}",
+                            why, fix)]
+        return []  # the recorded config matches: the name it was trained for is only a label
     trained_for = getattr(drafter, "trained_for", None)
     if not trained_for:
         return []
@@ -86,9 +107,8 @@ def check_trained_for(
         warning(
             variant,
             "trained-for-other-target",
-            f"drafter '{drafter.name}' was trained for {trained_for}; the target is {model_path}",
-            "a drafter predicts the hidden states and tokens of the model it was trained with; on "
-            "another model acceptance falls even when every shape matches",
-            "serve the model it was trained for, or train a drafter for this target",
+            f"drafter '{drafter.name}' was trained for another target ({trained_for}); the target is {model_path}",
+            why,
+            fix,
         )
     ]

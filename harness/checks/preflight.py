@@ -154,8 +154,8 @@ def _variant_findings(ctx: _Context, v: Variant) -> list[Finding]:
     out += context.drafter_findings(v.name, f.config, plan)  # per suite, every turn of a conversation
     out += compat.check_rope(v.name, f.config, ctx.target_cfg)
     out += compat.check_trained_for(
-        v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg
-    )
+        v.name, v.drafter, str(plan.model.path), plan.model.served_model_name, ctx.target_cfg,
+        plan_path=str(plan.source_path) if plan.source_path else None)
     out += ctx.engine.drafter_findings(head)
     return out
 

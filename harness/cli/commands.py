@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import harness
-from harness.cli import breakeven, retrain, tune
+from harness.cli import breakeven, loop, retrain, tune
 from harness.cli.gate import add_no_check, gate, install_stop_handlers, load_plan, stop_rule
 from harness.cli.synthetic import add_synthetic_args, synthetic_suite_command
 from harness.common.errors import (
@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
     imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
     imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts",
-                                                          "speed-bench"])
+                                                          "speed-bench", "openai"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
                      help="live: later user turns follow the server's own answers (default); first: first turns "
                           "only; separate: every turn a single-turn prompt")
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     retrain.add_parsers(sub)
     breakeven.add_parsers(sub)
     tune.add_parsers(sub)
+    loop.add_parsers(sub)
     sub.add_parser("sim-server", help="the SGLang stand-in server (takes sglang.launch_server flags)",
                    add_help=False)
     tui = sub.add_parser("tui", help="open the TUI on a plan (the demo plan when none is given)")
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
                    "import-suite": _import_suite, "compare": _compare, **retrain.handlers(), **breakeven.handlers(),
-                   **tune.handlers()}[args.command]
+                   **tune.handlers(), **loop.handlers()}[args.command]
         return handler(args)
     except PreflightFailed as exc:
         for line in exc.lines:

@@ -1,6 +1,7 @@
 """Suites from the datasets people use: MT-bench / Spec-Bench `question.jsonl`, SPEED-Bench JSONL (speed_bench.py),
 ShareGPT-style JSON or JSONL (`conversations` of `from`/`value` or `role`/`content`), SpecForge training JSONL (the
-same rows with `role`/`content`, maybe `status: error` rows from regeneration), and a plain JSONL of prompts.
+same rows with `role`/`content`, maybe `status: error` rows from regeneration), OpenAI request logs (a chat request's
+body per line, or the batch API's `{"custom_id", "body": {"messages"}}`), and a plain JSONL of prompts.
 
 Every user turn is kept by default as a live multi-turn conversation (`Prompt.followups`): the recorded
 assistant answers are dropped, the server under test answers each turn itself. What was imported and what
@@ -22,7 +23,7 @@ from harness.inputs import speed_bench
 from harness.inputs.suites import Prompt, Suite, _parse_row
 from harness.inputs.yamlio import LineMap, read_text, validate
 
-FORMATS = ("auto", "question", "sharegpt", "specforge", "prompts", "speed-bench")
+FORMATS = ("auto", "question", "sharegpt", "specforge", "openai", "prompts", "speed-bench")
 Turns = Literal["live", "first", "separate"]
 USER_ROLES = {"user", "human"}
 ASSISTANT_ROLES = {"assistant", "gpt", "chatgpt", "bing", "bard", "model"}
@@ -172,6 +173,8 @@ def _detect(row: Any, src: str, lineno: int) -> str:
             return "speed-bench"
         if "turns" in row or "question_id" in row:
             return "question"
+        if isinstance(row.get("body"), dict) and "messages" in row["body"]:
+            return "openai"
         if "conversations" in row or "messages" in row:
             return "sharegpt"
         if "prompt" in row or "text" in row:
@@ -196,6 +199,8 @@ def _convert(fmt: str, row: Any, src: str, lineno: int, turns: Turns, report: Im
             report.dropped[speed_bench.UNRESOLVED] += 1
             return []
         return _prompts(*got[:2], None, got[2], src, lineno, turns, report)
+    if fmt == "openai" and isinstance(row, dict) and isinstance(row.get("body"), dict):  # the batch API's line
+        row = {**row["body"], "id": row.get("custom_id", row.get("id"))}
     return _conversation(row, src, lineno, turns, report)
 
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from harness.inputs.drafter_record import LineageEntry, TrainedAgainst
 from harness.inputs.engine_options import TARGET_ALIASES, SGLangOptions, VLLMOptions
 from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel
 
@@ -80,6 +81,10 @@ class Drafter(StrictModel):
         default=None, gt=1, description="the accept length it reached at training time (e.g. 1 + the sum over "
         "positions of the products of SpecForge's acc_i): the run warns when it measures far from it")
     notes: str | None = Field(default=None, description="anything else worth knowing")
+    trained_against: TrainedAgainst | None = Field(
+        default=None, description="the target's config as it was at training (compared by `check`)")
+    lineage: list[LineageEntry] = Field(
+        default_factory=list, description="each promotion by `draftbench retrain`, oldest first")
 
 
 class Target(StrictModel):

@@ -10,6 +10,11 @@ final `Training completed at step N, saving final checkpoint...`. Checkpoints ar
 acceptance.json (read by the SGLang stand-in) follows the model's accuracy, plus `training_state.json`.
 `--resume` continues from the last checkpoint like SpecForge does. SIGTERM ends it at once.
 
+`--ckpt-dir DIR` fine-tunes from a drafter as SpecForge does: the checkpoints keep DIR's acceptance profile,
+and each of its `by_content` rules (a kind of prompt it is weak on, harness.sim) moves toward the general
+profile as training sees rows about it: by min(1, rows seen / ROWS_TO_LEARN), counting a row once per epoch.
+Data that holds no such row leaves the weakness as it was: a retrain on the wrong data does not help.
+
 Knobs from the environment: DRAFTBENCH_FAKE_STEP_S (seconds per step, default 0.05) and
 DRAFTBENCH_FAKE_FAIL_AT_STEP (exit 1 at that global step).
 """
@@ -31,6 +36,7 @@ VOCAB = 48  # hashed word buckets of the toy model
 _WORD = re.compile(r"\w+|[^\w\s]")
 _CKPT = re.compile(r"^epoch_(\d+)(?:_step_(\d+))?$")
 _BAR_CHARS = " ▏▎▍▌▋▊▉█"
+ROWS_TO_LEARN = 8  # rows about a weak kind of prompt (times epochs) that make its acceptance the general one
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -52,7 +58,41 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-num-steps", type=int)
     p.add_argument("--report-to", default="none")
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--ckpt-dir", help="a drafter to fine-tune from (SpecForge: the checkpoint to start with)")
     return p.parse_args(argv)
+
+
+def user_text(row: dict) -> str:
+    turns = row.get("conversations") or row.get("messages") or []
+    return " ".join(str(m.get("content", m.get("value", ""))) for m in turns
+                    if isinstance(m, dict) and m.get("role", m.get("from")) in ("user", "human")).lower()
+
+
+def init_profile(ckpt_dir: str | None) -> dict | None:
+    """The starting drafter's acceptance.json (per_position, by_content), None without --ckpt-dir."""
+    if not ckpt_dir:
+        return None
+    path = Path(ckpt_dir) / "acceptance.json"
+    return json.loads(path.read_text()) if path.is_file() else {"per_position": [0.8, 0.7, 0.6]}
+
+
+def matches(rules: list[dict], text: str) -> list[int]:
+    return [i for i, r in enumerate(rules) if any(w.lower() in text for w in r["contains"])]
+
+
+def lifted(init: dict, seen: dict[str, int]) -> list[dict]:
+    """The starting drafter's by_content rules after training saw `seen[i]` rows about rule i."""
+    base = list(init["per_position"])
+    out = []
+    for i, rule in enumerate(init.get("by_content") or []):
+        lift = min(1.0, seen.get(str(i), 0) / ROWS_TO_LEARN)
+        weak = list(rule["per_position"])
+        n = max(len(weak), len(base))
+        weak += [0.0] * (n - len(weak))
+        full = base + [0.0] * (n - len(base))
+        out.append({"contains": rule["contains"],
+                    "per_position": [round(w + (b - w) * lift, 4) for w, b in zip(weak, full, strict=True)]})
+    return out
 
 
 def format_interval(seconds: float) -> str:
@@ -124,7 +164,8 @@ def last_checkpoint(output_dir: Path) -> tuple[Path | None, int, int]:
 
 
 def save(
-    args: argparse.Namespace, target_cfg: dict, model: Bigram, epoch: int, step: int, acc: float
+    args: argparse.Namespace, target_cfg: dict, model: Bigram, epoch: int, step: int, acc: float,
+    init: dict | None = None, seen: dict[str, int] | None = None,
 ) -> None:
     from harness.sim.sglang.fixtures import write_eagle3_drafter
 
@@ -133,6 +174,9 @@ def save(
     heads = int(target_cfg.get("num_attention_heads", 4))
     vocab = int(target_cfg.get("vocab_size", 256))
     per_position = [min(0.95, max(0.05, acc * 0.97**i)) for i in range(args.ttt_length)]
+    by_content = None
+    if init is not None:  # fine-tuned: the starting drafter's profile, its weak spots lifted by what training saw
+        per_position, by_content = list(init["per_position"]), lifted(init, seen or {}) or None
     write_eagle3_drafter(
         out,
         target_hidden_size=hidden,
@@ -142,8 +186,13 @@ def save(
         num_attention_heads=heads,
         num_key_value_heads=int(target_cfg.get("num_key_value_heads", heads)),
         per_position=per_position,
+        by_content=by_content,
     )
-    state = {"epoch": epoch, "global_step": step, "args": vars(args), "weights": model.w}
+    cfg_path = out / "config.json"  # SpecForge's draft config copies the target's rope settings
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update({k: target_cfg[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in target_cfg})
+    cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
+    state = {"epoch": epoch, "global_step": step, "args": vars(args), "weights": model.w, "seen": seen or {}}
     (out / "training_state.json").write_text(json.dumps(state))
     print(f"Saved full training state to {out}/training_state.json", flush=True)
     print(f"Saved model configuration to {out}", flush=True)
@@ -169,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     target_cfg = json.loads(cfg_path.read_text())
     rows = [json.loads(x) for x in Path(args.train_data_path).read_text().splitlines() if x.strip()]
     seqs = [tokens(r, args.max_length) for r in rows]
+    init = init_profile(args.ckpt_dir)
+    topics = [matches((init or {}).get("by_content") or [], user_text(r)) for r in rows]
+    seen: dict[str, int] = {}
+    if init is not None:
+        print(f"Finetuning from base model: {args.ckpt_dir}", flush=True)
     steps_per_epoch = max(1, math.ceil(len(seqs) / args.batch_size))
     Path(args.output_dir).mkdir(parents=True, exist_ok=True)
     model, start_epoch, global_step = Bigram(), 0, 0
@@ -177,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         if ckpt is not None:
             state = json.loads((ckpt / "training_state.json").read_text())
             model = Bigram(state["weights"])
+            seen = {str(k): int(v) for k, v in (state.get("seen") or {}).items()}
             start_epoch, global_step = int(state["epoch"]), int(state["global_step"])
             print(
                 f"Restored optimizer/scheduler state: epoch={start_epoch}, step={global_step}, "
@@ -204,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 return 1
             batch = seqs[n * args.batch_size : (n + 1) * args.batch_size]
+            for hits in topics[n * args.batch_size : (n + 1) * args.batch_size]:
+                for i in hits:
+                    seen[str(i)] = seen.get(str(i), 0) + 1
             loss, acc, grad = model.step(batch, lr)
             now = time.monotonic()
             postfix = {
@@ -233,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
             if global_step % args.save_interval == 0:
                 sys.stderr.write("\n")
-                save(args, target_cfg, model, epoch, global_step, acc)
+                save(args, target_cfg, model, epoch, global_step, acc, init, seen)
             if args.max_num_steps is not None and global_step >= args.max_num_steps:
                 stop = True
                 break
@@ -241,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         if stop:
             break
-    final_save(args, global_step, epoch, lambda e: save(args, target_cfg, model, e, global_step, acc))
+    final_save(args, global_step, epoch, lambda e: save(args, target_cfg, model, e, global_step, acc, init, seen))
     return 0
 
 

@@ -215,6 +215,7 @@ _PATH_FIELDS = (
     "data_path",
     "output_dir",
     "draft_model_config",
+    "init_from",
     "eval_data_path",
     "specforge_dir",
 )

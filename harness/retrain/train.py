@@ -58,6 +58,8 @@ class TrainSpec(StrictModel):
     log_interval: int | None = Field(default=None, gt=0, description="steps between metric lines")
     max_steps: int | None = Field(default=None, gt=0, description="stop after this many optimizer steps")
     draft_model_config: str | None = Field(default=None, description="draft config.json (default: derived)")
+    init_from: str | None = Field(default=None, description="a drafter checkpoint to fine-tune from (script era: "
+                                  "--ckpt-dir); default: train from scratch")
     eval_data_path: str | None = Field(default=None, description="evaluation JSONL (script era)")
     report_to: str | None = Field(default=None, description="tracker: tensorboard, wandb, ... (script era)")
     era: Literal["auto", "script", "script-v0.1", "cli"] = Field(default="auto", description="SpecForge era")
@@ -238,6 +240,8 @@ def build_train_argv(
             argv.append(f"training.resume_from={resume_from}")
         return argv + list(spec.extra_args)
     v01 = era == "script-v0.1"
+    if v01 and spec.init_from:
+        raise InputError(None, None, "init_from", "SpecForge v0.1 cannot start from a checkpoint (no --ckpt-dir)")
     if v01 and not spec.draft_model_config:
         raise InputError(None, None, "draft_model_config", "SpecForge v0.1 needs --draft-model-config")
     argv = _launcher(spec, SCRIPT_V01 if v01 else SCRIPT, workdir) + [
@@ -266,6 +270,7 @@ def build_train_argv(
         ("--draft-model-config", spec.draft_model_config),
         ("--eval-data-path", spec.eval_data_path),
         ("--save-interval", spec.save_interval),
+        ("--ckpt-dir", spec.init_from),
     ]
     if not v01:
         optional += [
@@ -296,6 +301,9 @@ def cli_config(spec: TrainSpec, *, run_id: str) -> dict[str, Any]:
     spec's fields written over it (REFERENCE §8.1, SpecForge examples/configs/README.md)."""
     _check(spec)
     base = spec.base_config or {}
+    if spec.init_from:
+        raise InputError(None, None, "init_from", "the CLI era starts from a checkpoint through its recipe: give a "
+                         "base config whose model section names it")
     if spec.tp_size != 1 and "deployment" not in base:
         raise InputError(
             None,

@@ -29,6 +29,7 @@ from harness.common.terminal import clean
 from harness.tui import messages as msg
 from harness.tui.dialogs import GENERAL_KEYS, HelpScreen, KeySections, key_list
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
+from harness.tui.loop_control import LoopControl
 from harness.tui.results_control import ResultsControl
 from harness.tui.retrain_control import RetrainControl
 from harness.tui.run_control import RunControl, describe
@@ -144,10 +145,12 @@ class DraftbenchApp(App[int]):
         self.run_control = RunControl(self)
         self.results_control = ResultsControl(self)
         self.retrain_control = RetrainControl(self)
+        self.loop_control = LoopControl(self)
         self.tune_control = TuneControl(self)
         self.session_control = SessionControl(self)
         self._routes: dict[type[Message], list[Callable[[Any], Any]]] = {}
         for half in (self.servers_control, self.run_control, self.results_control, self.retrain_control,
+                     self.loop_control,
                      self.tune_control, self.session_control):
             for message, handler in half.handlers():
                 self._routes.setdefault(message, []).append(handler)

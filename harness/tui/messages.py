@@ -293,6 +293,14 @@ class RegenProgressed(AppMessage):
         self.progress = progress  # harness.retrain.regen.RegenProgress
 
 
+class LoopEnded(AppMessage):
+    """A retrain loop's or drift check's process ended: "done" | "cancelled" | "crashed" (harness.tui.loop_control)."""
+
+    def __init__(self, status: str, detail: str) -> None:
+        super().__init__()
+        self.status, self.detail = status, detail
+
+
 class RetrainNote(AppMessage):
     """A step of a checkpoint's evaluation before its benchmark starts (registered, preflight done)."""
 

@@ -44,7 +44,8 @@ def unframe(buf: bytearray) -> list[Any]:
 
 
 CALLS = {"harness.bench.runner:run_plan", "harness.bench.gate:checked_run_plan", "harness.bench.multinode:run_multi",
-         "harness.retrain.checkpoints:evaluate_checkpoint", "harness.studies.tune:tune"}
+         "harness.retrain.checkpoints:evaluate_checkpoint", "harness.studies.tune:tune",
+         "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
 
 
 def resolve_call(name: str) -> Any:

@@ -39,6 +39,7 @@ class EngineConfig:
     time_scale: float = 1.0
     spec: model.SpecShape | None = None
     per_position: tuple[float, ...] = ()
+    by_content: tuple[tuple[tuple[str, ...], tuple[float, ...]], ...] = ()  # startup.Draft.by_content
     wrong_flag: bool = False  # EAGLE on an EAGLE-3 checkpoint: drafts are never accepted
     stream_interval: int = 1
     forced: forced_mod.Forced | None = None  # SGLANG_SIMULATE_ACC_LEN (harness.sim.sglang.forced)
@@ -79,6 +80,7 @@ class Req:
     aborted: bool = False
     event: asyncio.Event = field(default_factory=asyncio.Event)
     rng: random.Random | None = None
+    per_position: tuple[float, ...] | None = None  # this request's own profile (a by_content rule matched)
 
     @property
     def finished(self) -> bool:
@@ -311,7 +313,7 @@ class Engine:
             if forced is not None:
                 k = forced
             elif not cfg.wrong_flag:
-                profile = conditions.step_profile(cfg.per_position, cfg.spec.topk, r.temperature, r.top_p,
+                profile = conditions.step_profile(r.per_position or cfg.per_position, cfg.spec.topk, r.temperature, r.top_p,
                                                   len(r.prompt_ids) + len(r.output_ids), cfg.context_decay)
                 assert r.rng is not None
                 k = model.sample_accepted(r.rng, profile, cfg.spec.max_accepted)

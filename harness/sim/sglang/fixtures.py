@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 from harness.common.safetensors_io import tensor_nbytes, write_safetensors
 
@@ -95,11 +96,19 @@ def _token_map(vocab_size: int, draft_vocab_size: int) -> tuple[bytes, bytes]:
     return d2t, bytes(mask)
 
 
-def write_acceptance(directory: str | Path, per_position: list[float]) -> Path:
-    if not per_position or any(not 0.0 <= p <= 1.0 for p in per_position):
-        raise ValueError(f"per_position must be non-empty probabilities in [0, 1], got {per_position!r}")
+def write_acceptance(directory: str | Path, per_position: list[float],
+                     by_content: list[dict[str, Any]] | None = None) -> Path:
+    """acceptance.json; `by_content`: [{"contains": [words], "per_position": [...]}], a request whose user text
+    holds one of the words takes that profile (the first rule that matches)."""
+    for profile in [per_position] + [r.get("per_position") or [] for r in by_content or []]:
+        if not profile or any(not 0.0 <= p <= 1.0 for p in profile):
+            raise ValueError(f"per_position must be non-empty probabilities in [0, 1], got {profile!r}")
     path = Path(directory) / ACCEPTANCE_FILE
-    _dump(path, {"per_position": [float(p) for p in per_position]})
+    data: dict[str, Any] = {"per_position": [float(p) for p in per_position]}
+    if by_content:
+        data["by_content"] = [{"contains": [str(w) for w in r["contains"]],
+                               "per_position": [float(p) for p in r["per_position"]]} for r in by_content]
+    _dump(path, data)
     return path
 
 
@@ -111,6 +120,7 @@ def write_eagle3_drafter(
     vocab_size: int = 128,
     draft_vocab_size: int = 32,
     per_position: list[float] | None = None,
+    by_content: list[dict[str, Any]] | None = None,
     architecture: str = "LlamaForCausalLMEagle3",
     aux_layer_ids: list[int] | None = None,
     num_attention_heads: int = 4,
@@ -185,7 +195,7 @@ def write_eagle3_drafter(
         tensors["d2t"] = ("I64", (Vd,), d2t)
         tensors["t2d"] = ("BOOL", (V,), t2d)
     write_safetensors(d / "model.safetensors", tensors, metadata={"format": "pt"})
-    write_acceptance(d, per_position if per_position is not None else [0.8, 0.7, 0.6, 0.5, 0.4])
+    write_acceptance(d, per_position if per_position is not None else [0.8, 0.7, 0.6, 0.5, 0.4], by_content)
     return d
 
 

@@ -32,6 +32,7 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,16 @@ def effective_profile(per_position: Sequence[float], topk: int = 1, temperature:
     exponent = 1.0 + 0.5 * math.log2(max(1, topk))
     penalty = 1.0 - 0.3 * min(max(temperature, 0.0), 1.0)
     return [min(1.0, max(0.0, (1.0 - (1.0 - p) ** exponent) * penalty)) for p in per_position]
+
+
+def content_profile(rules: Sequence[tuple[tuple[str, ...], tuple[float, ...]]], messages: Any
+                    ) -> tuple[float, ...] | None:
+    """The profile of the first rule one of whose words is in the request's user text (lower case), or None."""
+    if not rules or not isinstance(messages, list):
+        return None
+    text = " ".join(str(m.get("content", "")) for m in messages
+                    if isinstance(m, dict) and m.get("role") == "user").lower()
+    return next((profile for words, profile in rules if any(w in text for w in words)), None)
 
 
 def expected_accepted(profile: Sequence[float], max_accepted: int) -> float:

@@ -68,6 +68,7 @@ def _new_req(
             top_p=top_p_of(body.get("top_p")),
             ignore_eos=bool(body.get("ignore_eos")),
             stream=stream,
+            per_position=model.content_profile(state.engine.cfg.by_content, body.get("messages")),
         )
     )
 

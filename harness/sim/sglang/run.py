@@ -257,6 +257,7 @@ async def serve(sa: dict[str, Any], target: dict[str, Any], draft: startup.Draft
             os.environ.get("DRAFTBENCH_SIM_NOISE_SEED", "0"), sa["random_seed"], boot.algo, spec)),
         spec=spec,
         per_position=draft.per_position if draft else startup.DEFAULT_PROFILE,
+        by_content=draft.by_content if draft else (),
         wrong_flag=wrong_flag,
         stream_interval=max(1, sa["stream_interval"]),
         mfu=_mfu_constants(sa, target) if sa["enable_mfu_metrics"] else None,

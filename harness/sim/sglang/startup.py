@@ -186,6 +186,9 @@ class Draft:
     path: str
     config: dict[str, Any]
     per_position: tuple[float, ...]
+    # acceptance.json's `by_content`: (words, profile) rules; a request whose user text holds one of the words
+    # takes that profile (the first rule that matches): a drafter weak on one kind of prompt
+    by_content: tuple[tuple[tuple[str, ...], tuple[float, ...]], ...] = ()
 
     @property
     def arch(self) -> str:
@@ -195,13 +198,27 @@ class Draft:
 def read_draft(path: str) -> Draft:
     cfg = read_config(path, "draft")
     acc = Path(path) / ACCEPTANCE_FILE
-    profile = DEFAULT_PROFILE
+    profile, rules = DEFAULT_PROFILE, ()
     if acc.is_file():
-        raw = json.loads(acc.read_text()).get("per_position")
-        if not isinstance(raw, list) or not all(isinstance(p, int | float) and 0 <= p <= 1 for p in raw):
-            raise ValueError(f"{acc}: per_position must be a list of probabilities in [0, 1]")
-        profile = tuple(float(p) for p in raw)
-    return Draft(path, cfg, profile)
+        data = json.loads(acc.read_text())
+        profile = _probabilities(data.get("per_position"), f"{acc}: per_position")
+        rules = tuple((_words(r, f"{acc}: by_content[{i}]"), _probabilities(
+            r.get("per_position"), f"{acc}: by_content[{i}].per_position")) for i, r in enumerate(
+            data.get("by_content") or []))
+    return Draft(path, cfg, profile, rules)
+
+
+def _probabilities(raw: Any, where: str) -> tuple[float, ...]:
+    if not isinstance(raw, list) or not all(isinstance(p, int | float) and 0 <= p <= 1 for p in raw):
+        raise ValueError(f"{where} must be a list of probabilities in [0, 1]")
+    return tuple(float(p) for p in raw)
+
+
+def _words(rule: Any, where: str) -> tuple[str, ...]:
+    words = rule.get("contains") if isinstance(rule, dict) else None
+    if not isinstance(words, list) or not words or not all(isinstance(w, str) and w.strip() for w in words):
+        raise ValueError(f"{where}.contains must be a non-empty list of words")
+    return tuple(w.lower() for w in words)
 
 
 def param_count(cfg: dict[str, Any]) -> float:

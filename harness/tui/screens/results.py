@@ -65,6 +65,7 @@ class ResultsScreen(SectionScreen):
         Binding("l", "toggle_runs", "Runs list"),
         Binding("R", "resume", "Resume run"),
         Binding("u", "app.refresh_runs", "Refresh runs"),
+        Binding("W", "weak_spots", "Weak spots -> data", show=False),
         *SUB_TAB_KEYS,
     ]
 
@@ -295,6 +296,15 @@ class ResultsScreen(SectionScreen):
         run = self._selected_run()
         if run:
             self.post_message(ResumeRequested(run))
+
+    def action_weak_spots(self) -> None:
+        """The selected row's variant: its weak spots and a regeneration input (harness.tui.loop_control)."""
+        result, table = self.app.result, self.query_one("#results-table", DataTable)
+        if result is None or not table.row_count:
+            self.notify("open a run and select a speculative variant's row first", severity="warning")
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or ""
+        self.app.loop_control.weak_spots(result.info.run_dir, key.rpartition("@")[0])
 
     def action_mark(self) -> None:
         run = self._selected_run()

@@ -64,6 +64,8 @@ class RetrainScreen(SectionScreen):
         Binding("v", "evaluate", "Evaluate checkpoint"),
         Binding("g", "regen", "Regenerate data"),
         Binding("G", "stop_regen", "Stop regeneration", show=False),
+        Binding("L", "loop", "Retrain loop", show=False),
+        Binding("D", "drift", "Check drift", show=False),
         *SUB_TAB_KEYS,
     ]
 
@@ -91,6 +93,12 @@ class RetrainScreen(SectionScreen):
                     classes="pane-title",
                 )
                 yield Static("no regeneration yet", id="regen-progress", markup=False)
+                yield Static(
+                    "L runs the whole loop for a variant: its weak spots in the newest run, regeneration, training, "
+                    "the A/B against the current drafter, promotion only if it passes; D checks its drift.",
+                    classes="pane-title",
+                )
+                yield Static("", id="loop-status", markup=False)
         yield from self.compose_bottom()
 
     def on_mount(self) -> None:
@@ -135,6 +143,7 @@ class RetrainScreen(SectionScreen):
         self.watch(self.app, "job_progress", self._show_progress)
         self.watch(self.app, "checkpoints", self._show_checkpoints)
         self.watch(self.app, "regen_progress", self._show_regen)
+        self.watch(self.app, "retrain_note", self._show_loop)
         self.query_one("#drafters-table").focus()
 
     # ---- attributes down ----------------------------------------------------------------------------------
@@ -218,6 +227,9 @@ class RetrainScreen(SectionScreen):
             self.query_one("#regen-progress", Static).update(
                 f"[{p.state}] {p.note()}\n{p.detail}\n-> {p.output_path}"
             )
+
+    def _show_loop(self, text: str) -> None:
+        self.query_one("#loop-status", Static).update(text)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "drafters-table":
@@ -312,6 +324,34 @@ class RetrainScreen(SectionScreen):
 
     def action_stop_regen(self) -> None:
         self.app.retrain_control.stop_regen()
+
+    def action_loop(self) -> None:
+        if self.app.plan is None:
+            return
+        self._tab("tab-data")
+        from harness.tui.loop_control import loop_fields
+
+        def done(values: dict[str, str] | None) -> None:
+            if values:
+                self.app.loop_control.retrain(values)
+
+        self.app.push_screen(FormDialog("Retrain: weak spots -> regenerate -> train -> A/B -> promote only if it "
+                                        "passes", loop_fields(self.app.plan), ok="Start the loop"), done)
+
+    def action_drift(self) -> None:
+        if self.app.plan is None:
+            return
+        from harness.tui.loop_control import speculative_variants
+
+        self._tab("tab-data")
+        names = speculative_variants(self.app.plan)
+
+        def done(values: dict[str, str] | None) -> None:
+            if values:
+                self.app.loop_control.check_drift(values.get("variant", ""))
+
+        self.app.push_screen(FormDialog("Check drift: acceptance per category against the promotion's profile",
+                                        [("variant", "variant", names[0] if names else "")], ok="Check"), done)
 
 
 def default_drafter_name(plan_name: str, ckpt: Any) -> str:

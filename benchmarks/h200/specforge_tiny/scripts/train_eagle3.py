@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
 
     tpath = Path(args.target_model_path)
     tcfg = json.loads((tpath / "config.json").read_text())
-    cfg = json.loads(Path(args.draft_model_config).read_text()) if args.draft_model_config else draft_config(tcfg)
+    base = Path(args.ckpt_dir) if args.ckpt_dir else None  # SpecForge's --ckpt-dir: fine-tune from a drafter
+    cfg_file = base / "config.json" if base is not None else args.draft_model_config
+    cfg = json.loads(Path(cfg_file).read_text()) if cfg_file else draft_config(tcfg)
     layer_ids = cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
     dtype = torch.bfloat16 if dev == "cuda" else torch.float32  # bf16 matmuls are slow on CPUs
     target = LlamaForCausalLM.from_pretrained(str(tpath), dtype=dtype).to(dev).eval()
@@ -131,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     per_epoch = max(1, len(rows) // args.batch_size)
     total_steps = min(args.num_epochs * per_epoch, args.max_num_steps or 10**9)
     start_epoch, global_step = 0, 0
+    if base is not None:
+        st = torch.load(base / "training_state.pt", map_location=dev)
+        draft.load_state_dict(st["model"])
+        print(f"Finetuning from base model: {base}", flush=True)
     out_dir = Path(args.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.resume:
