@@ -34,7 +34,7 @@ async def test_weak_spots_loop_and_drift_from_the_tui(tmp_path):
     app = build_app(str(plan_path), results, section="results", gpu_poll_s=0, drafter_dirs=[tmp_path / "drafters"])
     async with app.run_test(size=SIZE, message_hook=Recorder()) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan")
-        app._load_run(source)
+        app.results_control.open_run(source)
         await wait_for(pilot, lambda: app.result is not None, "the run opened")
         table = app.screen.query_one("#results-table")
         await wait_for(pilot, lambda: table.row_count > 0, "its rows")
