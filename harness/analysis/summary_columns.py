@@ -16,6 +16,7 @@ from harness.analysis import summary_table as t
 from harness.analysis.columns import Column, Registry, Shown, docs_table, fmt_cell
 
 REQ, PH, WIN, VAR = "requests.csv", "phases.csv", "server_windows.csv", "variants.jsonl"
+AUDIT = "audit.jsonl"
 ACCEPT_SOURCES = ("accept_len_requests", "accept_len_probe", "accept_len_server", "accept_len_log")
 VS_BASELINE = ("variant", "concurrency", "baseline", "engine")  # what finds a row's baseline
 VERDICT_NEEDS = ("variant", "concurrency", "baseline", "speedup")
@@ -165,6 +166,20 @@ COLUMNS = Registry([
     Column("decode_step_speedup", "x", "float", "accept_len × decode_step_ms / verify_step_ms: the speedup "
            "of steady decode at break_even_batch, tune's prediction from the row's own step costs", WIN,
            t.decode_step_speedup, needs=("accept_len", "verify_step_ms", "decode_step_ms"), scope="table"),
+    Column("lossless_verdict", "", "str", "greedy only: lossless (every divergence from the baseline at a "
+           "near-tie, the rate within the control's, expectations kept), suspect or unresolved", f"{AUDIT}, "
+           f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table",
+           shown=Shown(165, "lossless")),
+    Column("divergence_rate", "", "float", "share of first-turn prompts both arms answered whose greedy "
+           "answers differ", f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table"),
+    Column("control_divergence_rate", "", "float", "share of the baseline's answers at this concurrency that "
+           "its untimed control pass (another concurrency, reverse order) answered differently", AUDIT,
+           t.lossless, needs=VS_BASELINE, scope="table"),
+    Column("max_divergence_margin", "nats", "float", "the largest margin, logprob(baseline token) - "
+           "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own context", AUDIT, t.lossless,
+           needs=VS_BASELINE, scope="table", shown=Shown(166, "div margin", "{:.2f}")),
+    Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the worst "
+           "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=VS_BASELINE, scope="table"),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

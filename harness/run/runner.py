@@ -23,6 +23,7 @@ from harness.common import events as ev
 from harness.common.aio import drain, finish
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
+from harness.run import audit
 from harness.run.adopt import launch
 from harness.run.arrivals import max_connections, replay_rate_phase
 from harness.run.conversation import requests_per_pass
@@ -310,6 +311,7 @@ class _Run:
             gc.freeze()
             for pid, suite, c, repeat, prompts in todo:
                 await self._phase(variant, server, client, pid, suite, c, repeat, prompts, probe)
+            await audit.after_measure(self, variant, client)  # untimed (harness.run.audit)
         finally:
             await client.aclose()
 
