@@ -171,13 +171,14 @@ COLUMNS = Registry([
            f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table",
            shown=Shown(165, "lossless")),
     Column("divergence_rate", "", "float", "share of first-turn prompts both arms answered whose greedy "
-           "answers differ", f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table"),
+           "answers differ", f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table",
+           shown=Shown(166, "diverged", "{:.2f}")),
     Column("control_divergence_rate", "", "float", "share of the baseline's answers at this concurrency that "
            "its untimed control pass (another concurrency, reverse order) answered differently", AUDIT,
-           t.lossless, needs=VS_BASELINE, scope="table"),
+           t.lossless, needs=VS_BASELINE, scope="table", shown=Shown(167, "control", "{:.2f}")),
     Column("max_divergence_margin", "nats", "float", "the largest margin, logprob(baseline token) - "
            "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own context", AUDIT, t.lossless,
-           needs=VS_BASELINE, scope="table", shown=Shown(166, "div margin", "{:.2f}")),
+           needs=VS_BASELINE, scope="table", shown=Shown(168, "margin nats", "{:.2f}")),
     Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the worst "
            "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=VS_BASELINE, scope="table"),
     # table only: drawn from other columns for display
