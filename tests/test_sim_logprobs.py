@@ -171,3 +171,37 @@ async def test_structured_output_and_a_broken_verify_path_that_ignores_the_gramm
     finally:
         stop(base)
         stop(broken)
+
+
+async def test_the_vllm_stand_in_gives_vllms_logprobs_and_continues_a_final_message(tmp_path, monkeypatch):
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+
+    from harness.sim.vllm import args
+    from harness.sim.vllm.server import Sim, build_app
+
+    monkeypatch.setenv("DRAFTBENCH_SIM_NEAR_TIES", "0.1")
+    server = TestServer(build_app(Sim.build(args.parse(["serve", str(tmp_path), "--served-model-name", "m"]))))
+    await server.start_server()
+    try:
+        async with ClientSession() as http:
+            async def post(path: str, body: dict) -> dict:
+                async with http.post(server.make_url(path), json=body) as resp:
+                    return await resp.json()
+
+            got = await post("/v1/chat/completions", _chat("Tell me about tea.", logprobs=True, top_logprobs=2))
+            choice = got["choices"][0]
+            content = choice["logprobs"]["content"]
+            assert list(content[0]) == ["token", "logprob", "bytes", "top_logprobs"]  # vLLM's order, not SGLang's
+            assert len(content) == 24 and all(len(e["top_logprobs"]) == 2 for e in content)
+            text = choice["message"]["content"]
+            cut = len(" ".join(text.split(" ")[:4]))
+            body = _chat("Tell me about tea.", continue_final_message=True, add_generation_prompt=False)
+            body["messages"].append({"role": "assistant", "content": text[:cut]})
+            rest = (await post("/v1/chat/completions", body))["choices"][0]["message"]["content"]
+            assert text.startswith(text[:cut] + rest[: len(text) - cut]) and rest
+            comp = (await post("/v1/completions", {**CHAT, "prompt": "Tea is", "max_tokens": 4, "logprobs": 1}))
+            lp = comp["choices"][0]["logprobs"]
+            assert lp["text_offset"][1] == len(lp["tokens"][0]) and all(len(d) == 2 for d in lp["top_logprobs"])
+    finally:
+        await server.close()
