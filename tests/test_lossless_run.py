@@ -6,8 +6,10 @@ drafter is lossless."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,6 +20,7 @@ from harness.demo import prepare_demo, write_demo_models
 from harness.inputs.config import load_plan
 from harness.run.runner import run_plan
 
+ROOT = Path(__file__).resolve().parent.parent
 PLAN = """\
 name: lossless
 target:
@@ -41,7 +44,7 @@ variants:
     num_steps: 3
     eagle_topk: 1
     num_draft_tokens: 4
-    env: {{DRAFTBENCH_SIM_BROKEN_VERIFY: "0.3"}}
+    env: {{DRAFTBENCH_SIM_BROKEN_VERIFY: "1.0"}}
 suites:
   - name: tiny
     prompts:
@@ -97,6 +100,22 @@ async def test_near_ties_read_lossless_and_a_broken_verify_path_suspect(tmp_path
         f"tiny@c{c}#r1" for c in (1, 4)}
     head = [json.loads(x) for x in open(f"{run_dir}/audit.jsonl") if '"kind": "audit"' in x]
     assert [(h["variant"], h["concurrency"], h["answered"]) for h in head] == [("baseline", 2, 13)]
+    # benchmarks/h200/lossless_report.py, which classifies the H200's divergences case by case, on this run
+    report = _h200_report().report(Path(run_dir))
+    rows = {(r["variant"], r["concurrency"]): r for r in report["rows"]}
+    good1 = rows[("good", 1)]
+    assert good1["verdict"] == "lossless" and good1["compared"] == 13
+    assert good1["same"] + len(good1["cases"]) == 13
+    assert all(abs(c["margin"]) < 0.5 and not c["bound"] for c in good1["cases"])
+    assert max(c["margin"] for c in rows[("broken", 1)]["cases"] if c["margin"] is not None) > 1.0
+    assert rows[("broken", 1)]["broken_expectations"][0].startswith("tiny/js: not JSON")
+
+
+def _h200_report():
+    spec = importlib.util.spec_from_file_location("lossless_report", ROOT / "benchmarks/h200/lossless_report.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 @pytest.mark.slow

@@ -113,6 +113,7 @@ class Case:
     suite: str
     prompt_id: str
     margin: Margin | None  # None: the logprobs do not reach it
+    char: int | None = None  # where the answers first differ
 
     def words(self) -> str:
         where = f"{self.suite}/{self.prompt_id}"
@@ -130,6 +131,26 @@ def control(base: pd.DataFrame, audit: Audit, baseline: str) -> tuple[int, int] 
     return (sum(a != f for a, f in pairs), len(pairs)) if pairs else None
 
 
+def compare(base: pd.DataFrame, spec: pd.DataFrame, audit: Audit, baseline: str) -> tuple[list[Case], list[str], int]:
+    """(the divergent answers with their margins, the expectations speculation broke, answers compared) of
+    two `answers` frames, paired by (phase, request id)."""
+    pairs = base.merge(spec[["phase", "request_id", "answer"]], on=["phase", "request_id"],
+                       suffixes=("_base", "_spec"))
+    cases: list[Case] = []
+    broken: list[str] = []
+    for row in pairs.itertuples(index=False):
+        b, s = str(row.answer_base), str(row.answer_spec)
+        key = (baseline, str(row.suite), str(row.prompt_id))
+        if b != s:
+            d = first_divergence(b, s)
+            m = None if d is None or d >= min(len(b), len(s)) else margin_at(audit.paths.get(key, []), b, s, d)
+            cases.append(Case(key[1], key[2], m, d))
+        expect = audit.expects.get(key[1:])
+        if expect is not None and expect.violation(b) is None and (why := expect.violation(s)) is not None:
+            broken.append(f"{key[1]}/{key[2]}: {why[:60]}")
+    return cases, broken, len(pairs)
+
+
 def row_audit(requests: pd.DataFrame, outputs: pd.DataFrame | None, audit: Audit | None, baseline: str,
               variant: str, conc: int) -> dict[str, Any]:
     """The audit's columns of one summary row (a baseline row: its control rate alone)."""
@@ -142,23 +163,10 @@ def row_audit(requests: pd.DataFrame, outputs: pd.DataFrame | None, audit: Audit
     out: dict[str, Any] = {"control_divergence_rate": ctl[0] / ctl[1] if ctl else None}
     if variant == baseline:
         return out
-    pairs = base.merge(answers(requests, outputs, variant, conc)[["phase", "request_id", "answer"]],
-                       on=["phase", "request_id"], suffixes=("_base", "_spec"))
-    if pairs.empty:
+    cases, broken, n = compare(base, answers(requests, outputs, variant, conc), audit, baseline)
+    if n == 0:
         return out
-    cases: list[Case] = []
-    broken: list[str] = []
-    for row in pairs.itertuples(index=False):
-        b, s = str(row.answer_base), str(row.answer_spec)
-        key = (baseline, str(row.suite), str(row.prompt_id))
-        if b != s:
-            d = first_divergence(b, s)
-            m = None if d is None or d >= min(len(b), len(s)) else margin_at(audit.paths.get(key, []), b, s, d)
-            cases.append(Case(key[1], key[2], m))
-        expect = audit.expects.get(key[1:])
-        if expect is not None and expect.violation(b) is None and (why := expect.violation(s)) is not None:
-            broken.append(f"{key[1]}/{key[2]}: {why[:60]}")
-    out.update(_verdict(cases, broken, len(pairs), ctl, threshold, head))
+    out.update(_verdict(cases, broken, n, ctl, threshold, head))
     return out
 
 
