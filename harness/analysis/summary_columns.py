@@ -21,6 +21,7 @@ ACCEPT_SOURCES = ("accept_len_requests", "accept_len_probe", "accept_len_server"
 VS_BASELINE = ("variant", "concurrency", "baseline", "engine")  # what finds a row's baseline
 VERDICT_NEEDS = ("variant", "concurrency", "baseline", "speedup")
 STEPS = ("algorithm", *VS_BASELINE)
+LOSSLESS = (*VS_BASELINE, "forced_acceptance")  # what finds the row's baseline, and a forced copy (no audit)
 
 
 def ci_cell(row: Any) -> str:
@@ -168,19 +169,19 @@ COLUMNS = Registry([
            t.decode_step_speedup, needs=("accept_len", "verify_step_ms", "decode_step_ms"), scope="table"),
     Column("lossless_verdict", "", "str", "greedy only: lossless (every divergence from the baseline at a "
            "near-tie, the rate within the control's, expectations kept), suspect or unresolved", f"{AUDIT}, "
-           f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table",
+           f"outputs.csv, {REQ}", t.lossless, needs=LOSSLESS, scope="table",
            shown=Shown(165, "lossless")),
     Column("divergence_rate", "", "float", "share of first-turn prompts both arms answered whose greedy "
-           "answers differ", f"outputs.csv, {REQ}", t.lossless, needs=VS_BASELINE, scope="table",
+           "answers differ", f"outputs.csv, {REQ}", t.lossless, needs=LOSSLESS, scope="table",
            shown=Shown(166, "diverged", "{:.2f}")),
     Column("control_divergence_rate", "", "float", "share of the baseline's answers at this concurrency that "
            "its untimed control pass (another concurrency, reverse order) answered differently", AUDIT,
-           t.lossless, needs=VS_BASELINE, scope="table", shown=Shown(167, "control", "{:.2f}")),
+           t.lossless, needs=LOSSLESS, scope="table", shown=Shown(167, "control", "{:.2f}")),
     Column("max_divergence_margin", "nats", "float", "the largest margin, logprob(baseline token) - "
            "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own context", AUDIT, t.lossless,
-           needs=VS_BASELINE, scope="table", shown=Shown(168, "margin nats", "{:.2f}")),
+           needs=LOSSLESS, scope="table", shown=Shown(168, "margin nats", "{:.2f}")),
     Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the worst "
-           "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=VS_BASELINE, scope="table"),
+           "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS, scope="table"),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

@@ -191,8 +191,9 @@ def baseline_for(plan: Plan, variant: Variant) -> str | None:
 async def after_measure(run: Any, variant: Variant, client: ReplayClient) -> None:
     """The runner's hook after a variant's phases (harness.run.runner): a baseline's audit pass on its server,
     a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
-    if not wanted(run.plan):
-        return
+    meta = run.metas.get(variant.name)
+    if not wanted(run.plan) or (meta is not None and meta.forced_acceptance is not None):
+        return  # a forced copy's answers are not the model's
     try:
         if variant.is_baseline:
             run.phase_tag[variant.name] = "audit"  # its log lines belong to no phase
