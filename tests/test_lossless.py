@@ -72,7 +72,8 @@ def test_parse_answer_reads_chat_and_completions_logprobs():
                                                       "text_offset": [-1, -1]}}]}
     text, toks = parse_answer(comp, False)
     assert toks[0].alts == ((" a", -0.1), (" d", -1.0))
-    assert parse_answer({"choices": [{"message": {"content": "x"}, "logprobs": None}]}, True) is None
+    assert parse_answer({"choices": [{"message": {"content": "x"}, "logprobs": None}]}, True) == ("x", [])
+    assert parse_answer({"error": "no"}, True) is None
 
 
 def test_fisher_one_sided_and_the_control_concurrency():
@@ -158,9 +159,9 @@ def test_unreached_divergences_and_a_missing_control_are_unresolved():
     got = lossless.row_audit(req, out, audit, "base", "spec", 1)
     assert got["lossless_verdict"] == "unresolved" and "not reached" in got["lossless_detail"]
     empty = lossless.Audit()
-    empty.add({"kind": "audit", "variant": "base", "error": "the baseline's server answered no request with logprobs"})
+    empty.add({"kind": "audit", "variant": "base", "error": "the baseline's server answered no request"})
     got = lossless.row_audit(req, out, empty, "base", "spec", 1)
-    assert got["lossless_verdict"] == "unresolved" and "answered no request with logprobs" in got["lossless_detail"]
+    assert got["lossless_verdict"] == "unresolved" and "answered no request" in got["lossless_detail"]
     assert lossless.row_audit(req, out, None, "base", "spec", 1) == {}  # no audit ran: no columns
 
 
@@ -187,3 +188,16 @@ def test_read_audit_skips_a_line_cut_by_a_kill(tmp_path):
     audit = lossless.read_audit(tmp_path)
     assert set(audit.passes) == {"base"} and audit.free == {("base", "s", "p0"): " a"}
     assert lossless.read_audit(tmp_path / "none") is None
+
+
+def test_a_server_without_logprobs_still_gives_the_control():
+    base = [BASE] * 4
+    req, out = _records({"base": base, "spec": [" the model is", BASE, BASE, BASE]})
+    audit = lossless.Audit()
+    audit.add({"kind": "audit", "variant": "base", "error": "the baseline's server answered without logprobs"})
+    for i, text in enumerate(base):
+        audit.add({"kind": "path", "variant": "base", "suite": "s", "prompt_id": f"p{i}", "source": "free",
+                   "text": text, "tokens": []})
+    got = lossless.row_audit(req, out, audit, "base", "spec", 1)
+    assert got["control_divergence_rate"] == 0.0 and got["lossless_verdict"] == "unresolved"
+    assert "answered without logprobs" in got["lossless_detail"]

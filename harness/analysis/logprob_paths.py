@@ -144,20 +144,23 @@ def next_anchor(paths: list[ScoredPath], base: str) -> tuple[int, int] | None:
 
 
 def parse_answer(data: dict[str, Any], chat: bool) -> tuple[str, list[Tok]] | None:
-    """(answer text, tokens) of a non-streaming chat or completions answer with logprobs; None without."""
+    """(answer text, tokens) of a non-streaming chat or completions answer; no tokens when it came without
+    logprobs; None when it is no answer at all."""
     try:
         choice = data["choices"][0]
         lp = choice.get("logprobs")
-        if not isinstance(lp, dict):
-            return None
         if chat:
             msg = choice.get("message") or {}
             text = (msg.get("reasoning_content") or "") + (msg.get("content") or "")
+        else:
+            text = str(choice.get("text") or "")
+        if not isinstance(lp, dict):
+            return text, []
+        if chat:
             toks = [Tok(str(e["token"]), float(e["logprob"]),
                         tuple((str(a["token"]), float(a["logprob"])) for a in e.get("top_logprobs") or []))
                     for e in lp.get("content") or []]
         else:
-            text = str(choice.get("text") or "")
             tops = lp.get("top_logprobs") or []
             toks = [Tok(str(t), float(v), tuple((str(a), float(b)) for a, b in (tops[i] or {}).items())
                         if i < len(tops) else ())

@@ -196,6 +196,8 @@ def _verdict(cases: list[Case], broken: list[str], n: int, ctl: tuple[int, int] 
         out.update(lossless_verdict="suspect", lossless_detail=" | ".join(reasons))
     elif ctl is None or unreached:
         why = [f"no control answers ({head.get('error') or 'the control pass got none'})"] if ctl is None else []
+        if head.get("error") and ctl is not None:
+            why.append(str(head["error"]))
         if unreached:
             why.append(f"{len(unreached)} of {len(cases)} divergences not reached by the baseline's logprobs: "
                        + "; ".join(c.words() for c in unreached[:WORST]))

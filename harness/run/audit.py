@@ -16,6 +16,7 @@ baseline's measurements (the stopping rule's later looks), it adds only the anch
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,8 +98,6 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
     async def ask(suite: Any, item: Any, extra: dict[str, Any], **changes: Any) -> tuple[str, list] | None:
         req = to_request(item, suite, plan, request_id=f"audit/{suite.name}/{item.id}")
         if changes:
-            import dataclasses
-
             req = dataclasses.replace(req, **changes)
         async with sem:
             data = await client.complete_json(req, {**logprobs, **extra})
@@ -107,17 +106,18 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
     name = variant.name
     if name not in audit.passes:
         got = await asyncio.gather(*(ask(s, p, {}) for s, p in reversed(list(prompts.values()))))
-        answered = 0
+        answered = scored = 0
         for (s, p), answer in zip(reversed(list(prompts.values())), got, strict=True):
-            if answer is not None and answer[1]:
-                answered += 1
+            if answer is not None:  # without logprobs still a control answer, only not scored
+                answered, scored = answered + 1, scored + bool(answer[1])
                 line = _path_line(name, s.name, p.id, "free", answer[0], answer[1])
                 out.write(line)
                 audit.add(line)
-        error = None if answered else "the baseline's server answered no request with logprobs"
+        error = None if scored else "the baseline's server answered no request" if not answered \
+            else "the baseline's server answered without logprobs"
         head = {"kind": "audit", "variant": name, "concurrency": c_a, "top_logprobs": AUDIT_TOP,
                 "margin": float(plan.run.lossless_margin), "endpoint": client.endpoint, "prompts": len(prompts),
-                "answered": answered, "error": error}
+                "answered": answered, "scored": scored, "error": error}
         out.write(head)
         audit.add(head)
     timed, reasoning = _baseline_answers(run_dir, name)
@@ -135,12 +135,12 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
             return
         got = await asyncio.gather(*(_anchor(ask, prompts[key], text, at, plan, chat) for key, text, at in jobs))
         for (key, text, (chars, tokens)), answer in zip(jobs, got, strict=True):
-            if answer is not None:
+            if answer is not None and answer[1]:
                 line = _path_line(name, key[0], key[1], "anchor", text[:chars] + answer[0], answer[1], chars,
                                   tokens)
                 out.write(line)
                 audit.add(line)
-            if answer is None or next_anchor(audit.paths.get((name, *key), []), text) == (chars, tokens):
+            if not (answer and answer[1]) or next_anchor(audit.paths.get((name, *key), []), text) == (chars, tokens):
                 timed[key].discard(text)  # no answer, or one that went no further: this text stays partly scored
 
 
