@@ -201,3 +201,33 @@ def test_a_server_without_logprobs_still_gives_the_control():
     got = lossless.row_audit(req, out, audit, "base", "spec", 1)
     assert got["control_divergence_rate"] == 0.0 and got["lossless_verdict"] == "unresolved"
     assert "answered without logprobs" in got["lossless_detail"]
+
+
+def test_suite_expectations_are_typed_with_line_aware_errors(tmp_path):
+    from harness.common.errors import InputError
+    from harness.inputs.suites import Suite, load_suite, write_suite_yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text("prompts:\n  - id: a\n    text: hi\n    expect:\n      regex: '(open'\n")
+    with pytest.raises(InputError) as err:
+        load_suite(path)
+    assert str(err.value).startswith(f"{path}:5: prompts[0].expect.regex: does not compile")
+    path.write_text("prompts:\n  - id: a\n    text: hi\n    response_format:\n      type: json_schema\n"
+                    "      json_schema:\n        name: x\n        schema:\n          type: object\n"
+                    "          propertyNames: {pattern: x}\n")
+    with pytest.raises(InputError) as err:
+        load_suite(path)
+    assert f"{path}:10: prompts[0].response_format.json_schema.schema.propertyNames: schema keyword " \
+        "'propertyNames' is not one draftbench checks" in str(err.value)
+    path.write_text("prompts:\n  - {id: a, text: hi, expect: {}}\n")
+    with pytest.raises(InputError, match="give at least one of json: true, schema or regex"):
+        load_suite(path)
+    path.write_text("prompts:\n  - {id: a, text: hi, expect: {json: true, regex: '^[{]'}}\n"
+                    "  - {id: b, text: hi, response_format: {type: json_object}}\n")
+    suite = load_suite(path)
+    a, b = (p.expectation for p in suite.prompts)
+    assert a.violation('{"x": 1}') is None and a.violation("[1]").startswith("no match for regex")
+    assert b.violation("{").startswith("not JSON") and b.violation("{}") is None
+    # written back and read again (plan.resolved.json inlines suites the same way): the names a suite writes
+    again = load_suite(write_suite_yaml(suite, tmp_path / "again.yaml"))
+    assert again == suite and Suite.model_validate(suite.model_dump(mode="json")) == suite
