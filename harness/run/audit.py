@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.analysis.logprob_paths import next_anchor, parse_answer
-from harness.analysis.lossless import AUDIT_FILE, Audit, read_audit, row_audit
+from harness.analysis.lossless import AUDIT_FILE, Audit, answers, read_audit, row_audit
+from harness.analysis.summary import read_tables
 from harness.common.events import Alarm
+from harness.engines import engine_of
+from harness.run.replay import to_request
 
 if TYPE_CHECKING:
     from harness.client.stream import ReplayClient
@@ -65,9 +68,6 @@ def _path_line(variant: str, suite: str, pid: str, source: str, text: str, toks:
 
 def _baseline_answers(run_dir: Path, variant: str) -> tuple[dict[tuple[str, str], set[str]], bool]:
     """The baseline's timed first-turn answers per (suite, prompt), and whether any holds reasoning text."""
-    from harness.analysis.lossless import answers
-    from harness.analysis.summary import read_tables
-
     requests, outputs = read_tables(run_dir, ("requests.csv", "outputs.csv"))
     got: dict[tuple[str, str], set[str]] = {}
     if requests.empty or outputs is None or outputs.empty:
@@ -82,8 +82,6 @@ def _baseline_answers(run_dir: Path, variant: str) -> tuple[dict[tuple[str, str]
 
 async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: ReplayClient) -> None:
     """The control pass (once per baseline) and the anchors its timed answers still need."""
-    from harness.run.replay import to_request
-
     audit = read_audit(run_dir) or Audit()
     out = _Writer(run_dir / AUDIT_FILE)
     chat = client.endpoint == "chat"
@@ -153,7 +151,7 @@ async def _anchor(ask: Any, where: tuple, text: str, at: tuple[int, int], plan: 
         messages = [*prompt.chat_messages(), {"role": "assistant", "content": prefix}]
         return await ask(suite, prompt, {"continue_final_message": True, "add_generation_prompt": False},
                          messages=messages, prompt=None, max_tokens=left)
-    from harness.client.stream import prompt_text
+    from harness.client.stream import prompt_text  # the openai SDK's import: only where a request goes out
 
     body_prompt = (prompt.text if prompt.text is not None else prompt_text(prompt.chat_messages())) + prefix
     return await ask(suite, prompt, {}, messages=None, prompt=body_prompt, max_tokens=left)
@@ -161,8 +159,6 @@ async def _anchor(ask: Any, where: tuple, text: str, at: tuple[int, int], plan: 
 
 def verdict_alarms(run_dir: Path, plan: Plan, variant: Variant, baseline: str) -> list[Alarm]:
     """A finished variant's `lossless-suspect` alarm (one per variant, every suspect concurrency in it)."""
-    from harness.analysis.summary import read_tables
-
     audit = read_audit(run_dir)
     if audit is None or baseline not in audit.passes:
         return []
@@ -182,8 +178,6 @@ def verdict_alarms(run_dir: Path, plan: Plan, variant: Variant, baseline: str) -
 
 def baseline_for(plan: Plan, variant: Variant) -> str | None:
     """The baseline a variant is compared with: its engine's."""
-    from harness.engines import engine_of
-
     engine = engine_of(plan, variant).name
     return next((v.name for v in plan.variants if v.is_baseline and engine_of(plan, v).name == engine), None)
 
