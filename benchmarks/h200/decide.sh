@@ -23,6 +23,10 @@
 #            run.stop decided at c8, the arms side by side (one call; decides equivalent/undecided vs slower)
 #   resume   draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune left (configs predicted only)
 #   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8)
+#   lossless the trained head's 81-86 % greedy match classified: baseline and EAGLE3 once at c1 and c8
+#            (MAX_TOKENS, the verdict's length), then draftbench's lossless audit on the baseline's server (a
+#            control at c2, logprobs along every baseline answer); lossless_report.py prints each divergence's
+#            margin (docs/real-gpu.md takes the figures; lossless-report.json is the fixture to keep)
 #   dry      here, without a GPU: the verdict and tune commands on draftbench's SGLang stand-in
 # Each stage packs what it made into $OUT/<stage>.tar.gz. Call it as
 #   set -o pipefail; PYTHONUNBUFFERED=1 bash benchmarks/h200/decide.sh STAGE 2>&1 | tee $OUT/log
@@ -31,7 +35,7 @@
 # and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
 # that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|warm|serve|verdict|tune|resume|decided|aa|dry|snapshot}
+STAGE=${1:?prep|warm|serve|verdict|tune|resume|decided|aa|lossless|dry|snapshot}
 if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
   tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
@@ -274,6 +278,20 @@ resume)  # draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune st
   (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
   tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
   for f in tune.csv speculation_profile.json; do find "$T" -maxdepth 1 -name "$f" -exec cp {} "$S/" \; ; done
+  pack ;;
+lossless)  # draftbench's lossless audit of the trained head (docs/metrics.md, lossless audit)
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
+  cp "$W/lossless.yaml" "$S/"
+  stamp "draftbench run lossless.yaml: c1 and c8 once, $MAX_TOKENS tokens, then the audit on the baseline's server"
+  timeout -s TERM -k 30 "${LOSSLESS_S:-480}" $DB -m harness.cli run "$W/lossless.yaml" --results-dir "$W/lossless" 2>&1 |
+    grep -v "requests done" | tee "$S/lossless-run.log"
+  stamp "draftbench run exited ${PIPESTATUS[0]}"
+  RUN=$(latest "$W/lossless")
+  [ -n "$RUN" ] || { pack; exit 7; }
+  $DB -m harness.cli summary "$RUN" --wide > "$S/summary-table.txt" 2>&1
+  $DB benchmarks/h200/lossless_report.py "$RUN" --json "$S/lossless-report.json" | tee "$S/lossless-report.txt"
+  [ -f "$RUN/requests.csv" ] && gzip -kf "$RUN/requests.csv"
+  tar -czf "$S/lossless-run.tar.gz" -C "$(dirname "$RUN")" --exclude=requests.csv --exclude='server-*.log' "$(basename "$RUN")"
   pack ;;
 *) echo "unknown stage $STAGE"; exit 2 ;;
 esac

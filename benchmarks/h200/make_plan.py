@@ -116,6 +116,7 @@ def decide(workdir: str, sim: bool = False) -> None:
     WORKDIR/tune.yaml (tune stage): the suite's first TUNE_PROMPTS prompts, TUNE_TOKENS tokens, one repeat,
       with the probe pass, whose per-request histograms are what `draftbench tune` predicts from.
     WORKDIR/warm.yaml (warm stage): 8 prompts, 32 tokens, one repeat: the servers' one-off compiles.
+    WORKDIR/lossless.yaml (lossless stage): the whole suite once per concurrency, then the lossless audit.
     Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32; decide.sh: 64), TUNE_TOKENS (256).
     --sim: the same settings on the stand-in (harness.sim) with the demo's checkpoints and a short suite of
     its own, so that every draftbench command of decide.sh can be tried here first."""
@@ -156,7 +157,12 @@ def decide(workdir: str, sim: bool = False) -> None:
             # decide.sh warm: one short pass through both servers, so that the first EAGLE-3 server's one-off
             # JIT compile (about 2 minutes in its first decode on a fresh machine) is paid before measuring
             "warm": ({"max_tokens": 32, "repeats": 1, "warmup_requests": 8, "per_request_spec": "off"},
-                     work / "warm-suite.yaml")}
+                     work / "warm-suite.yaml"),
+            # decide.sh lossless: one timed pass per concurrency at the verdict's length (where the trained head
+            # matched 81-86 % of prompts), then the lossless audit on the baseline's server (harness.bench.audit)
+            "lossless": ({"max_tokens": int(os.environ.get("MAX_TOKENS", "384")), "order": "shuffled",
+                          "repeats": 1, "min_steady_s": 0, "phase_sizing": False, "per_request_spec": "off",
+                          "lossless_audit": True}, suite_path)}
     for name, (run, path) in runs.items():
         plan = plan_of(f"h200-tiny-{name}", "real SGLang 0.5.15.post1 on one H200: the trained tiny target, "
                        "baseline against its trained EAGLE-3 head", work, work / "tiny-stdlib", COMMON_FLAGS,
@@ -168,6 +174,8 @@ def decide(workdir: str, sim: bool = False) -> None:
                               "workdir": str(work / "sim-target"), "simulated": True}
             plan["model"] = {"path": "demo-models/target", "tp_size": 1, "served_model_name": "demo-target"}
             plan["server"]["startup_timeout_s"] = 120
+            if name == "lossless":  # the stand-in's bf16-like near-ties, so that the dry run has divergences
+                plan["target"]["env"] = {"DRAFTBENCH_SIM_NEAR_TIES": "0.01"}
         (work / f"{name}.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
         print(f"plan at {work / f'{name}.yaml'}: {len(plan['variants'])} variants, "
               f"{len(yaml.safe_load(path.read_text())['prompts'])} prompts, run {plan['run']}")

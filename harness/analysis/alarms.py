@@ -8,7 +8,9 @@
   cuda-graph-off   `cuda graph: False` windows while the variant runs with CUDA graphs enabled.
 `AlarmTracker.compare(summary)` looks at the finished comparison:
   slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the break-even accept
-                         length and the measured cost per verify step next to the accept length it got.
+                         length and the measured cost per verify step next to the accept length it got;
+  lossless-suspect       a greedy variant whose lossless_verdict is `suspect` (harness.analysis.lossless): raised live
+                         as the variant finishes (harness.bench.audit, through `raise_once`), else here.
 Each alarm fires once per variant (per concurrency for the comparison); `counts` keeps the tallies.
 """
 
@@ -124,6 +126,10 @@ class AlarmTracker:
         self.fired.add((variant, code))
         return [Alarm(variant, severity, code, message)]
 
+    def raise_once(self, alarm: Alarm) -> list[Alarm]:
+        """An alarm found elsewhere (the lossless audit), once per variant and code."""
+        return self._once(alarm.variant, alarm.code, alarm.severity, alarm.message)
+
     def feed(self, variant: str, window: Any) -> list[Alarm]:
         if getattr(window, "kind", None) != "decode":
             return []
@@ -174,6 +180,9 @@ class AlarmTracker:
         base = {int(_num(r.get("concurrency")) or 0): r for r in rows if _bool(r.get("baseline"))}
         out: list[Alarm] = []
         for r in rows:
+            if r.get("lossless_verdict") == "suspect":
+                out += self._once(str(r["variant"]), "lossless-suspect", "error",
+                                  f"c{int(_num(r.get('concurrency')) or 0)}: {r.get('lossless_detail')}")
             if _bool(r.get("baseline")) or not r.get("algorithm") or not isinstance(r.get("algorithm"), str):
                 continue
             if is_forced(r):  # slower at a forced accept length is what breakeven measures, not a finding

@@ -18,10 +18,12 @@ from harness.analysis import summary_table as t
 from harness.analysis.columns import Column, Registry, Shown, docs_table, fmt_cell
 
 REQ, PH, WIN, VAR = "requests.csv", "phases.csv", "server_windows.csv", "variants.jsonl"
+AUDIT = "audit.jsonl"
 ACCEPT_SOURCES = ("accept_len_requests", "accept_len_probe", "accept_len_server", "accept_len_log")
 VS_BASELINE = ("variant", "concurrency", "baseline", "engine", "sampling")  # what finds a row's baseline
 VERDICT_NEEDS = ("variant", "concurrency", "baseline", "engine", "sampling", "speedup")
 STEPS = ("algorithm", *VS_BASELINE)
+LOSSLESS = (*VS_BASELINE, "forced_acceptance")  # what finds the row's baseline, and a forced copy (no audit)
 
 
 def ci_cell(row: Any) -> str:
@@ -170,6 +172,21 @@ COLUMNS = Registry([
     Column("sampling", "", "str", "the sampler the row was measured at: its run.sampling arm (t0.7-p0.95), "
            "else t<run.temperature>; a row is compared with the baseline at the same (the variant's name "
            "carries the arm)", VAR, r.sampling),
+    Column("lossless_verdict", "", "str", "greedy only: lossless (every divergence from the baseline at a "
+           "near-tie, the rate within the control's, expectations kept), suspect or unresolved", f"{AUDIT}, "
+           f"outputs.csv, {REQ}", t.lossless, needs=LOSSLESS, scope="table",
+           shown=Shown(165, "lossless")),
+    Column("divergence_rate", "", "float", "share of first-turn prompts both arms answered whose greedy "
+           "answers differ", f"outputs.csv, {REQ}", t.lossless, needs=LOSSLESS, scope="table",
+           shown=Shown(166, "diverged", "{:.2f}")),
+    Column("control_divergence_rate", "", "float", "share of the baseline's answers at this concurrency that "
+           "its untimed control pass (another concurrency, reverse order) answered differently", AUDIT,
+           t.lossless, needs=LOSSLESS, scope="table", shown=Shown(167, "control", "{:.2f}")),
+    Column("max_divergence_margin", "nats", "float", "the largest margin, logprob(baseline token) - "
+           "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own context", AUDIT, t.lossless,
+           needs=LOSSLESS, scope="table", shown=Shown(168, "margin nats", "{:.2f}")),
+    Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the worst "
+           "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS, scope="table"),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

@@ -11,10 +11,12 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import lossless as lossless_audit
 from harness.analysis import outputs, verdicts
 from harness.analysis.breakeven import step_break_even
 from harness.analysis.breakeven import ttft_cost_ms as _ttft_cost_ms
 from harness.analysis.engines_table import own_baseline
+from harness.analysis.forced import is_forced
 from harness.analysis.tune_model import predicted_speedup
 
 
@@ -31,6 +33,7 @@ class Table:
     min_steady_s: float = verdicts.DEFAULT_MIN_STEADY_S
     equivalence: float = verdicts.DEFAULT_EQUIVALENCE
     looks: dict[tuple[str, int], dict[str, Any]] | None = field(default=None)
+    audit: lossless_audit.Audit | None = None  # audit.jsonl (harness.analysis.lossless)
 
     @property
     def baselines(self) -> pd.DataFrame:
@@ -131,6 +134,15 @@ def output_match(row: pd.Series, t: Table) -> dict[str, Any]:
     greedy = all(float(t.variants.get(n, {}).get("temperature") or 0.0) == 0.0
                  for n in (base, row["variant"]))
     return outputs.output_match(t.requests, t.outputs, base, row["variant"], int(row["concurrency"]), greedy)
+
+
+def lossless(row: pd.Series, t: Table) -> dict[str, Any]:
+    """The lossless audit against the baseline (harness.analysis.lossless); a baseline row: its control."""
+    base = row["variant"] if row["baseline"] else t.baseline_of(row)
+    if base is None or is_forced(row) or float(t.variants.get(str(base), {}).get("temperature") or 0.0) != 0.0:
+        return {}  # a forced copy's answers are not the model's
+    return lossless_audit.row_audit(t.requests, t.outputs, t.audit, str(base), str(row["variant"]),
+                                    int(row["concurrency"]))
 
 
 def verdict(row: pd.Series, t: Table) -> dict[str, Any]:

@@ -44,6 +44,15 @@ LEGEND = {
                         "batch, the batch this variant's decode ran at most",
     "output-differs": "output differs from the baseline: at temperature 0 a correct drafter leaves the text "
                       "as the baseline's; char N is where they first differ (median over prompts)",
+    "suspect": "SUSPECT (lossless audit): the greedy answers leave the baseline's where the baseline's top token "
+               "is not near a tie, more often than the baseline against itself at another batch shape, or break "
+               "a suite expectation the baseline's met: what a verify path that accepts wrong draft tokens does; "
+               "the worst cases (prompt, token, both tokens, margin) follow, summary.csv's lossless_detail has all",
+    "lossless": "lossless (audit): every divergence from the baseline's greedy answer is at a near-tie (top two "
+                "tokens within run.lossless_margin nats, bf16 numerics), no more often than the baseline "
+                "against itself at another batch shape (the control); docs/metrics.md, lossless audit",
+    "unresolved": "lossless audit unresolved: no control answers, or divergences the baseline's logprobs do not "
+                  "reach (summary.csv's lossless_detail says which)",
     "flush-failed": "cache flush failed: the server's cache and counters were not reset before those "
                     "phases; the server's accept-length figure leaves them out",
     "inert": f"{INERT}: the drafter does nothing useful (a wrong algorithm, checkpoint or flags: the "
@@ -105,6 +114,28 @@ def spec_notes(row: Any) -> list[Note]:
     return notes
 
 
+NOTE_CHARS = 160  # the suspect note's worst cases, cut here (lossless_detail has them whole)
+
+
+def lossless_notes(row: Any) -> list[Note]:
+    """The lossless audit's verdict (harness.analysis.lossless): suspect with its worst cases, lossless where
+    the answers differ, unresolved."""
+    verdict, detail = row.get("lossless_verdict"), row.get("lossless_detail")
+    detail = str(detail) if _given(detail) else ""
+    if verdict == "suspect":
+        cut = detail if len(detail) <= NOTE_CHARS else detail[: NOTE_CHARS - 3] + "..."
+        return [Note("suspect", f"SUSPECT: {cut}")]
+    rate = row.get("divergence_rate")
+    if verdict == "lossless" and _given(rate) and float(rate) > 0:
+        margin, control = row.get("max_divergence_margin"), row.get("control_divergence_rate")
+        tail = f"; control {float(control):.2f}" if _given(control) else ""
+        top = f"max {float(margin):.2f} nats" if _given(margin) else "no margin"
+        return [Note("lossless", f"lossless: divergences at near-ties only ({top}{tail})")]
+    if verdict == "unresolved":
+        return [Note("unresolved", "lossless audit unresolved")]
+    return []
+
+
 def accept_notes(row: Any) -> list[Note]:
     """A drafter that accepts nothing, and accept-length sources that disagree."""
     notes = []
@@ -126,7 +157,7 @@ def row_notes(row: Any) -> list[Note]:
         notes.append(failed)
     if is_true(row.get("slower_than_baseline")):
         notes.append(Note("slower", SLOWER))
-    return notes + verdict_notes(row) + spec_notes(row) + accept_notes(row)
+    return notes + verdict_notes(row) + spec_notes(row) + lossless_notes(row) + accept_notes(row)
 
 
 def legend_lines(kinds: set[str] | list[str]) -> list[str]:

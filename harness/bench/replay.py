@@ -70,6 +70,8 @@ def to_request(prompt: Prompt, suite: Suite, plan: Plan, extra: dict | None = No
     messages = [dict(m) for m in prompt.messages] if prompt.messages else None
     if plan.run.ignore_eos:
         extra = {**(extra or {}), "ignore_eos": True}
+    if prompt.response_format:  # structured output, as the suite asks (harness.inputs.expectations)
+        extra = {**(extra or {}), "response_format": prompt.response_format}
     return ReplayRequest(
         request_id=request_id or f"{suite.name}/{prompt.id}",
         messages=messages,

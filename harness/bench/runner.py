@@ -20,6 +20,7 @@ from harness.analysis.outputs import OUTPUT_COLUMNS
 from harness.analysis.records import RECORD_COLUMNS, make_record
 from harness.analysis.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, new_run_dir, redact_argv
 from harness.analysis.store import CsvAppender, PhaseRecord, VariantMeta, append_record, append_variant
+from harness.bench import audit
 from harness.bench.arrivals import max_connections, replay_rate_phase
 from harness.bench.conversation import requests_per_pass
 from harness.bench.decide import interleaved, more_repeats
@@ -316,6 +317,7 @@ class _Run:
             gc.freeze()
             for pid, suite, c, repeat, prompts in todo:
                 await self._phase(variant, server, client, pid, suite, c, repeat, prompts, probe)
+            await audit.after_measure(self, variant, client)  # untimed (harness.bench.audit)
         finally:
             await client.aclose()
 

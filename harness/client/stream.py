@@ -259,5 +259,22 @@ class ReplayClient:
         meta, bad = _numeric_spec(meta)  # a server's non-numbers never reach the engines' formulas
         return None if bad else (str(text), meta)
 
+    async def complete_json(self, req: ReplayRequest, extra: dict[str, Any] | None = None) -> dict | None:
+        """One non-streaming request on the client's endpoint with `extra` merged into the body (the lossless
+        audit's logprobs: harness.bench.audit); the parsed answer, or None on any fault."""
+        chat = self.endpoint == "chat"
+        body = {**self.body(req, stream=False, chat=chat), **(extra or {})}
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                resp = await self._post("/chat/completions" if chat else "/completions", body)
+                try:
+                    data = await resp.aread()
+                finally:
+                    await resp.aclose()
+            got = orjson.loads(data)
+        except (openai.APIStatusError, *_FAULTS, *_MALFORMED):
+            return None
+        return got if isinstance(got, dict) else None
+
     async def aclose(self) -> None:
         await self._client.close()

@@ -76,6 +76,13 @@ class RunSettings(StrictModel):
     per_request_spec: Literal["auto", "off"] = Field(
         default="auto", description="ask the server for per-request accept stats where it offers them"
     )
+    lossless_audit: bool = Field(
+        default=True, description="greedy runs: after the baseline's timed phases, an untimed pass on its "
+        "server (logprobs, a control at another concurrency) that tells each variant's divergences from the "
+        "baseline as near-ties or not (lossless_verdict; docs/metrics.md, lossless audit)")
+    lossless_margin: float = Field(
+        default=0.5, gt=0, description="nats: a divergence whose logprob margin under the baseline is below "
+        "this is a near-tie, bf16 numerics (docs/metrics.md says why 0.5)")
     order: Literal["suite", "shuffled"] = Field(
         default="suite",
         description="request order within a phase; 'shuffled' (seeded) mixes prompt lengths like bench_serving",

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from harness.common.errors import InputError
+from harness.inputs.expectations import Expect, check_response_format, implied
 from harness.inputs.yamlio import FieldProblem, LineMap, StrictModel, load_yaml, read_text, validate
 
 # About 500k tokens: beyond any served context window, so a prompt this big is a mistake, not a test.
@@ -53,6 +54,24 @@ class Prompt(StrictModel):
         description="live multi-turn: later user turns, each sent as its own request with the conversation "
         "so far, the server's own answers included (MT-bench's second turn)",
     )
+    response_format: dict[str, Any] | None = Field(
+        default=None, description="OpenAI response_format sent with the request (json_object, json_schema): "
+        "structured output; the answer is then expected to satisfy it (harness.inputs.expectations)")
+    expect: Expect | None = Field(
+        default=None, description="what the first turn's answer must satisfy (json, a JSON schema, a regex): "
+        "the lossless audit checks that speculation keeps it wherever the baseline met it")
+
+    @field_validator("response_format")
+    @classmethod
+    def _format(cls, fmt: dict[str, Any] | None) -> dict[str, Any] | None:
+        if fmt is not None and (found := check_response_format(fmt)):
+            raise FieldProblem(*found)
+        return fmt
+
+    @property
+    def expectation(self) -> Expect | None:
+        """`expect`, else what `response_format` asks."""
+        return self.expect or implied(self.response_format)
 
     @model_validator(mode="after")
     def _shape(self) -> Prompt:

@@ -45,7 +45,9 @@ def derive_plan(plan: Any, variant: str, accept_lens: Sequence[float],
     base = plan.baseline_of(spec)  # its engine's, at its sampling arm
     copies = [spec.model_copy(update={"name": forced_name(variant, a),
                                       "env": {**(spec.env or {}), **engine.forced_env(a)}}) for a in lens]
-    run = plan.run.model_copy(update={"concurrency": list(concurrency)}) if concurrency else plan.run
+    # a forced copy's answers are not the model's: no lossless audit of them
+    run = plan.run.model_copy(update={"lossless_audit": False,
+                                      **({"concurrency": list(concurrency)} if concurrency else {})})
     return plan.model_copy(update={"name": f"{plan.name}-breakeven-{variant}", "variants": [base, *copies],
                                    "run": run})
 

@@ -29,7 +29,8 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
     data = plan.resolved_dict()
     base = plan.baseline.model_dump(mode="json")
     data["variants"] = [*variants, base] if baseline_last else [base, *variants]
-    run = dict(data["run"], concurrency=conc, request_rate=[])  # closed-loop levels only
+    # closed-loop levels only; no lossless audit (an untimed pass per sub-run the tune's budget does not plan)
+    run = dict(data["run"], concurrency=conc, request_rate=[], lossless_audit=False)
     # short windows: enough clean ones at every batch size from a short phase (steps.py); the wide run
     # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
     data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,

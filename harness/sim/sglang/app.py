@@ -13,7 +13,8 @@ from typing import Any
 
 from aiohttp import web
 
-from harness.sim.sglang import openai_api
+from harness.sim.sglang import logprobs as lp
+from harness.sim.sglang import openai_api, request_extras
 from harness.sim.sglang import responses as rs
 from harness.sim.sglang.engine import Req
 from harness.sim.sglang.resolve import emulated_version
@@ -285,9 +286,17 @@ async def generate(request: web.Request) -> web.StreamResponse:
             top_p=openai_api.top_p_of(sp.get("top_p")),
             ignore_eos=bool(sp.get("ignore_eos")),
             stream=bool(body.get("stream")),
+            **request_extras.generate(body, prompt_ids).fields,
         )
     )
     kw = {"enable_metrics": state.enable_metrics, "spec_draft_tokens": state.spec_draft_tokens}
+
+    def logprob_fields(r: Req) -> dict[str, Any] | None:  # return_logprob: the lists so far (tokenizer_manager)
+        if r.logprob_top is None:
+            return None
+        return lp.meta_fields(r.token_logprobs, prompt_ids[-1], r.logprob_top,
+                              bool(body.get("return_text_in_logprobs")))
+
     if not req.stream:
         async for _ in outputs(req):
             pass
@@ -295,7 +304,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
             {
                 "text": req.text(),
                 "output_ids": list(req.output_ids),
-                "meta_info": rs.meta_info(req, final=True, first=False, sent_ts=None, **kw),
+                "meta_info": rs.meta_info(req, final=True, first=False, sent_ts=None,
+                                          logprob_fields=logprob_fields(req), **kw),
             }
         )
     resp = await start_sse(request, state)
@@ -307,7 +317,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
             first = sent_ts is None
             if first and not r.finished:
                 sent_ts = time.time()
-            meta = rs.meta_info(r, final=r.finished, first=first, sent_ts=sent_ts, **kw)
+            meta = rs.meta_info(r, final=r.finished, first=first, sent_ts=sent_ts,
+                                logprob_fields=logprob_fields(r), **kw)
             n = len(r.output_ids)
             if incremental:
                 text, ids = "".join(r.texts[sent:n]), r.output_ids[sent:n]

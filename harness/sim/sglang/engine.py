@@ -19,9 +19,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from harness.sim.sglang import conditions, logs, model
+from harness.sim.sglang import conditions, logs, model, numerics, tokens
 from harness.sim.sglang import forced as forced_mod
 from harness.sim.sglang.prefix_cache import PrefixCache
+from harness.sim.sglang.request import Req  # noqa: F401  (the request type: imported from here too)
 
 
 @dataclass
@@ -49,45 +50,8 @@ class EngineConfig:
     noise: model.StepNoise = field(default_factory=model.StepNoise)  # off unless DRAFTBENCH_SIM_STEP_NOISE
     # acceptance falls with context past a knee (harness.sim.sglang.conditions; DRAFTBENCH_SIM_CONTEXT_DECAY)
     context_decay: conditions.ContextDecay = field(default_factory=conditions.ContextDecay.from_env)
-
-
-@dataclass(eq=False)
-class Req:
-    rid: str
-    prompt_ids: list[int]
-    max_new_tokens: int
-    temperature: float = 0.0
-    top_p: float = 1.0
-    ignore_eos: bool = False
-    stream: bool = False
-    log_metrics: bool = True
-    # filled by the engine
-    prompt_key: int = 0
-    sample_key: int | None = None
-    output_ids: list[int] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
-    finish: dict | None = None
-    cached_tokens: int = 0
-    verify_ct: int = 0
-    correct_drafts: int = 0
-    histogram: list[int] = field(default_factory=list)
-    wall_received: float = field(default_factory=time.time)
-    t_received: float = field(default_factory=time.perf_counter)
-    t_dispatch: float = 0.0
-    t_first: float = 0.0
-    t_finished: float = 0.0
-    t_last: float = 0.0
-    aborted: bool = False
-    event: asyncio.Event = field(default_factory=asyncio.Event)
-    rng: random.Random | None = None
-    per_position: tuple[float, ...] | None = None  # this request's own profile (a by_content rule matched)
-
-    @property
-    def finished(self) -> bool:
-        return self.finish is not None
-
-    def text(self) -> str:
-        return "".join(self.texts)
+    # near-ties that flip with the batch shape, a broken verify path (harness.sim.sglang.numerics)
+    numerics: numerics.Numerics = field(default_factory=numerics.Numerics.from_env)
 
 
 class MetricsSink(Protocol):
@@ -130,7 +94,7 @@ class Engine:
     # --- requests ---------------------------------------------------------------------------------------
     def submit(self, req: Req) -> Req:
         next(self._counter)
-        req.prompt_key = model.stable_hash(tuple(req.prompt_ids))
+        req.prompt_key = model.stable_hash(tuple(req.key_ids or req.prompt_ids))
         # seeded by the prompt and how often it was seen, not by arrival order: health probes and timing must
         # not change which drafts a replayed request accepts (two runs of one plan agree, as under greedy)
         seen = self._seen.get(req.prompt_key, 0)
@@ -246,29 +210,33 @@ class Engine:
         for r in batch:
             if not r.aborted:
                 r.t_first = t
-                self._commit(r, 1)
+                self._commit(r, 1, shape=("prefill", len(batch)))
         self._retire()
 
-    def _commit(self, r: Req, n: int, fixed_token: bool = False) -> None:
+    def _commit(self, r: Req, n: int, fixed_token: bool = False, shape: tuple = ("decode", 1, 1),
+                wrong_at: int | None = None) -> None:
         """Append up to ``n`` output tokens, stopping at max_new_tokens or the simulated EOS. `fixed_token`:
-        forced acceptance without real draft tokens, every token is id 100 (never EOS)."""
-        eos_at = None if r.ignore_eos or fixed_token else model.natural_length(r.prompt_key)
+        forced acceptance without real draft tokens, every token is id 100 (never EOS). `shape`: the forward
+        pass's, which settles near-ties; `wrong_at`: the draft the broken verify path gets wrong."""
+        eos_at = None if r.ignore_eos or fixed_token else tokens.eos_index(r) + 1
         before = len(r.output_ids)
-        for _ in range(n):
-            i = len(r.output_ids)
+        for j in range(n):
+            i = r.start_index + len(r.output_ids)
             if eos_at is not None and i + 1 >= eos_at:
                 r.output_ids.append(self.cfg.eos_token_id)
-                r.texts.append("\ufffd" if model.held_back(r.prompt_key, i - 1, r.sample_key) else "")
+                r.texts.append("\ufffd" if tokens.held_back(r, i - 1) else "")
+                tokens.commit_eos(r, self.cfg.eos_token_id)
                 r.finish = {"type": "stop", "matched": self.cfg.eos_token_id}
                 break
-            tid, text = model.output_token(r.prompt_key, i, self.cfg.vocab_size, r.sample_key)
             if fixed_token:
                 tid, text = forced_mod.FIXED_TOKEN_ID, forced_mod.FIXED_TOKEN_TEXT
+            else:
+                tid, text = tokens.commit(self.cfg.numerics, self.cfg.vocab_size, r, i, shape, j == wrong_at)
             r.output_ids.append(tid)
             r.texts.append(text)
             if len(r.output_ids) >= r.max_new_tokens:
                 r.finish = {"type": "length", "length": r.max_new_tokens}
-                if model.held_back(r.prompt_key, i, r.sample_key):  # the detokenizer flushes partial bytes
+                if tokens.held_back(r, i):  # the detokenizer flushes partial bytes
                     r.texts[-1] += "\ufffd"
                 break
         now = time.perf_counter()
@@ -300,6 +268,7 @@ class Engine:
         else:
             await self._sleep(model.verify_step_seconds(bs, cfg.spec, graph, cfg.costs))
         self.last_graph = graph
+        shape = ("decode", bs, 1) if cfg.spec is None else ("verify", bs, cfg.spec.num_draft_tokens)
         correct = 0
         forced = cfg.forced.draw(self._forced_rng, cfg.spec.num_steps) - 1 \
             if cfg.forced is not None and cfg.spec is not None else None
@@ -307,9 +276,9 @@ class Engine:
             if r.aborted or r.finished:
                 continue
             if cfg.spec is None:
-                self._commit(r, 1)
+                self._commit(r, 1, shape=shape)
                 continue
-            k = 0
+            k, wrong_at = 0, None
             if forced is not None:
                 k = forced
             elif not cfg.wrong_flag:
@@ -317,13 +286,15 @@ class Engine:
                                                   len(r.prompt_ids) + len(r.output_ids), cfg.context_decay)
                 assert r.rng is not None
                 k = model.sample_accepted(r.rng, profile, cfg.spec.max_accepted)
+                wrong_at = numerics.broken_draft(cfg.numerics, cfg.seed, r.prompt_key, r.verify_ct, k)
             r.verify_ct += 1
             r.correct_drafts += k
             if len(r.histogram) <= k:
                 r.histogram.extend([0] * (k + 1 - len(r.histogram)))
             r.histogram[k] += 1
             correct += k
-            self._commit(r, k + 1, fixed_token=forced is not None and not cfg.forced.real_draft_tokens)
+            self._commit(r, k + 1, fixed_token=forced is not None and not cfg.forced.real_draft_tokens,
+                         shape=shape, wrong_at=wrong_at)
         self.num_generated_tokens += bs + correct
         if cfg.mfu:
             flops, weights, kv = cfg.mfu

@@ -11,7 +11,8 @@ from typing import Any
 from aiohttp import web
 
 from harness.common.versions import version_at_least
-from harness.sim.sglang import model
+from harness.sim.sglang import logprobs as lp
+from harness.sim.sglang import model, request_extras
 from harness.sim.sglang import responses as rs
 from harness.sim.sglang.engine import Req
 from harness.sim.sglang.resolve import emulated_version
@@ -58,6 +59,7 @@ def _new_req(
     max_new: int,
     temperature: float,
     stream: bool,
+    extras: dict[str, Any] | None = None,
 ) -> Req:
     return state.engine.submit(
         Req(
@@ -69,6 +71,7 @@ def _new_req(
             ignore_eos=bool(body.get("ignore_eos")),
             stream=stream,
             per_position=model.content_profile(state.engine.cfg.by_content, body.get("messages")),
+            **(extras or {}),
         )
     )
 
@@ -117,7 +120,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
             ),
             400,
         )
-    prompt_ids = model.chat_prompt_ids(messages, int(state.target_config.get("vocab_size", 32000)))
+    extra = request_extras.chat(body, messages, int(state.target_config.get("vocab_size", 32000)),
+                                state.engine.cfg.numerics)
+    prompt_ids = extra.prompt_ids
     if err := generate_error(state, len(prompt_ids), max_tokens):
         return json_response(rs.error_body(err), 400)
     temperature = body.get("temperature")
@@ -128,6 +133,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         max_tokens or state.context_len - len(prompt_ids),
         1.0 if temperature is None else float(temperature),
         stream,
+        extra.fields,
     )
     name = str(body.get("model") or "default")
     cache_report = bool(state.sa["enable_cache_report"])
@@ -143,7 +149,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 spec_draft_tokens=state.spec_draft_tokens,
                 sent_ts=None,
             )
-        out = rs.chat_response(req, name, meta=meta, cache_report=cache_report)
+        out = rs.chat_response(req, name, meta=meta, cache_report=cache_report,
+                               logprobs=lp.chat_content(req.token_logprobs) if extra.top is not None else None)
         if (details := _spec_details(state, body, req)) is not None:
             out["sglext"] = {"spec_tokens_details": details}
         return json_response(out)
@@ -151,7 +158,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     resp, stream_outputs = await start_stream(request, state, req)
     try:
         await resp.write(rs.chat_chunk(req.rid, name, role="assistant", content=""))
-        sent = 0
+        sent = lp_sent = 0
         async for r in stream_outputs:
             n = len(r.output_ids)
             delta = "".join(r.texts[sent:n])
@@ -160,7 +167,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 usage = None
                 if continuous:
                     usage = rs.usage(len(prompt_ids), n, cached=req.cached_tokens, cache_report=cache_report)
-                await resp.write(rs.chat_chunk(req.rid, name, content=delta, usage_=usage))
+                logprobs = lp.chat_content(req.token_logprobs[lp_sent:n]) if extra.top is not None else None
+                lp_sent = n
+                await resp.write(rs.chat_chunk(req.rid, name, content=delta, usage_=usage, logprobs=logprobs))
         reason, matched = rs.finish_fields(req)
         await resp.write(rs.chat_chunk(req.rid, name, finish_reason=reason, matched_stop=matched))
         if (details := _spec_details(state, body, req)) is not None:
@@ -218,6 +227,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     if not prompt_ids:
         return json_response(rs.error_body("Prompt cannot be empty"), 400)
     max_tokens = body.get("max_tokens", 16)
+    extra = request_extras.completion(body, prompt_ids)
     if err := generate_error(state, len(prompt_ids), max_tokens):
         return json_response(rs.error_body(err), 400)
     stream = bool(body.get("stream"))
@@ -228,12 +238,14 @@ async def completions(request: web.Request) -> web.StreamResponse:
         max_tokens if max_tokens is not None else state.context_len - len(prompt_ids),
         float(body.get("temperature", 1.0)),
         stream,
+        extra.fields,
     )
     name = str(body.get("model") or "default")
     cache_report = bool(state.sa["enable_cache_report"])
     if not stream:
         await _wait_finished(req)
-        out = rs.completion_response(req, name, cache_report=cache_report)
+        out = rs.completion_response(req, name, cache_report=cache_report, logprobs=None if extra.top is None
+                                     else lp.completion_logprobs(req.token_logprobs, extra.top))
         if (details := _spec_details(state, body, req)) is not None:
             out["sglext"] = {"spec_tokens_details": details}
         return json_response(out)
@@ -245,10 +257,11 @@ async def completions(request: web.Request) -> web.StreamResponse:
         async for r in stream_outputs:
             n = len(r.output_ids)
             delta = "".join(r.texts[sent:n])
+            logprobs = None if extra.top is None else lp.completion_logprobs(req.token_logprobs[sent:n], extra.top)
             sent = n
             reason, matched = rs.finish_fields(r) if r.finished else (None, None)
             usage = rs.usage(len(prompt_ids), n) if continuous else None
-            await resp.write(rs.completion_chunk(req.rid, name, created, delta, reason, matched, usage))
+            await resp.write(rs.completion_chunk(req.rid, name, created, delta, reason, matched, usage, logprobs))
         if (details := _spec_details(state, body, req)) is not None:
             await resp.write(rs.sglext_chunk(req.rid, name, "text_completion", details))
         if include_usage:

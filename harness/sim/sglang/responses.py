@@ -39,8 +39,10 @@ def meta_info(
     enable_metrics: bool,
     spec_draft_tokens: int | None,
     sent_ts: float | None,
+    logprob_fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``meta_info`` of one output; ``sent_ts`` is when the first chunk left (streaming) or None."""
+    """``meta_info`` of one output; ``sent_ts`` is when the first chunk left (streaming) or None;
+    ``logprob_fields``: return_logprob's keys (harness.sim.sglang.logprobs.meta_fields)."""
     m: dict[str, Any] = {
         "id": req.rid,
         "finish_reason": req.finish if final else None,
@@ -50,6 +52,7 @@ def meta_info(
     }
     if enable_metrics:
         m["queue_time"] = round(max(0.0, req.t_dispatch - req.t_received), 6)
+    m.update(logprob_fields or {})
     m.update(
         reasoning_tokens=0,
         completion_tokens=len(req.output_ids),
@@ -142,6 +145,7 @@ def chat_chunk(
     finish_reason: str | None = None,
     matched_stop: Any = None,
     usage_: dict[str, Any] | None = None,
+    logprobs: dict[str, Any] | None = None,
 ) -> bytes:
     delta: dict[str, Any] = {"reasoning_content": None}
     if role is not None:
@@ -157,7 +161,7 @@ def chat_chunk(
             {
                 "index": 0,
                 "delta": delta,
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": finish_reason,
                 "matched_stop": matched_stop,
             }
@@ -180,6 +184,7 @@ def completion_chunk(
     finish_reason: str | None,
     matched_stop: Any,
     usage_: dict[str, Any] | None,
+    logprobs: dict[str, Any] | None = None,
 ) -> bytes:
     return sse(
         {
@@ -191,7 +196,7 @@ def completion_chunk(
                 {
                     "index": 0,
                     "text": text,
-                    "logprobs": None,
+                    "logprobs": logprobs,
                     "finish_reason": finish_reason,
                     "matched_stop": matched_stop,
                 }
@@ -208,7 +213,8 @@ def finish_fields(req: Req) -> tuple[str | None, Any]:
     return f["type"], f.get("matched")
 
 
-def chat_response(req: Req, model: str, *, meta: dict[str, Any] | None, cache_report: bool) -> dict[str, Any]:
+def chat_response(req: Req, model: str, *, meta: dict[str, Any] | None, cache_report: bool,
+                  logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     reason, matched = finish_fields(req)
     choice: dict[str, Any] = {
         "index": 0,
@@ -218,7 +224,7 @@ def chat_response(req: Req, model: str, *, meta: dict[str, Any] | None, cache_re
             "reasoning_content": None,
             "tool_calls": None,
         },
-        "logprobs": None,
+        "logprobs": logprobs,
         "finish_reason": reason,
         "matched_stop": matched,
     }
@@ -237,7 +243,8 @@ def chat_response(req: Req, model: str, *, meta: dict[str, Any] | None, cache_re
     }
 
 
-def completion_response(req: Req, model: str, *, cache_report: bool) -> dict[str, Any]:
+def completion_response(req: Req, model: str, *, cache_report: bool,
+                        logprobs: dict[str, Any] | None = None) -> dict[str, Any]:
     reason, matched = finish_fields(req)
     return {
         "id": req.rid,
@@ -248,7 +255,7 @@ def completion_response(req: Req, model: str, *, cache_report: bool) -> dict[str
             {
                 "index": 0,
                 "text": req.text(),
-                "logprobs": None,
+                "logprobs": logprobs,
                 "finish_reason": reason,
                 "matched_stop": matched,
             }

@@ -17,7 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from harness.sim.sglang import model as m
+from harness.sim.sglang import numerics
 from harness.sim.vllm import args as cli
+from harness.sim.vllm import logprobs as lp
 from harness.sim.vllm import logs
 
 VERSION = "0.33.0"
@@ -66,6 +68,7 @@ class Sim:
     window: dict[str, Any] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     aux_layers: list[int] = field(default_factory=list)
+    numerics: numerics.Numerics = field(default_factory=numerics.Numerics.from_env)  # near-ties, broken verify
 
     @classmethod
     def build(cls, ns: Any) -> Sim:
@@ -108,11 +111,13 @@ class Sim:
             self.window["per_pos"][i] += 1
 
 
-async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, key: int):
-    """Yields (token texts of one step, finish reason or None, request spec stats)."""
+async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.Tokens, start: int = 0):
+    """Yields (token texts of one step, finish reason or None, request spec stats); `start`: the answer's
+    position of the first token (a continue_final_message continuation)."""
     t_arrive = time.monotonic()
     sim.running += 1
     stats = {"steps": 0, "accepted": 0, "hist": [0] * (sim.k + 1)}
+    key = toks.key
     try:
         await asyncio.sleep(m.prefill_seconds(len(prompt_ids), 1))
         sim.window["prompt"] += len(prompt_ids)
@@ -120,24 +125,27 @@ async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, key: int):
         sim.hist[_HIST[0]][0] += ttft
         sim.hist[_HIST[0]][1] += 1
         sim.hist[_HIST[1]][1] += 1  # no queue in the stand-in: zero-length queue times
-        limit = min(max_tokens, m.natural_length(key))
+        natural = max(1, m.natural_length(key) - start)
+        limit = min(max_tokens, natural)
         n = 1
-        yield [m.output_token(key, 0, VOCAB)[1]], ("length" if limit == 1 else None), stats
+        yield [toks.next(start, ("prefill", 1))], ("length" if limit == 1 else None), stats
         while n < limit:
             await asyncio.sleep(sim.step_seconds())
-            commit = 1
+            commit, wrong_at = 1, None
             if sim.k:
                 acc = m.sample_accepted(sim.rng, sim.profile, sim.k)
+                wrong_at = numerics.broken_draft(sim.numerics, 0, key, stats["steps"], acc)
                 sim.observe_step(acc)
                 stats["steps"] += 1
                 stats["accepted"] += acc
                 stats["hist"][acc] += 1
                 commit = acc + 1
             commit = min(commit, limit - n)
-            texts = [m.output_token(key, n + i, VOCAB)[1] for i in range(commit)]
+            shape = ("vllm", sim.running, sim.k + 1)
+            texts = [toks.next(start + n + i, shape, i == wrong_at) for i in range(commit)]
             n += commit
             sim.window["gen"] += commit
-            yield texts, ("stop" if n >= m.natural_length(key) else "length" if n >= limit else None), stats
+            yield texts, ("stop" if n >= natural else "length" if n >= limit else None), stats
     finally:
         sim.running -= 1
         e2e = time.monotonic() - t_arrive
@@ -167,11 +175,23 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     except ValueError:
         return web.json_response({"error": {"message": "invalid JSON", "type": "BadRequestError", "code": 400}},
                                  status=400)
-    if chat:
-        prompt_ids = m.chat_prompt_ids(body.get("messages") or [], VOCAB)
+    start, path = 0, 0
+    messages = body.get("messages") or []
+    if chat and body.get("continue_final_message") and messages and (messages[-1] or {}).get("role") == "assistant":
+        key_ids = m.chat_prompt_ids(messages[:-1], VOCAB)  # the answer goes on after the final message
+        prefix = str(messages[-1].get("content") or "")
+        prompt_ids = key_ids + m.tokenize(prefix, VOCAB)
+        key = m.stable_hash(tuple(key_ids))
+        start, path = numerics.resume(sim.numerics, key, prefix, VOCAB) or (0, 0)
+        key = key if start else m.stable_hash(tuple(prompt_ids))
+    elif chat:
+        prompt_ids = m.chat_prompt_ids(messages, VOCAB)
+        key = m.stable_hash(tuple(prompt_ids))
     else:
         prompt_ids = [1] + m.tokenize(str(body.get("prompt") or ""), VOCAB)
-    key = m.stable_hash(tuple(prompt_ids))
+        key = m.stable_hash(tuple(prompt_ids))
+    top = lp.request_top(body, chat)
+    toks = lp.Tokens(key, sim.numerics, VOCAB, top, path)
     max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
@@ -180,9 +200,11 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     texts_all: list[str] = []
     finish, stats = None, None
     if not body.get("stream"):
-        async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, key):  # noqa: B007 (the last values are used)
+        async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start):  # noqa: B007 (the last values are used)
             texts_all += texts
         out = _final(sim, base, chat, "".join(texts_all), finish, len(prompt_ids), len(texts_all), stats)
+        if top is not None:
+            out["choices"][0]["logprobs"] = lp.chat(toks.entries, top) if chat else lp.completion(toks.entries, top)
         return web.json_response(out)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await resp.prepare(request)
@@ -190,7 +212,7 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
         await resp.write(_sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                                     "logprobs": None, "finish_reason": None}]}))
     n = 0
-    async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, key):  # noqa: B007
+    async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start):  # noqa: B007
         n += len(texts)
         text = "".join(texts)
         choice = ({"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish} if chat
