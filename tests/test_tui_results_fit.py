@@ -75,3 +75,17 @@ async def test_categories_and_comparison_export(tmp_path):
     assert len(pd.read_csv(cats_out)) == len(pd.read_csv(RUN_A / "summary_by_category.csv"))
     expected = compare_runs(load_run(RUN_A), load_run(RUN_B)).table
     assert len(pd.read_csv(cmp_out)) == len(expected)
+
+
+async def test_a_run_loaded_while_the_screen_comes_down_is_ignored(tmp_path):
+    """A run's results that arrive as the App quits (a check's RunFinished right before the end) find the
+    Results tables gone: nothing to show, no NoMatches out of the App (seen once in the TUI loop test)."""
+    shutil.copytree(RESULTS, tmp_path / "results")
+    app, _ = make_app(tmp_path, section="results")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: len(app.runs) == 2, "runs listed")
+        screen = app.screen
+        await screen.query_one("#categories-table").remove()  # as during the App's shutdown
+        app.post_message(msg.ResultsLoaded(load_run(str(RUN_A))))
+        await wait_for(pilot, lambda: app.result is not None, "the result set")
+        assert screen.query("#results-table") and not screen.query("#categories-table")

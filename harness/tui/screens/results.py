@@ -170,7 +170,7 @@ class ResultsScreen(SectionScreen):
                     table.add_row(mark + r.run_id, status, key=r.run_dir)
 
     def _show_result(self, result: LoadedRun | None) -> None:
-        if result is None:
+        if result is None or not self._widgets_up():
             return
         info = result.info
         sim = f"  SIMULATED: numbers from the {stand_ins(engines_of(result.summary))}, not a GPU" \
@@ -213,6 +213,10 @@ class ResultsScreen(SectionScreen):
             for r in rows
         ]
         self.query_one(BarChart).set_items(chart_items)
+
+    def _widgets_up(self) -> bool:
+        """False while the App shuts down: a run's results that arrive as it quits find the tables gone."""
+        return bool(self.query("#categories-table")) and bool(self.query("#results-table"))
 
     def _show_load(self, rates: pd.DataFrame | None) -> None:
         """Request-rate phases: the CLI's table, where speculation stops paying, and speedup per rate."""
