@@ -51,7 +51,7 @@ async def test_weak_spots_loop_and_drift_from_the_tui(tmp_path):
         await wait_for(pilot, lambda: app.run_state in ("running", "preparing"), "the loop started")
         await wait_for(pilot, lambda: app.run_state in ("done", "failed", "cancelled"), "the loop", 240, 0.1)
         assert app.run_state == "done", app.run_status
-        assert "promoted:" in app.retrain_note, app.retrain_note
+        assert app.retrain_note.startswith("promoted:"), app.retrain_note  # the gate's refusal says "not promoted:"
         drafter = load_drafter(tmp_path / "drafters" / "weak-coder.yaml")
         assert drafter.lineage and drafter.lineage[-1].evaluation_run
         await wait_for(pilot, lambda: app.plan.variant("coder").drafter.path == drafter.path, "the plan reloaded")

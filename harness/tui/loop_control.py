@@ -130,7 +130,7 @@ class LoopControl(Half):
         if m.status == "done" and app.run_state in ("preparing", "running"):  # ended without a run of its own
             app.run_control.set_state("done", "retrain: " + (app.retrain_note.splitlines() or ["ended"])[0])
         app.action_refresh_drafters()
-        if app.plan_path and "promoted:" in app.retrain_note:
+        if app.plan_path and app.retrain_note.startswith("promoted:"):  # not the gate's "not promoted: ..."
             app._load_plan()  # the variant's drafters/ file now names the new checkpoint
 
     # ---- Results: the weak spots of the opened run ---------------------------------------------------------
