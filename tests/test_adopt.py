@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from harness.bench.runner import run_plan
 from harness.cli.progress import consume
 from harness.common import events as ev
-from harness.inputs.config import load_plan
+from harness.inputs.config import Plan, load_plan
 from harness.serve import adopt as ad
 from harness.serve.kept import KeptServer, kept_servers, stop_kept_servers
 from tests.faults_helpers import (
@@ -132,14 +131,27 @@ def _kept(tmp_path: Path, pgid: int, argv: list[str]) -> KeptServer:
     return KeptServer("wide", pgid, 30000, "local", float(pgid), jsonl, "kept", "", tuple(argv), "")
 
 
+class _Run:
+    """What harness.serve.adopt.launch asks of a run (its AdoptingRun protocol)."""
+
+    def __init__(self, plan: Plan, target: _Target, offered: list[KeptServer]):
+        self.plan, self.target, self.offered = plan, target, offered
+        self.run_id = "r2"
+        self.kept: list = []
+
+    def emit(self, event: ev.ServerState) -> None:
+        pass
+
+
 def test_offered_servers_are_stopped_before_a_fresh_start_when_the_gpu_has_no_room(tmp_path):
     def run_with(frac):
-        plan = SimpleNamespace(target=SimpleNamespace(simulated=False),
-                               server=SimpleNamespace(mem_fraction_static=frac))
-        run = SimpleNamespace(plan=plan, target=_Target(), kept=[], run_id="r2", emit=lambda e: None,
-                              offered=[_kept(tmp_path, 101, ["other"]), _kept(tmp_path, 102, ["another"])])
+        path = write_plan(tmp_path / "room.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER, sim=False,
+                          variants=[{"name": "v"}], suite_prompts=prompts(1), run={"concurrency": [1]},
+                          server={"mem_fraction_static": frac} if frac is not None else None)
+        plan = load_plan(path)  # a GPU server (not the stand-in): only the plan's memory share says what fits
+        run = _Run(plan, _Target(), [_kept(tmp_path, 101, ["other"]), _kept(tmp_path, 102, ["another"])])
         server = _Server()
-        asyncio.run(ad.launch(run, server, SimpleNamespace(name="v", is_existing=False, endpoint=None)))
+        asyncio.run(ad.launch(run, server, plan.variants[0]))
         return run, server
 
     run, server = run_with(None)  # the plan says nothing about memory: nothing may stay next to a new server

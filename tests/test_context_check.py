@@ -6,6 +6,7 @@ from __future__ import annotations
 from harness.checks import run_checks
 from harness.checks.context import target_context, turn_tokens
 from harness.cli.demo import prepare_demo
+from harness.inputs.config import Plan
 from harness.inputs.suites import Prompt, Suite
 from harness.targets.local import LocalTarget
 
@@ -16,10 +17,11 @@ def test_turns_grow_with_the_earlier_turns_and_answers():
 
 
 def test_the_context_length_flag_wins_over_the_checkpoint():
-    model = type("M", (), {"extra_args": ["--context-length", "4096"]})()
-    plan = type("P", (), {"model": model})()
+    plan = Plan.model_validate({
+        "name": "ctx", "model": {"path": "m", "extra_args": ["--context-length", "4096"]},
+        "variants": [{"name": "base"}], "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
     assert target_context(plan, {"max_position_embeddings": 8192}) == 4096
-    model.extra_args = []
+    plan.model.extra_args = []
     assert target_context(plan, {"text_config": {"max_position_embeddings": 8192}}) == 8192
 
 

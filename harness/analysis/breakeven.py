@@ -135,7 +135,7 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd
 
 def render_forced_table(table: pd.DataFrame) -> str:
     """The breakeven table as text (forced-acceptance runs: their outputs are not the model's)."""
-    def f(v: Any, fmt: str) -> str:
+    def f(v: object, fmt: str) -> str:
         return format(float(v), fmt) if v is not None and pd.notna(v) and not isinstance(v, bool) else "-"
 
     lines = [f"{'conc':>4}  {'variant':<24} {'forced AL':>9} {'measured AL':>11} {'tok/s':>8} {'speedup':>7}"]

@@ -87,7 +87,7 @@ class Segment:
     per_step: bool
 
 
-def _ints(text: Any) -> list[int]:
+def _ints(text: object) -> list[int]:
     if not isinstance(text, str) or not text.strip():
         return []
     try:
@@ -96,7 +96,7 @@ def _ints(text: Any) -> list[int]:
         return []
 
 
-def segments(completion: int, verify: float, chunk_tokens: Any, exact: bool, output_tokens: Any,
+def segments(completion: int, verify: float, chunk_tokens: object, exact: bool, output_tokens: float | None,
              max_tokens_per_step: int | None = None) -> list[Segment]:
     """A request's verify steps by output position (module doc: per step, else per request)."""
     decode = int(completion) - 1
@@ -144,7 +144,7 @@ def _spread(seg: Segment, base: int, buckets: Buckets) -> list[tuple[int, float,
     return out
 
 
-def _true(value: Any) -> bool:
+def _true(value: object) -> bool:
     return value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value)) \
         and (value is True or str(value) == "True" or value == 1)
 

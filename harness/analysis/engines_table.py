@@ -7,10 +7,11 @@ prefill excluded); each engine converts its own counters (docs/vllm.md, "One acc
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 import pandas as pd
 
+from harness.analysis.columns import SummaryRow
 from harness.engines import get_engine
 
 DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engine
@@ -19,7 +20,7 @@ CROSS_STATUS = "cross-engine"
 
 
 
-def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
+def own_baseline(base: pd.DataFrame, row: SummaryRow) -> pd.DataFrame:
     """The baseline rows a row is compared with: same concurrency, same engine, same sampling arm."""
     same = base["concurrency"] == row["concurrency"]
     for key in ("engine", "sampling"):
@@ -82,7 +83,7 @@ def engines_of(df: pd.DataFrame) -> list[str]:
 
 
 
-def stand_ins(engines: Any) -> str:
+def stand_ins(engines: Iterable[object] | None) -> str:
     """'SGLang stand-in', 'SGLang and vLLM stand-ins': what produced a simulated run's numbers."""
     names = [get_engine(str(e)).display_name for e in dict.fromkeys(engines or [DEFAULT_ENGINE])]
     return f"{' and '.join(names)} stand-in{'s' if len(names) > 1 else ''}"

@@ -22,7 +22,7 @@ TURN_COLUMNS = ["variant", "category", "turn", "requests", "prompt_tokens_mean",
                 "decode_tok_s", "accept_len_requests"]
 
 
-def is_rate_phase(phase: Any) -> bool:
+def is_rate_phase(phase: object) -> bool:
     """`suite@r8#r1` (open loop) rather than `suite@c8#r1`: the part after the last '@' starts with 'r'."""
     return isinstance(phase, str) and "@" in phase and phase.rsplit("@", 1)[1].startswith("r")
 
@@ -151,7 +151,7 @@ def _mean(s: pd.Series) -> float | None:
     return float(v.mean()) if len(v) else None
 
 
-def _ratio(a: Any, b: Any) -> float | None:
+def _ratio(a: object, b: object) -> float | None:
     try:
         a, b = float(a), float(b)
     except (TypeError, ValueError):

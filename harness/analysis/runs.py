@@ -8,7 +8,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -21,7 +21,7 @@ from harness.analysis.forced import forced_note, is_forced
 from harness.analysis.report import TABLE_COLUMNS, best_variant, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
-from harness.inputs.config import Resolver, load_drafter
+from harness.inputs.config import Plan, Resolver, load_drafter
 
 SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def _csv(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
@@ -224,9 +224,9 @@ def export_csv(df: pd.DataFrame, path: str | Path) -> int:
 # ---- plan --------------------------------------------------------------------------------------------
 
 
-def suite_names(plan: Any) -> list[str]:
+def suite_names(plan: Plan) -> list[str]:
     """The plan's suites first, then every other suite in the suites/ directories the plan's config searches."""
-    src = getattr(plan, "source_path", None)
+    src = plan.source_path
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("suites")
     names = [s.name for s in plan.suites]
     for d in dirs:
@@ -235,12 +235,27 @@ def suite_names(plan: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def narrow_plan(plan: Any, choice: Any) -> Any:
+class PlanChoice(Protocol):
+    """What a front end's form chose of a plan (the TUI's RunChoice)."""
+
+    @property
+    def suites(self) -> tuple[str, ...]: ...
+    @property
+    def variants(self) -> tuple[str, ...]: ...
+    @property
+    def concurrency(self) -> tuple[int, ...]: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def repeats(self) -> int | None: ...  # None: the plan's run.repeats
+
+
+def narrow_plan(plan: Plan, choice: PlanChoice) -> Plan:
     """The plan restricted to the chosen variants and concurrency levels, with the chosen suites (the plan's
     or any under suites/), max_tokens and repeats."""
     variants = [v for v in plan.variants if v.name in choice.variants]
     own = {s.name: s for s in plan.suites}
-    src = getattr(plan, "source_path", None)
+    src = plan.source_path
     resolver = Resolver(plan_dir=Path(src).parent if src else None)
     suites = [own[n] if n in own else resolver.suite(n) for n in choice.suites]
     if not variants:
@@ -252,12 +267,12 @@ def narrow_plan(plan: Any, choice: Any) -> Any:
     if choice.max_tokens <= 0:
         raise InputError(None, None, "max_tokens", "must be greater than 0")
     update: dict[str, Any] = {"concurrency": list(choice.concurrency), "max_tokens": choice.max_tokens}
-    repeats = getattr(choice, "repeats", None)
+    repeats = choice.repeats
     if repeats is not None:
         if repeats <= 0:
             raise InputError(None, None, "repeats", "must be at least 1")
         update["repeats"] = repeats
-        if getattr(plan.run, "max_repeats", None) is not None and plan.run.max_repeats < repeats:
+        if plan.run.max_repeats < repeats:
             update["max_repeats"] = repeats
     run = plan.run.model_copy(update=update)
     return plan.model_copy(update={"variants": variants, "suites": suites, "run": run})
@@ -278,9 +293,9 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 # ---- drafters ------------------------------------------------------------------------------------------
 
 
-def drafter_dirs(plan: Any) -> list[Path]:
+def drafter_dirs(plan: Plan) -> list[Path]:
     """Where drafters are looked up for this plan, in the config's own order."""
-    src = getattr(plan, "source_path", None)
+    src = plan.source_path
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("drafters")
     return [d for d in dirs if d.name == "drafters" and d.is_dir()]  # not the plan's own directory
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from harness.analysis import summary_rows as r
 from harness.analysis import summary_table as t
-from harness.analysis.columns import Column, Registry, Shown, docs_table, fmt_cell
+from harness.analysis.columns import Column, Registry, Shown, SummaryRow, docs_table, fmt_cell
 
 REQ, PH, WIN, VAR = "requests.csv", "phases.csv", "server_windows.csv", "variants.jsonl"
 AUDIT = "audit.jsonl"
@@ -26,7 +25,7 @@ STEPS = ("algorithm", *VS_BASELINE)
 LOSSLESS = (*VS_BASELINE, "forced_acceptance")  # what finds the row's baseline, and a forced copy (no audit)
 
 
-def ci_cell(row: Any) -> str:
+def ci_cell(row: SummaryRow) -> str:
     """The CI column: low-high of the speedup, with its level where it is not 95 %."""
     low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
     if fmt_cell(low, "{}") == "-" or fmt_cell(high, "{}") == "-":
@@ -37,10 +36,10 @@ def ci_cell(row: Any) -> str:
     return f"{float(low):.2f}-{float(high):.2f}{tail}"
 
 
-def _v(name: str, unit: str, kind: str, definition: str, **kw: Any) -> Column:
+def _v(name: str, unit: str, kind: str, definition: str, shown: Shown | None = None) -> Column:
     """A verdict column: summary_table.verdict fills it from the requests' timing (analysis.verdicts)."""
     return Column(name, unit, kind, definition, f"{REQ}, {PH}, decisions.jsonl", t.verdict,
-                  needs=VERDICT_NEEDS, scope="table", **kw)
+                  needs=VERDICT_NEEDS, scope="table", shown=shown)
 
 
 COLUMNS = Registry([

@@ -57,7 +57,7 @@ class Table:
         return None if b.empty or row["baseline"] else str(b.iloc[0]["variant"])
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or bool(pd.isna(value))
 
 

@@ -32,7 +32,7 @@ def turn_tokens(prompt: Prompt, max_tokens: int) -> list[int]:
 
 def target_context(plan: Plan, target_cfg: dict[str, Any] | None) -> int | None:
     """--context-length from the model's extra_args, else the checkpoint's max_position_embeddings."""
-    args = [str(a) for a in getattr(plan.model, "extra_args", []) or []]
+    args = [str(a) for a in plan.model.extra_args]
     for i, a in enumerate(args):
         value = a.split("=", 1)[1] if a.startswith("--context-length=") else (
             args[i + 1] if a == "--context-length" and i + 1 < len(args) else None)

@@ -23,11 +23,18 @@ import json
 import re
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.events import Alarm
 from harness.common.findings import PLAN_WIDE, Finding, info, warning
-from harness.inputs.sampling import arm_yaml, suggested_arm
+from harness.inputs.sampling import SamplingArm, arm_yaml, suggested_arm
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.inputs.config import Plan
+    from harness.inputs.plan_parts import Drafter
+    from harness.inputs.suites import Suite
 
 FAR_FROM_TRAINING = 0.25  # measured accept length off the training-time one by more than this share
 FILLER_RATIO = 0.12  # zlib output / input below this on a long prompt: it repeats itself
@@ -46,9 +53,9 @@ COMMON_WORDS = frozenset(
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
-def synthetic_reason(suite: Any) -> str | None:
+def synthetic_reason(suite: Suite) -> str | None:
     """Why a suite looks synthetic, or None: marked so, random tokens, or generated filler."""
-    if getattr(suite, "synthetic", False):
+    if suite.synthetic:
         return "it is marked synthetic (generated prompts, e.g. draftbench import-suite --synthetic)"
     for prompt in suite.prompts:
         text = "\n".join(m["content"] for m in prompt.chat_messages() if m["role"] == "user")
@@ -66,13 +73,13 @@ def synthetic_reason(suite: Any) -> str | None:
     return None
 
 
-def training_categories(drafter: Any, base: Path | None = None) -> set[str] | None:
+def training_categories(drafter: Drafter, base: Path | None = None) -> set[str] | None:
     """The categories a drafter was trained on, where known: its `training_categories`, else the `category`
     values of its `training_data_file` (SpecForge JSONL, on this machine); None when unknown."""
-    named = getattr(drafter, "training_categories", None)
+    named = drafter.training_categories
     if named:
         return set(named)
-    path = getattr(drafter, "training_data_file", None)
+    path = drafter.training_data_file
     if not path:
         return None
     p = Path(path).expanduser()
@@ -93,7 +100,7 @@ def training_categories(drafter: Any, base: Path | None = None) -> set[str] | No
     return cats or None
 
 
-def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) -> list[Finding]:
+def plan_findings(plan: Plan, generation_config: dict[str, Any] | None = None) -> list[Finding]:
     """The realism findings of a plan (module doc), before anything runs."""
     out: list[Finding] = []
     if plan.run.endpoint == "completions":
@@ -127,17 +134,17 @@ def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) ->
     return out
 
 
-def _sampler(arm: Any, temperature: float) -> tuple[float, float]:
+def _sampler(arm: SamplingArm | None, temperature: float) -> tuple[float, float]:
     """What an arm samples with, whatever its label: (temperature, top_p)."""
     if arm is None:
         return float(temperature), 1.0
     return float(arm.temperature), float(arm.top_p if arm.top_p is not None else 1.0)
 
 
-def _category_findings(plan: Any) -> list[Finding]:
+def _category_findings(plan: Plan) -> list[Finding]:
     out: list[Finding] = []
     suite_cats = {p.category for s in plan.suites for p in s.prompts}
-    base = plan.source_path.parent if getattr(plan, "source_path", None) else None
+    base = plan.source_path.parent if plan.source_path is not None else None
     seen: set[str] = set()
     for v in plan.variants:
         d = v.drafter
@@ -163,7 +170,7 @@ def _category_findings(plan: Any) -> list[Finding]:
     return out
 
 
-def realism_alarms(plan: Any) -> list[Alarm]:
+def realism_alarms(plan: Plan) -> list[Alarm]:
     """The pre-run guards (no target facts) as the run's alarms at its start, so the run warns too."""
     return [Alarm("" if f.variant == PLAN_WIDE else f.variant, f.severity, f.code, f"{f.what}: {f.why}")
             for f in plan_findings(plan) if f.severity in ("warning", "error")]
@@ -177,7 +184,7 @@ def training_gap(trained: float, got: float) -> str | None:
     return f"accept length {got:.2f} is {abs(got / trained - 1):.0%} {way} the {trained:.2f}"
 
 
-def training_findings(plan: Any, measured: dict[str, tuple[str, str, float]]) -> list[Finding]:
+def training_findings(plan: Plan, measured: dict[str, tuple[str, str, float]]) -> list[Finding]:
     """`check`'s accept-far-from-training: a drafter's accept length in the newest earlier run that measured it
     (`measured`: drafter name -> (run id, variant, accept length)) far from its training-time one."""
     out: list[Finding] = []
@@ -199,7 +206,7 @@ _GAP_WHY = ("the prompts, their template or sampler, or the serving setup differ
             "aux layers read near 1.0)")
 
 
-def training_alarms(plan: Any, summary: Any) -> list[Alarm]:
+def training_alarms(plan: Plan, summary: pd.DataFrame | None) -> list[Alarm]:
     """accept-far-from-training: a speculative row whose accept length is more than FAR_FROM_TRAINING off
     its drafter's training-time accept length (once per variant)."""
     import pandas as pd
@@ -209,7 +216,7 @@ def training_alarms(plan: Any, summary: Any) -> list[Alarm]:
     out: list[Alarm] = []
     fired: set[str] = set()
     for v in plan.variants:
-        trained = getattr(v.drafter, "training_accept_len", None) if v.drafter is not None else None
+        trained = v.drafter.training_accept_len if v.drafter is not None else None
         if not trained or v.name in fired:
             continue
         rows = summary[summary["variant"].astype(str) == v.name]

@@ -165,7 +165,7 @@ def _array_items(text: str, src: str) -> Iterator[tuple[int, Any]]:
             raise InputError(src, line(i), None, "invalid JSON: expected ',' or ']' after an element")
 
 
-def _detect(row: Any, src: str, lineno: int) -> str:
+def _detect(row: object, src: str, lineno: int) -> str:
     if isinstance(row, str):
         return "prompts"
     if isinstance(row, dict):
@@ -187,7 +187,7 @@ def _detect(row: Any, src: str, lineno: int) -> str:
 # ---------------------------------------------------------------- rows -> prompts
 
 
-def _convert(fmt: str, row: Any, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
+def _convert(fmt: str, row: object, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
     if fmt == "question":
         qid, category, texts = _parse_row(json.dumps(row), src, lineno)
         return _prompts(qid, category, None, texts, src, lineno, turns, report)
@@ -227,7 +227,7 @@ def _prompts(pid: str, category: str, system: str | None, texts: list[str], src:
         for k, t in enumerate(texts[1:], start=2)]
 
 
-def _label(value: Any, src: str, lineno: int, what: str) -> str | None:
+def _label(value: object, src: str, lineno: int, what: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
@@ -235,7 +235,7 @@ def _label(value: Any, src: str, lineno: int, what: str) -> str | None:
     return str(value)
 
 
-def _plain(row: Any, src: str, lineno: int) -> Prompt:
+def _plain(row: object, src: str, lineno: int) -> Prompt:
     if isinstance(row, str):
         row = {"prompt": row}
     if not isinstance(row, dict):
@@ -252,7 +252,7 @@ def _plain(row: Any, src: str, lineno: int) -> Prompt:
     return validate(Prompt, data, src, LineMap({(): lineno}))
 
 
-def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
+def _conversation(row: object, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
     if not isinstance(row, dict):
         raise InputError(src, lineno, None, "expected a JSON object with 'conversations'")
     if row.get("status") == "error":  # a SpecForge regeneration row that failed
@@ -297,7 +297,7 @@ def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportR
     return _prompts(pid, category, system, users, src, lineno, turns, report)
 
 
-def _turn(turn: Any, src: str, lineno: int, where: str) -> tuple[str, str]:
+def _turn(turn: object, src: str, lineno: int, where: str) -> tuple[str, str]:
     """(role, text) of a ShareGPT (`from`/`value`) or OpenAI-style (`role`/`content`) turn."""
     if not isinstance(turn, dict):
         raise InputError(src, lineno, where, f"expected an object with from/value or role/content, got {turn!r:.60}")

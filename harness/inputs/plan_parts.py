@@ -4,7 +4,7 @@ documented where declared) and the value types they share with config.py."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -28,7 +28,7 @@ def check_env_names(cls: type, env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _algorithm(value: Any) -> Any:
+def _algorithm(value: object) -> object:
     if isinstance(value, str):
         upper = value.strip().upper()
         if upper not in ALGORITHMS:
@@ -37,13 +37,13 @@ def _algorithm(value: Any) -> Any:
     return value
 
 
-def _port(value: Any) -> Any:
+def _port(value: object) -> object:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535):
         return value
     raise ValueError(f"must be a port number from 1 to 65535 or 'auto', got {value!r}")
 
 
-def _file_name(value: Any) -> Any:
+def _file_name(value: object) -> object:
     if isinstance(value, str) and not NAME_RE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-', "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -10,7 +10,7 @@ from harness.inputs.sampling import SamplingArm, unique_labels
 from harness.inputs.yamlio import FieldProblem, StrictModel
 
 
-def _rate(value: Any) -> Any:
+def _rate(value: object) -> object:
     # YAML reads `inf` as a string (`.inf` is its float); bench_serving spells it inf
     return float("inf") if isinstance(value, str) and value.strip().lower() in ("inf", ".inf") else value
 

@@ -17,8 +17,6 @@ replayed as a prompt: such rows are dropped and counted, with that fix.
 
 from __future__ import annotations
 
-from typing import Any
-
 from harness.common.errors import InputError
 
 PLACEHOLDER = "FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE SOURCE USING SPECDEC_BENCH"
@@ -27,11 +25,11 @@ UNRESOLVED = ("rows whose turns are SPEED-Bench placeholders (resolve them first
               "prepare_data.py)")
 
 
-def is_speed_bench(row: Any) -> bool:
+def is_speed_bench(row: object) -> bool:
     return isinstance(row, dict) and "turns" in row and any(k in row for k in MARKERS)
 
 
-def row_turns(row: Any, src: str, lineno: int) -> tuple[str, str, list[str]] | None:
+def row_turns(row: object, src: str, lineno: int) -> tuple[str, str, list[str]] | None:
     """(question_id, category, user turns) of a row; None for a row whose text is still a placeholder."""
     if not isinstance(row, dict):
         raise InputError(src, lineno, None, "expected a JSON object with question_id, category and turns")

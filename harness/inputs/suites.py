@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BeforeValidator, Field, field_validator, model_validator
@@ -17,7 +17,7 @@ from harness.inputs.yamlio import FieldProblem, LineMap, StrictModel, load_yaml,
 MAX_PROMPT_CHARS = 2_000_000
 
 
-def _id_to_str(value: Any) -> Any:
+def _id_to_str(value: object) -> object:
     # question.jsonl and hand-written suites often use numeric ids; they are labels either way.
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 

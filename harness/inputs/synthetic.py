@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.errors import InputError
 from harness.inputs.suites import Suite
 from harness.inputs.yamlio import LineMap, validate
+
+if TYPE_CHECKING:  # an optional package (draftbench[synthetic]), imported where it is used
+    from tokenizers import Tokenizer
 
 TASKS = (
     "Summarize the document above in five bullet points.",
@@ -38,7 +41,7 @@ _ADJS = ("early large quiet northern careful recent public modest steady narrow 
 _LINKS = ("and", "but", "while", "because", "so", "although")
 
 
-def load_tokenizer(path: str | Path) -> Any:
+def load_tokenizer(path: str | Path) -> Tokenizer:
     """A `tokenizers.Tokenizer` from tokenizer.json (or a directory holding one); a clear error when the package
     is missing or the file is not there."""
     try:
@@ -86,7 +89,7 @@ def _filler(rng: random.Random, chars: int, source: str | None) -> str:
     return "\n\n".join(paras)
 
 
-def fit_tokens(tok: Any, n: int, rng: random.Random, task: str, source: str | None) -> str:
+def fit_tokens(tok: Tokenizer, n: int, rng: random.Random, task: str, source: str | None) -> str:
     """A document and `task` whose text is exactly `n` tokens by `tok` (within a token where a boundary merge
     leaves no exact cut)."""
     tail = "\n\n" + task

@@ -14,16 +14,34 @@ stopped before a fresh start when the plan does not say they fit; the others sta
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from harness.analysis.rundir import redact_argv
 from harness.common import events as ev
-from harness.serve.kept import KeptServer, gpu_has_room, make_room, record_stopped, still_ours
+from harness.serve.existing import ExistingServer
+from harness.serve.kept import KeptServer, gpu_has_room, record_stopped, still_ours
+from harness.serve.server import Server, VariantServer
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 
-def matches(kept: KeptServer, server: Any) -> bool:
-    """Would `server` (harness.serve.server.Server) launch exactly the command `kept` was started with?"""
-    if kept.port is None or not kept.argv or not hasattr(server, "launch_argv"):
+class AdoptingRun(Protocol):
+    """What `launch` reads and changes of a run (harness.bench.runner's `_Run`)."""
+
+    plan: Plan
+    target: Target
+    run_id: str
+    offered: list[KeptServer]  # other runs' kept servers, not adopted yet
+    kept: list[VariantServer]  # this run's kept servers, oldest first
+    emit: Callable[[ev.ServerState], None]
+
+
+def matches(kept: KeptServer, server: Server) -> bool:
+    """Would `server` launch exactly the command `kept` was started with?"""
+    if kept.port is None or not kept.argv:
         return False
     return list(kept.argv) == redact_argv(server.launch_argv(int(kept.port)))
 
@@ -37,16 +55,28 @@ def hand_over(kept: KeptServer, run_id: str) -> None:
                              "to": run_id}) + "\n")
 
 
-async def stop_offered(run: Any, kept: KeptServer, why: str) -> None:
+async def stop_offered(run: AdoptingRun, kept: KeptServer, why: str) -> None:
     gone = await run.target.kill_group(kept.pgid) if await run.target.alive(kept.pgid) else True
     record_stopped(kept, gone, by=run.run_id)
     run.emit(ev.ServerState(kept.variant, "stopped" if gone else "failed", kept.port, kept.pgid, why))
 
 
-async def launch(run: Any, server: Any, variant: Any) -> None:
-    """Bring up `server` for `variant` in `run` (harness.bench.runner._Run): adopt an offered server with its
-    exact command, else make GPU room (offered servers first, then the run's own kept ones) and start it."""
-    for kept in list(run.offered):
+async def make_room(plan: Plan, kept: list[VariantServer], emit: Callable[[ev.ServerState], None]) -> None:
+    """A kept server stays up while the next variant is measured only when the plan says the GPU has room
+    (gpu_has_room); else it is stopped now, so only the last variant's stays."""
+    while kept and not gpu_has_room(plan, len(kept)):
+        server = kept.pop(0)
+        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
+        gone = await server.stop()
+        emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
+                            "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
+
+
+async def launch(run: AdoptingRun, server: Server | ExistingServer, variant: Variant) -> None:
+    """Bring up `server` for `variant` in `run`: adopt an offered server with its exact command (an existing
+    server has no command to match), else make GPU room (offered servers first, then the run's own kept ones)
+    and start it."""
+    for kept in [] if isinstance(server, ExistingServer) else list(run.offered):
         if not matches(kept, server):
             continue
         run.offered.remove(kept)

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def left_line(variant: str, pgid: int, target: str, ssh_port: int | None = None,
             f"`{stop_command(target, pgid, ssh_port)}`")
 
 
-def _alive_here(n: int, probe: Any = os.kill) -> bool:
+def _alive_here(n: int, probe: Callable[[int, int], None] = os.kill) -> bool:
     """Signal 0 to a pid (os.kill) or a process group (os.killpg) on this host: does it exist?"""
     try:
         probe(n, 0)

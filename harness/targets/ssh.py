@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncssh
+from asyncssh.known_hosts import KnownHostsArg
 
 from harness.common.errors import HarnessError
 from harness.targets.base import _MISSING_RC, CommandResult, ShellTarget, command_line, quote_path
@@ -40,7 +41,8 @@ class _Client(asyncssh.SSHClient):
     def __init__(self) -> None:
         self.untrusted: tuple[str, int, asyncssh.SSHKey] | None = None
         self.addr = ""
-        self.known_hosts: Any = None  # what the key was checked against (to tell a changed key from a new one)
+        # what the key was checked against (to tell a changed key from a new one)
+        self.known_hosts: KnownHostsArg = None
         self.lost = False
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
@@ -355,9 +357,10 @@ class SSHTarget(ShellTarget):
         except (asyncssh.Error, OSError, HarnessError):
             local_w.close()  # the target refused (server not up yet) or the link is gone: client sees EOF
             return
-        writers: list[Any] = [local_w, remote_w]
+        writers: list[asyncio.StreamWriter | asyncssh.SSHWriter[bytes]] = [local_w, remote_w]
 
-        async def copy(src: Any, dst: Any) -> None:
+        async def copy(src: asyncio.StreamReader | asyncssh.SSHReader[bytes],
+                       dst: asyncio.StreamWriter | asyncssh.SSHWriter[bytes]) -> None:
             try:
                 while data := await src.read(_BUF):
                     dst.write(data)

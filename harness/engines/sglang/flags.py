@@ -175,7 +175,7 @@ def check_spec_params(
                 f"set num_draft_tokens ≤ {steps * topk + 1}, or raise num_steps / eagle_topk",
             )
         )
-    configured = getattr(variant, "num_draft_tokens", None)
+    configured = variant.num_draft_tokens
     if topk == 1 and configured is not None and configured != steps + 1:
         out.append(
             info(

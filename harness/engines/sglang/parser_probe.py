@@ -152,7 +152,7 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.upper() == b.upper() or (a.upper() == "NEXTN" and b.upper() == "EAGLE")
     return False
