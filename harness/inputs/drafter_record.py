@@ -27,7 +27,7 @@ def _text_part(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def config_fingerprint(cfg: dict[str, Any]) -> str:
     """sha256 (16 hex digits) of the config's canonical JSON without VOLATILE_KEYS, at every level."""
-    def strip(value: Any) -> Any:
+    def strip(value: object) -> object:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
         if isinstance(value, list):
