@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 from harness.analysis.rundir import redact_argv
 from harness.common import events as ev
 from harness.serve.existing import ExistingServer
-from harness.serve.kept import KeptServer, gpu_has_room, record_stopped, still_ours
-from harness.serve.server import Server, VariantServer
+from harness.serve.kept import KeptServer, VariantServer, gpu_has_room, make_room, record_stopped, still_ours
+from harness.serve.server import Server
 
 if TYPE_CHECKING:
     from harness.inputs.config import Plan, Variant
@@ -59,17 +59,6 @@ async def stop_offered(run: AdoptingRun, kept: KeptServer, why: str) -> None:
     gone = await run.target.kill_group(kept.pgid) if await run.target.alive(kept.pgid) else True
     record_stopped(kept, gone, by=run.run_id)
     run.emit(ev.ServerState(kept.variant, "stopped" if gone else "failed", kept.port, kept.pgid, why))
-
-
-async def make_room(plan: Plan, kept: list[VariantServer], emit: Callable[[ev.ServerState], None]) -> None:
-    """A kept server stays up while the next variant is measured only when the plan says the GPU has room
-    (gpu_has_room); else it is stopped now, so only the last variant's stays."""
-    while kept and not gpu_has_room(plan, len(kept)):
-        server = kept.pop(0)
-        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
-        gone = await server.stop()
-        emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
-                            "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
 
 
 async def launch(run: AdoptingRun, server: Server | ExistingServer, variant: Variant) -> None:

@@ -15,7 +15,8 @@ from harness.analysis.store import VariantMeta
 from harness.common import events as ev
 from harness.engines import engine_of
 from harness.inputs.endpoints import parse_endpoint
-from harness.serve.server import TAIL_LINES, ServerFailed, VariantServer
+from harness.serve.kept import VariantServer
+from harness.serve.server import TAIL_LINES, ServerFailed
 
 if TYPE_CHECKING:
     from harness.engines.base import EngineAdmin

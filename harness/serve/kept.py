@@ -16,17 +16,37 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.analysis.rundir import append_jsonl, leftover_servers
 from harness.common import events as ev
 from harness.targets import open_target
 
 if TYPE_CHECKING:
+    from harness.engines.base import Engine, EngineAdmin
     from harness.inputs.config import Plan
     from harness.targets.base import Target
 
 LIVE_STATES = ("started", "kept")  # last entry of a process group that nobody stopped
+
+
+class VariantServer(Protocol):
+    """What a run asks of a variant's server, whether draftbench started it (`harness.serve.server.Server`,
+    which imports this module) or only measures it (`harness.serve.existing.ExistingServer`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def pgid(self) -> int | None: ...
+    @property
+    def admin(self) -> EngineAdmin | None: ...
+    @property
+    def stop_lines(self) -> int: ...  # the engine's crash-looking shutdown lines seen since our TERM
+    async def stop(self, *, keep: bool = False, term_timeout: float = 20.0) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -181,6 +201,17 @@ async def reap_leftovers(target: Target, run_dir: Path, emit: Callable[[ev.Serve
                                                  "state": "stopped" if gone else "stop-failed", "by": "resume"})
         emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
                             "left running by the interrupted run"))
+
+
+async def make_room(plan: Plan, kept: list[VariantServer], emit: Callable[[ev.ServerState], None]) -> None:
+    """A kept server stays up while the next variant is measured only when the plan says the GPU has room
+    (gpu_has_room); else it is stopped now, so only the last variant's stays."""
+    while kept and not gpu_has_room(plan, len(kept)):
+        server = kept.pop(0)
+        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
+        gone = await server.stop()
+        emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
+                            "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
 
 
 async def stop_kept_servers(plan: Plan, target: Target | None, kept: list[KeptServer], *, by: str) -> None:

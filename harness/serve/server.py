@@ -10,12 +10,12 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from harness.analysis.rundir import REDACTED, append_jsonl, redact_argv, scrub, secret_values
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
-from harness.serve.kept import KeptServer
+from harness.serve.kept import KeptServer, VariantServer
 from harness.serve.key_handoff import hand_over, remove_key_file
 from harness.targets.base import free_port
 
@@ -38,25 +38,6 @@ def label_stop_lines(engine: Engine, lines: list[str], stopping: bool) -> tuple[
     return marked, sum(a is not b for a, b in zip(marked, lines, strict=True))
 
 LinesCallback = Callable[[list[str]], Awaitable[None] | None]
-
-
-class VariantServer(Protocol):
-    """What a run asks of a variant's server, whether draftbench started it (`Server`) or only measures it
-    (`harness.serve.existing.ExistingServer`)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def engine(self) -> Engine: ...
-    @property
-    def port(self) -> int | None: ...
-    @property
-    def pgid(self) -> int | None: ...
-    @property
-    def admin(self) -> EngineAdmin | None: ...
-    @property
-    def stop_lines(self) -> int: ...  # the engine's crash-looking shutdown lines seen since our TERM
-    async def stop(self, *, keep: bool = False, term_timeout: float = 20.0) -> bool: ...
 
 
 def stopped_detail(server: VariantServer) -> str:
