@@ -61,11 +61,9 @@ async def stop_offered(run: AdoptingRun, kept: KeptServer, why: str) -> None:
     run.emit(ev.ServerState(kept.variant, "stopped" if gone else "failed", kept.port, kept.pgid, why))
 
 
-async def launch(run: AdoptingRun, server: Server | ExistingServer, variant: Variant) -> None:
-    """Bring up `server` for `variant` in `run`: adopt an offered server with its exact command (an existing
-    server has no command to match), else make GPU room (offered servers first, then the run's own kept ones)
-    and start it."""
-    for kept in [] if isinstance(server, ExistingServer) else list(run.offered):
+async def _adopt_offered(run: AdoptingRun, server: Server, variant: Variant) -> bool:
+    """Adopt the first offered server started with `server`'s exact command that is still alive and ours."""
+    for kept in list(run.offered):
         if not matches(kept, server):
             continue
         run.offered.remove(kept)
@@ -74,6 +72,15 @@ async def launch(run: AdoptingRun, server: Server | ExistingServer, variant: Var
         run.emit(ev.ServerState(variant.name, "adopted", kept.port, kept.pgid, f"left running by {kept.started_by}"))
         hand_over(kept, run.run_id)
         await server.adopt(kept)
+        return True
+    return False
+
+
+async def launch(run: AdoptingRun, server: Server | ExistingServer, variant: Variant) -> None:
+    """Bring up `server` for `variant` in `run`: adopt an offered server with its exact command (an existing
+    server has no command to match), else make GPU room (offered servers first, then the run's own kept ones)
+    and start it."""
+    if not isinstance(server, ExistingServer) and await _adopt_offered(run, server, variant):
         return
     run.emit(ev.ServerState(variant.name, "starting",
                             detail=f"connecting to {variant.endpoint}" if variant.is_existing else ""))
