@@ -52,8 +52,8 @@ def repair_tail(path: str | Path, columns: list[str]) -> str | None:
     for _start, line, fields in whole:
         if len(fields) != len(columns):
             raise InputError(str(path), line, None,
-                             f"{len(fields)} fields where the header has {len(columns)}: the file was cut and "
-                             "then appended to; remove that line (and any cut line) to resume")
+                             f"{len(fields)} fields where the header has {len(columns)}: the file was cut "
+                             "and then appended to; remove that line (and any cut line) to resume")
     if not cut:
         return None
     start, line, _fields = rows[-1]

@@ -62,8 +62,9 @@ def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
             if ref["tok_s"] and o["tok_s"] and not pd.isna(ref["tok_s"]) and not pd.isna(o["tok_s"]):
                 speed = float(o["tok_s"]) / float(ref["tok_s"])
             row = {c: o.get(c) for c in df.columns}
-            row.update({"variant": f"{o['variant']} vs {ref['variant']}", "engine": f"{other} vs {engines[0]}",
-                        "baseline": False, "status": CROSS_STATUS, "speedup": speed, "verdict": CROSS_STATUS,
+            row.update({"variant": f"{o['variant']} vs {ref['variant']}",
+                        "engine": f"{other} vs {engines[0]}", "baseline": False, "status": CROSS_STATUS,
+                        "speedup": speed, "verdict": CROSS_STATUS,
                         "compared_with": str(ref["variant"]), "slower_than_baseline": None,
                         "break_even_accept_len": None})
             rows.append(row)

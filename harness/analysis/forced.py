@@ -1,5 +1,5 @@
-"""Forced-acceptance rows (`draftbench breakeven`'s `V-al3.5` copies: `forced_acceptance` in variants.jsonl and
-summary.csv) measure speed at an accept length the server was told to produce; their outputs are not the
+"""Forced-acceptance rows (`draftbench breakeven`'s `V-al3.5` copies: `forced_acceptance` in variants.jsonl
+and summary.csv) measure speed at an accept length the server was told to produce; their outputs are not the
 model's. They are labelled FORCED wherever they appear and never count as a drafter's results: no "best", no
 drafter summary and no comparison takes them unless asked for."""
 

@@ -25,7 +25,8 @@ class LiveSpeed:
         if window.kind != "decode" or not tok_s or not batch or self.baseline is None:
             return []
         self.tok_s.setdefault((variant, int(batch)), []).append(float(tok_s))
-        pairs = [variant] if variant != self.baseline else [v for v, b in self.tok_s if b == batch and v != variant]
+        pairs = [variant] if variant != self.baseline \
+            else [v for v, b in self.tok_s if b == batch and v != variant]
         return [a for v in pairs for a in self._compare(v, int(batch))]
 
     def _compare(self, variant: str, batch: int) -> list[Alarm]:
@@ -37,5 +38,5 @@ class LiveSpeed:
             return []
         self.fired.add((variant, batch))
         return [Alarm(variant, "warning", "slower-than-baseline",
-                      f"{m:.0f} tok/s vs the baseline's {b:.0f} at batch {batch} ({m / b:.2f}x, median of the "
-                      f"servers' decode windows): the drafter costs more than it saves here")]
+                      f"{m:.0f} tok/s vs the baseline's {b:.0f} at batch {batch} ({m / b:.2f}x, median of "
+                      "the servers' decode windows): the drafter costs more than it saves here")]

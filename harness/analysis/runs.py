@@ -1,5 +1,6 @@
-"""What the TUI reads and writes, without textual: run directories, their tables (through harness.analysis.summary
-and harness.analysis.report only, so the numbers are the CLI's), comparisons, drafters, exports, plan narrowing.
+"""What the TUI reads and writes, without textual: run directories, their tables (through
+harness.analysis.summary and harness.analysis.report only, so the numbers are the CLI's), comparisons,
+drafters, exports, plan narrowing.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class LoadedRun:
     info: RunInfo
     summary: pd.DataFrame
     categories: pd.DataFrame
-    failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
+    # variant -> why it did not finish (variant_failures)
+    failures: dict[str, str] = field(default_factory=dict)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_rate.csv: speedup against load
     missing: Missing | None = None  # an incomplete run: what its plan asked for without rows (completeness)
     contexts: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_context.csv (by_context_report)
@@ -133,8 +135,8 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 
 
 def variant_failures(run_dir: str | Path) -> dict[str, str]:
-    """Why each failed or interrupted variant did not finish: the cause its server's log names and the runner's
-    reason (harness.analysis.failures, as summary.csv's failure_reason)."""
+    """Why each failed or interrupted variant did not finish: the cause its server's log names and the
+    runner's reason (harness.analysis.failures, as summary.csv's failure_reason)."""
     out = {}
     for name, meta in read_variants(Path(run_dir)).items():
         if meta.get("status") in ("failed", "interrupted"):
@@ -174,14 +176,16 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         failed = str(row.get("status")) == "failed"
         slower = is_true(row.get("slower_than_baseline"))
         name = str(row["variant"])
+        # a row of a run over several nodes is named variant@node (its failure: by the variant, or as the row)
         why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0]) \
-            or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))  # variant@node
+            or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))
         if failed and why:
             notes = [f"FAILED: {why}"]
         else:
             notes = ["FAILED"] if failed else []
         if failed and str(row.get("concurrency")) in ("0", "0.0"):
-            cells = tuple("-" if col == "concurrency" else c for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
+            cells = tuple("-" if col == "concurrency" else c
+                          for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
         forced = forced_note(row)
         if forced:  # first: a forced row's numbers are speed only
             notes.insert(0, forced)
@@ -225,7 +229,8 @@ def export_csv(df: pd.DataFrame, path: str | Path) -> int:
 
 
 def suite_names(plan: Plan) -> list[str]:
-    """The plan's suites first, then every other suite in the suites/ directories the plan's config searches."""
+    """The plan's suites first, then every other suite in the suites/ directories the plan's config
+    searches."""
     src = plan.source_path
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("suites")
     names = [s.name for s in plan.suites]
@@ -334,8 +339,8 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
             out.setdefault(
                 dr.name,
                 DrafterInfo(
-                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, [])),
-                    tuple(forced.get(dr.name, [])),
+                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f),
+                    tuple(used.get(dr.name, [])), tuple(forced.get(dr.name, [])),
                 ),
             )
     return sorted(out.values(), key=lambda x: x.name)

@@ -72,7 +72,8 @@ COLUMNS = Registry([
            "gap g gives n samples of g/n), pooled over requests", REQ, r.itl_p50_ms,
            shown=Shown(110, "ITL p50 ms", "{:.1f}")),
     Column("speedup", "x", "float", "tok_s / the tok_s of the row's engine's baseline at the same "
-           "concurrency, over the repeats the row has (under run.stop: decided the baseline may have more)", "", t.speedup, needs=("tok_s", *VS_BASELINE), scope="table",
+           "concurrency, over the repeats the row has (under run.stop: decided the baseline may have more)",
+           "", t.speedup, needs=("tok_s", *VS_BASELINE), scope="table",
            shown=Shown(120, "speedup", "{:.2f}x", default=True)),
     Column("break_even_accept_len", "tokens/step", "float", "the accept length at which the variant's "
            "decode speed equals the baseline's: step_ms_ratio, else accept_len / speedup", "",
@@ -88,8 +89,8 @@ COLUMNS = Registry([
     Column("num_draft_tokens", "tokens", "int", "draft tokens per verify step as the server resolved them "
            "(num_steps + 1 for topk 1)", VAR, r.num_draft_tokens),
     Column("cuda_graph", "", "bool", "CUDA graphs on for the variant's server", VAR, r.cuda_graph),
-    Column("accept_len_requests", "tokens/step", "float", "Σ (completion tokens − 1) / Σ verify steps over "
-           "the timed requests' per-request spec stats", REQ, r.accept_len_requests),
+    Column("accept_len_requests", "tokens/step", "float", "Σ (completion tokens − 1) / Σ verify steps "
+           "over the timed requests' per-request spec stats", REQ, r.accept_len_requests),
     Column("accept_len_server", "tokens/step", "float", "the server's counter after each phase's cache "
            "flush, verify-weighted over phases; failed flushes left out", PH, r.accept_len_server),
     Column("accept_len_log", "tokens/step", "float", "the Decode log windows' accept length, weighted by "

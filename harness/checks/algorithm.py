@@ -84,7 +84,8 @@ def check_algorithm(
                 variant,
                 "eagle3-no-drafter",
                 f"{alg} without a drafter",
-                "SGLang then loads the target itself as the draft and crashes on normal targets (sglang #36528)",
+                "SGLang then loads the target itself as the draft and crashes on normal targets "
+                "(sglang #36528)",
                 f"give variant '{variant}' a drafter",
             )
         )
@@ -95,7 +96,8 @@ def check_algorithm(
                 variant,
                 "drafter-arch-not-eagle3",
                 f"EAGLE-3 weights but config.json architectures is [{names}]",
-                "SGLang has no architecture remap for drafts: it loads this as a plain model, not an EAGLE-3 head",
+                "SGLang has no architecture remap for drafts: it loads this as a plain model, not an EAGLE-3 "
+                "head",
                 'set "architectures": ["LlamaForCausalLMEagle3"] in the drafter\'s config.json',
             )
         )

@@ -2,8 +2,8 @@
 
 Before the run (`draftbench check`, and the run's own start as alarms):
   prompts-without-chat-template  run.endpoint is completions: every prompt goes out as raw text, never through
-                                 the model's chat template (sglang PR #4247: accept length 5.36 raw against 6.13
-                                 templated; vllm #25916);
+                                 the model's chat template (sglang PR #4247: accept length 5.36 raw against
+                                 6.13 templated; vllm #25916);
   synthetic-suite                a suite of generated prompts (marked `synthetic`, or random tokens, or filler
                                  that repeats itself): acceptance on it is not real traffic's (InferenceX
                                  #1230/#1630: random prompts regress the accept rate; SPEED-Bench: synthetic
@@ -108,17 +108,17 @@ def plan_findings(plan: Plan, generation_config: dict[str, Any] | None = None) -
         flat = f"; {chats} chat prompts are flattened to their text" if chats else ""
         out.append(warning(
             PLAN_WIDE, "prompts-without-chat-template", "prompts go out without the model's chat template",
-            "run.endpoint is completions: every prompt is sent as raw text and the server applies no chat template"
-            f"{flat}; drafters are trained on templated chats and accept less on raw text (sglang PR #4247: "
-            "accept length 5.36 raw against 6.13 templated)",
+            "run.endpoint is completions: every prompt is sent as raw text and the server applies no chat "
+            f"template{flat}; drafters are trained on templated chats and accept less on raw text (sglang PR "
+            "#4247: accept length 5.36 raw against 6.13 templated)",
             "run.endpoint: chat (the default), unless raw completions are what the deployment serves"))
     for suite in plan.suites:
         why = synthetic_reason(suite)
         if why:
             out.append(warning(
                 PLAN_WIDE, "synthetic-suite", f"suite '{suite.name}' is synthetic", why + "; acceptance and "
-                "throughput on generated prompts are not real traffic's (random prompts regress the accept rate: "
-                "InferenceX #1230; synthetic inputs overestimate throughput: SPEED-Bench)",
+                "throughput on generated prompts are not real traffic's (random prompts regress the accept "
+                "rate: InferenceX #1230; synthetic inputs overestimate throughput: SPEED-Bench)",
                 "measure accept length and speedup on real prompts (import-suite: SPEED-Bench, ShareGPT, "
                 "MT-bench); keep synthetic suites for the context-length axis, labelled as they are"))
     out += _category_findings(plan)
@@ -126,7 +126,8 @@ def plan_findings(plan: Plan, generation_config: dict[str, Any] | None = None) -
     measured = {_sampler(v.sampling, plan.run.temperature) for v in plan.variants}
     if arm is not None and _sampler(arm, 0.0) not in measured:
         arms = list(plan.run.sampling)
-        listed = ", ".join(arm_yaml(a) for a in arms) if arms else f"{{temperature: {plan.run.temperature:g}}}"
+        listed = ", ".join(arm_yaml(a) for a in arms) if arms \
+            else f"{{temperature: {plan.run.temperature:g}}}"
         out.append(info(
             PLAN_WIDE, "sampling-suggested", f"the model recommends sampling at {arm_yaml(arm)}",
             "its generation_config.json; acceptance at the sampler the deployment uses differs from greedy's",
@@ -158,15 +159,15 @@ def _category_findings(plan: Plan) -> list[Finding]:
         if not both:
             out.append(warning(
                 v.name, "categories-not-in-training", f"no suite category is one drafter '{d.name}' was "
-                "trained on", f"suites: {', '.join(sorted(suite_cats))}; trained on: {', '.join(sorted(trained))}"
-                "; a drafter accepts less on what it never saw, so this accept length says little about the "
-                "traffic it was trained for", "add prompts of the trained categories, or retrain the drafter "
-                "on this traffic (draftbench regen and train)"))
+                "trained on", f"suites: {', '.join(sorted(suite_cats))}; trained on: "
+                f"{', '.join(sorted(trained))}; a drafter accepts less on what it never saw, so this accept "
+                "length says little about the traffic it was trained for", "add prompts of the trained "
+                "categories, or retrain the drafter on this traffic (draftbench regen and train)"))
         elif missing:
             out.append(info(
                 v.name, "categories-not-in-training", f"drafter '{d.name}' was not trained on "
-                f"{', '.join(missing)}", f"trained on: {', '.join(sorted(trained))}; expect lower acceptance in "
-                "those categories (summary_by_category.csv)"))
+                f"{', '.join(missing)}", f"trained on: {', '.join(sorted(trained))}; expect lower acceptance "
+                "in those categories (summary_by_category.csv)"))
     return out
 
 
@@ -177,7 +178,8 @@ def realism_alarms(plan: Plan) -> list[Alarm]:
 
 
 def training_gap(trained: float, got: float) -> str | None:
-    """`got` against the training-time accept length, in words, where it is more than FAR_FROM_TRAINING off."""
+    """`got` against the training-time accept length, in words, where it is more than FAR_FROM_TRAINING
+    off."""
     if abs(got / float(trained) - 1.0) <= FAR_FROM_TRAINING:
         return None
     way = "below" if got < trained else "above"
@@ -185,8 +187,8 @@ def training_gap(trained: float, got: float) -> str | None:
 
 
 def training_findings(plan: Plan, measured: dict[str, tuple[str, str, float]]) -> list[Finding]:
-    """`check`'s accept-far-from-training: a drafter's accept length in the newest earlier run that measured it
-    (`measured`: drafter name -> (run id, variant, accept length)) far from its training-time one."""
+    """`check`'s accept-far-from-training: a drafter's accept length in the newest earlier run that measured
+    it (`measured`: drafter name -> (run id, variant, accept length)) far from its training-time one."""
     out: list[Finding] = []
     for v in plan.variants:
         d = v.drafter
@@ -202,8 +204,8 @@ def training_findings(plan: Plan, measured: dict[str, tuple[str, str, float]]) -
     return out
 
 
-_GAP_WHY = ("the prompts, their template or sampler, or the serving setup differ from training (a wrong flag or "
-            "aux layers read near 1.0)")
+_GAP_WHY = ("the prompts, their template or sampler, or the serving setup differ from training (a wrong flag "
+            "or aux layers read near 1.0)")
 
 
 def training_alarms(plan: Plan, summary: pd.DataFrame | None) -> list[Alarm]:

@@ -105,8 +105,8 @@ def spread_tokens(total: int, n: int) -> list[int]:
 class _Collector:
     """Per-request state fed with (event payload, read timestamp); knows the chat and completions shapes."""
 
-    __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage", "spec",
-                 "finish", "done", "error", "t_end", "t_answer")
+    __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage",
+                 "spec", "finish", "done", "error", "t_end", "t_answer")
 
     def __init__(self, chat: bool):
         self.chat = chat

@@ -260,7 +260,8 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
             self._slots.release()
             raise
 
-    async def _exchange(self, method: str, key: tuple, head: bytes, connect_s: float | None) -> httpx2.Response:
+    async def _exchange(self, method: str, key: tuple, head: bytes,
+                        connect_s: float | None) -> httpx2.Response:
         # A pooled connection the server has just closed fails before any response byte: the request
         # never reached the application, so it is safe to send it once more on a fresh connection.
         while True:
@@ -365,7 +366,8 @@ class StreamingClient(httpx2.AsyncClient):
 
     def build_request(  # type: ignore[override]
         self, method: str, url: httpx2.URL | str, *, content: RequestContent | None = None,
-        headers: HeaderTypes | None = None, timeout: TimeoutTypes | UseClientDefault = httpx2.USE_CLIENT_DEFAULT,
+        headers: HeaderTypes | None = None,
+        timeout: TimeoutTypes | UseClientDefault = httpx2.USE_CLIENT_DEFAULT,
         extensions: dict | None = None, **kwargs: object,
     ) -> httpx2.Request:
         if any(v is not None for v in kwargs.values()) or not str(url).startswith(("http://", "https://")):

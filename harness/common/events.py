@@ -38,7 +38,8 @@ class RunStarted:
 @dataclass(frozen=True)
 class ServerState:
     variant: str
-    state: str  # "starting" | "adopted" (another run kept it) | "ready" | "failed" | "stopping" | "stopped" | "kept"
+    # "starting" | "adopted" (another run kept it) | "ready" | "failed" | "stopping" | "stopped" | "kept"
+    state: str
     port: int | None = None
     pgid: int | None = None
     detail: str = ""  # e.g. the last log lines when it failed

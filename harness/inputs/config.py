@@ -74,7 +74,8 @@ class Variant(StrictModel):
         default=None, description="an already running server (http://host:port, as seen from the target) to "
         "measure instead of starting one; its settings are read from /get_server_info; never stopped")
     api_key_env: str | None = Field(
-        default=None, description="environment variable with this arm's API key (default: server.api_key_env)")
+        default=None,
+        description="environment variable with this arm's API key (default: server.api_key_env)")
     extra_args: list[ArgStr] = Field(
         default_factory=list, description="launch_server argv items for this arm"
     )
@@ -85,9 +86,10 @@ class Variant(StrictModel):
         default=None, description="the sampler this arm is measured at (run.sampling gives every variant one "
         "per arm, named <name>-<arm>); unset: run.temperature")
     expect: list[str] = Field(
-        default_factory=list, description="findings this arm is meant to show (a deliberately wrong arm, as in "
-        "the demo): a preflight finding's code or the live alarm it leads to (`drafter-inert`); `draftbench check` "
-        "and the preflight of `run` report such a finding as a note, not an error, and the arm runs")
+        default_factory=list, description="findings this arm is meant to show (a deliberately wrong arm, as "
+        "in the demo): a preflight finding's code or the live alarm it leads to (`drafter-inert`); "
+        "`draftbench check` and the preflight of `run` report such a finding as a note, not an error, and "
+        "the arm runs")
 
     _env_names = field_validator("env")(check_env_names)
 
@@ -179,8 +181,9 @@ class Plan(StrictModel):
     target: Target = Field(default_factory=Target, description="where SGLang runs")
     targets: list[Target] = Field(
         default_factory=list,
-        description="several nodes measured at once (each an ssh destination, 'local', or a target mapping whose "
-        "unset fields come from `target`): variants are spread over them and every node measures its own baseline",
+        description="several nodes measured at once (each an ssh destination, 'local', or a target mapping "
+        "whose unset fields come from `target`): variants are spread over them and every node measures its "
+        "own baseline",
     )
     model: Model = Field(description="the served target model")
     server: Server = Field(default_factory=Server, description="server settings shared by all variants")

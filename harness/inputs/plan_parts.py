@@ -72,14 +72,14 @@ class Drafter(StrictModel):
     trained_for: str | None = Field(default=None, description="the target model it was trained against")
     training_data: str | None = Field(default=None, description="what it was trained on, for the record")
     training_categories: list[str] = Field(
-        default_factory=list, description="prompt categories it was trained on, where known: check warns when "
-        "no suite category is among them (harness.checks.realism)")
+        default_factory=list, description="prompt categories it was trained on, where known: check warns "
+        "when no suite category is among them (harness.checks.realism)")
     training_data_file: str | None = Field(
         default=None, description="its SpecForge training JSONL on this machine (relative: to the plan's "
         "directory): the rows' `category` values stand in for training_categories")
     training_accept_len: float | None = Field(
-        default=None, gt=1, description="the accept length it reached at training time (e.g. 1 + the sum over "
-        "positions of the products of SpecForge's acc_i): the run warns when it measures far from it")
+        default=None, gt=1, description="the accept length it reached at training time (e.g. 1 + the sum "
+        "over positions of the products of SpecForge's acc_i): the run warns when it measures far from it")
     notes: str | None = Field(default=None, description="anything else worth knowing")
     trained_against: TrainedAgainst | None = Field(
         default=None, description="the target's config as it was at training (compared by `check`)")

@@ -8,11 +8,11 @@ Its rows (the `qualitative` config and the `throughput_1k` ... `throughput_32k` 
      "src_id": str, "difficulty": str, "multiturn": bool}
 
 `category` is one of eleven domains in `qualitative` (coding, humanities, math, multilingual, qa, rag,
-reasoning, roleplay, stem, summarization, writing) and the entropy tier (low_entropy, mixed, high_entropy) in the
-throughput configs, whose prompts are about 1k to 32k tokens long (the context-length axis). Rows built from
-other datasets ship with a placeholder in place of their text ("FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE
-SOURCE USING SPECDEC_BENCH ..."): NVIDIA's specdec_bench `prepare_data.py` fills them in. A placeholder is never
-replayed as a prompt: such rows are dropped and counted, with that fix.
+reasoning, roleplay, stem, summarization, writing) and the entropy tier (low_entropy, mixed, high_entropy) in
+the throughput configs, whose prompts are about 1k to 32k tokens long (the context-length axis). Rows built
+from other datasets ship with a placeholder in place of their text ("FULL BENCHMARK DATA SHOULD BE FETCHED
+FROM THE SOURCE USING SPECDEC_BENCH ..."): NVIDIA's specdec_bench `prepare_data.py` fills them in. A
+placeholder is never replayed as a prompt: such rows are dropped and counted, with that fix.
 """
 
 from __future__ import annotations

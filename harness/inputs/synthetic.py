@@ -1,9 +1,9 @@
-"""Synthetic long-context prompts for the context-length axis, done right (`draftbench import-suite --synthetic
---tokens 4096,16384 --tokenizer PATH`):
+"""Synthetic long-context prompts for the context-length axis, done right (`draftbench import-suite
+--synthetic --tokens 4096,16384 --tokenizer PATH`):
 
   - lengths in the target's own tokens: PATH is its tokenizer.json (or the model directory holding it), read
-    with the `tokenizers` package (an optional dependency: `pip install 'draftbench[synthetic]'`); each prompt's
-    user turn is exactly N tokens by that tokenizer (the chat template adds its own few);
+    with the `tokenizers` package (an optional dependency: `pip install 'draftbench[synthetic]'`); each
+    prompt's user turn is exactly N tokens by that tokenizer (the chat template adds its own few);
   - text, not random token ids: a document (passages of --source, a text file of real prose, else generated
     sentences) followed by a task about it (summarise, list the facts, write an abstract), sent as a chat;
   - labelled: the suite says `synthetic: true` and its description starts with SYNTHETIC, every category is
@@ -42,13 +42,13 @@ _LINKS = ("and", "but", "while", "because", "so", "although")
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    """A `tokenizers.Tokenizer` from tokenizer.json (or a directory holding one); a clear error when the package
-    is missing or the file is not there."""
+    """A `tokenizers.Tokenizer` from tokenizer.json (or a directory holding one); a clear error when the
+    package is missing or the file is not there."""
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise InputError(None, None, "--tokenizer", "needs the `tokenizers` package to count the target's tokens: "
-                         "pip install 'draftbench[synthetic]' (or: pip install tokenizers)") from None
+        raise InputError(None, None, "--tokenizer", "needs the `tokenizers` package to count the target's "
+                         "tokens: pip install 'draftbench[synthetic]' (or: pip install tokenizers)") from None
     p = Path(path).expanduser()
     file = p / "tokenizer.json" if p.is_dir() else p
     if not file.is_file():
@@ -57,7 +57,7 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     try:
         return Tokenizer.from_file(str(file))
     except Exception as exc:  # noqa: BLE001 - the library raises its own exception types for a bad file
-        raise InputError(str(file), None, "--tokenizer", f"not a tokenizer.json the tokenizers package reads: "
+        raise InputError(str(file), None, "--tokenizer", "not a tokenizer.json the tokenizers package reads: "
                          f"{exc}") from None
 
 
@@ -73,8 +73,8 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _filler(rng: random.Random, chars: int, source: str | None) -> str:
-    """At least `chars` characters of document: consecutive passages of `source` from a seeded offset (wrapping
-    round), else generated paragraphs of plain sentences."""
+    """At least `chars` characters of document: consecutive passages of `source` from a seeded offset
+    (wrapping round), else generated paragraphs of plain sentences."""
     if source:
         start = rng.randrange(len(source))
         text = source[start:] + "\n\n" + source
@@ -138,7 +138,8 @@ def synthetic_suite(tokens: list[int], tokenizer: str | Path, *, count: int = 4,
                             "messages": [{"role": "user", "content": fit_tokens(tok, n, rng, task, text)}]})
     made_from = f"passages of {Path(source).name}" if source is not None else "generated sentences"
     data = {"name": name, "synthetic": True,
-            "description": f"SYNTHETIC: {count} prompts each of {', '.join(map(str, tokens))} tokens ({made_from}, "
-                           f"counted with {Path(tokenizer).name}) for the context-length axis; not real traffic",
+            "description": f"SYNTHETIC: {count} prompts each of {', '.join(map(str, tokens))} tokens "
+                           f"({made_from}, counted with {Path(tokenizer).name}) for the context-length axis; "
+                           "not real traffic",
             "prompts": prompts}
     return validate(Suite, data, "synthetic", LineMap())

@@ -158,21 +158,22 @@ def _check_expansion(root: yaml.Node, text_len: int, path: str | None) -> None:
         if done:
             open_.discard(key)
             kids = _children(node)
-            size[key] = 1 + (len(node.value) if isinstance(node, yaml.ScalarNode) else sum(size[id(k)] for k in kids))
+            size[key] = 1 + (len(node.value) if isinstance(node, yaml.ScalarNode)
+                             else sum(size[id(k)] for k in kids))
             continue
         if key in size:
             continue
         if key in open_:
-            raise InputError(path, node.start_mark.line + 1, None, "an alias refers to a node that contains it "
-                             "(a document that expands forever)")
+            raise InputError(path, node.start_mark.line + 1, None, "an alias refers to a node that contains "
+                             "it (a document that expands forever)")
         open_.add(key)
         nodes[key] = node
         stack.append((node, True))
         for kid in _children(node):
             refs[id(kid)] = refs.get(id(kid), 0) + 1
             if id(kid) in open_:
-                raise InputError(path, kid.start_mark.line + 1, None, "an alias refers to a node that contains "
-                                 "it (a document that expands forever)")
+                raise InputError(path, kid.start_mark.line + 1, None, "an alias refers to a node that "
+                                 "contains it (a document that expands forever)")
             if id(kid) not in size:
                 stack.append((kid, False))
     total = size[id(root)]
@@ -256,7 +257,8 @@ def refuse_nul(data: object, lines: LineMap, src: str | None) -> None:
         if isinstance(value, str):
             if "\x00" in value:
                 raise InputError(src, lines.line_of(path), format_field(path),
-                                 "contains a NUL byte (\\0): no path, environment value or argument can hold one")
+                                 "contains a NUL byte (\\0): no path, environment value or argument can "
+                                 "hold one")
         elif isinstance(value, dict):
             for k, v in value.items():
                 stack.append(((*path, k), k) if isinstance(k, str) and "\x00" in k else ((*path, k), v))

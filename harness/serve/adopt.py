@@ -69,7 +69,8 @@ async def _adopt_offered(run: AdoptingRun, server: Server, variant: Variant) -> 
         run.offered.remove(kept)
         if not (await run.target.alive(kept.pgid) and await still_ours(run.target, kept)):
             continue
-        run.emit(ev.ServerState(variant.name, "adopted", kept.port, kept.pgid, f"left running by {kept.started_by}"))
+        run.emit(ev.ServerState(variant.name, "adopted", kept.port, kept.pgid,
+                                f"left running by {kept.started_by}"))
         hand_over(kept, run.run_id)
         await server.adopt(kept)
         return True

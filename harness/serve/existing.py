@@ -31,7 +31,8 @@ class ExistingServer:
     key_in_log = False  # it was started with its key by someone else: no log of ours holds it
     stop_lines = 0  # never stopped by draftbench: no shutdown lines of ours
 
-    def __init__(self, target: Target, plan: Plan, variant: Variant, *, run_dir: Path, api_key: str | None = None):
+    def __init__(self, target: Target, plan: Plan, variant: Variant, *, run_dir: Path,
+                 api_key: str | None = None):
         self.target = target
         self.plan = plan
         self.variant = variant
@@ -63,8 +64,8 @@ class ExistingServer:
             if await self.admin.healthy(timeout=min(30.0, max(1.0, deadline - time.monotonic()))):
                 return time.monotonic() - t0
             if time.monotonic() >= deadline:
-                raise ServerFailed(self.name, f"endpoint {self.variant.endpoint} did not answer /health_generate",
-                                   [])
+                raise ServerFailed(self.name,
+                                   f"endpoint {self.variant.endpoint} did not answer /health_generate", [])
 
     async def alive(self) -> bool:
         """Any HTTP answer from /health means the server is there (a 503 while busy included)."""
@@ -108,7 +109,8 @@ def declared_vs_served(variant: Variant, meta: VariantMeta) -> tuple[list[str], 
         meta.algorithm = served
     steps, topk, ndt = meta.num_steps, meta.eagle_topk, meta.num_draft_tokens
     if served and topk == 1 and steps is not None and ndt is not None and int(ndt) != int(steps) + 1:
-        warnings.append(f"topk 1 with {ndt} draft tokens for {steps} steps: SGLang uses steps+1 = {int(steps) + 1}")
+        warnings.append(f"topk 1 with {ndt} draft tokens for {steps} steps: SGLang uses steps+1 = "
+                        f"{int(steps) + 1}")
     if facts.get("server_disable_cuda_graph") is True:
         meta.cuda_graph = False
         warnings.append("the server runs without CUDA graphs (--disable-cuda-graph): decode is slower")
@@ -125,7 +127,8 @@ def check_existing(variant: Variant, meta: VariantMeta) -> list[ev.Alarm]:
     meta.started_by_draftbench, meta.endpoint, meta.launch_command = False, variant.endpoint, ""
     errors, warnings = declared_vs_served(variant, meta)
     if errors:
-        raise ServerFailed(variant.name, f"at {variant.endpoint} does not match the plan: " + "; ".join(errors), [])
+        mismatch = "; ".join(errors)
+        raise ServerFailed(variant.name, f"at {variant.endpoint} does not match the plan: {mismatch}", [])
     return [ev.Alarm(variant.name, "warning", "existing-server", w) for w in warnings]
 
 

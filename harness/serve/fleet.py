@@ -1,8 +1,8 @@
 """The long-lived servers of a plan (the TUI's Servers section, or any front end that keeps servers up).
 
 Start, stop and restart one variant or all, each built on `harness.serve.server.Server`; every change is
-reported through one callback as `harness.common.events` events (ServerState, ServerLog, LogWindow, Alarm), so a
-front end renders the same events whether they come from here or from a run.
+reported through one callback as `harness.common.events` events (ServerState, ServerLog, LogWindow, Alarm), so
+a front end renders the same events whether they come from here or from a run.
 Logs go to `<results>/servers/<session>/logs/<variant>.log` in full; the callback gets them as batches.
 """
 
@@ -205,7 +205,8 @@ class Fleet:
         return adopted
 
     async def check(self) -> list[Finding]:
-        """`draftbench check` on this plan's target: the preflight findings (harness.checks.Finding) as they are."""
+        """`draftbench check` on this plan's target: the preflight findings (harness.checks.Finding) as they
+        are."""
         await self.connect()
         return await run_checks(self.plan, self.target, versions=self.versions)
 

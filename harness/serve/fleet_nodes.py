@@ -115,6 +115,7 @@ class NodeFleet:
         await asyncio.gather(*(f.close(keep=keep) for f in self.fleets.values()), return_exceptions=True)
 
     async def gpu_memory(self) -> dict[str, int]:
-        per_node = await asyncio.gather(*(f.gpu_memory() for f in self.fleets.values()), return_exceptions=True)
+        per_node = await asyncio.gather(*(f.gpu_memory() for f in self.fleets.values()),
+                                        return_exceptions=True)
         return {f"{v}@{n}": mib for n, got in zip(self.fleets, per_node, strict=True)
                 if isinstance(got, dict) for v, mib in got.items()}

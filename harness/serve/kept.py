@@ -81,7 +81,8 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
     files = [*root.glob("*/servers.jsonl"), *root.glob("servers/*/servers.jsonl")]
     if plan_name is not None:
         slug = _slug(plan_name)
-        files = [f for f in files if re.fullmatch(rf"\d{{8}}-\d{{6}}-{re.escape(slug)}(-\d+)?", f.parent.name)]
+        stamped = rf"\d{{8}}-\d{{6}}-{re.escape(slug)}(-\d+)?"
+        files = [f for f in files if re.fullmatch(stamped, f.parent.name)]
     out: list[KeptServer] = []
     for path in files:
         last: dict[int, dict[str, Any]] = {}
@@ -104,8 +105,9 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
         for pgid, entry in last.items():
             if pgid in started and entry.get("state") in LIVE_STATES:
                 s = started[pgid]
-                out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"), str(s.get("target", "local")),
-                                      float(s.get("wall") or mtime), path, str(entry["state"]),
+                out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"),
+                                      str(s.get("target", "local")), float(s.get("wall") or mtime), path,
+                                      str(entry["state"]),
                                       str(s.get("pid_path") or ""), tuple(s.get("argv") or ()),
                                       str(s.get("remote_log") or "")))
     return sorted(out, key=lambda k: -k.started_wall)
@@ -198,7 +200,8 @@ async def reap_leftovers(target: Target, run_dir: Path, emit: Callable[[ev.Serve
         pgid = int(entry["pgid"])
         gone = await target.kill_group(pgid) if await target.alive(pgid) else True
         append_jsonl(run_dir / "servers.jsonl", {"variant": entry["variant"], "pgid": pgid,
-                                                 "state": "stopped" if gone else "stop-failed", "by": "resume"})
+                                                 "state": "stopped" if gone else "stop-failed",
+                                                 "by": "resume"})
         emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
                             "left running by the interrupted run"))
 
@@ -208,7 +211,8 @@ async def make_room(plan: Plan, kept: list[VariantServer], emit: Callable[[ev.Se
     (gpu_has_room); else it is stopped now, so only the last variant's stays."""
     while kept and not gpu_has_room(plan, len(kept)):
         server = kept.pop(0)
-        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
+        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid,
+                            "the next variant needs the GPU"))
         gone = await server.stop()
         emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                             "stopped: no GPU room for a kept server (server.mem_fraction_static)"))

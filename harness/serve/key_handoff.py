@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 _ENV_WRAPPER = 'set -a && . "$0" && set +a && rm -f -- "$0" && exec "$@"'
 
 
-async def hand_over(target: Target, engine: Engine, argv: list[str], key: str, stem: str) -> tuple[list[str], str | None]:
+async def hand_over(target: Target, engine: Engine, argv: list[str], key: str,
+                    stem: str) -> tuple[list[str], str | None]:
     """(the argv to spawn, the key file to delete once the server has read it, or None). `stem`: a path in a
     private (0700) directory on the target, without suffix."""
     if engine.api_key_env:
@@ -37,7 +38,8 @@ async def hand_over(target: Target, engine: Engine, argv: list[str], key: str, s
         raise HarnessError(f"{engine.display_name} takes its API key neither from a variable nor from a file")
     if flag in argv:
         raise HarnessError(f"the launch command already has {flag}: the API key is handed to "
-                           f"{engine.display_name} in a {flag} file of its own; move those settings to extra_args")
+                           f"{engine.display_name} in a {flag} file of its own; move those settings to "
+                           "extra_args")
     path = f"{stem}.key.json"
     await target.write_private(path, json.dumps({"api-key": key}).encode())
     return [*argv, flag, path], path

@@ -1,5 +1,6 @@
 """One node of a plan with several targets, named alike by a multi-node run (harness.bench.multinode) and by
-the Servers section's fleets (fleet_nodes.py): the node's name, the plan it runs, its events `variant@node`."""
+the Servers section's fleets (fleet_nodes.py): the node's name, the plan it runs, its events
+`variant@node`."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def sub_plan(plan: Plan, target: Target, names: list[str]) -> Plan:
 
 def tag_node(e: E, node: str) -> E:
     """The node's name on every event that names a variant (the baseline runs on every node)."""
-    if hasattr(e, "variant") and isinstance(e.variant, str) and e.variant and not isinstance(e, ev.RequestDone):
+    if hasattr(e, "variant") and isinstance(e.variant, str) and e.variant \
+            and not isinstance(e, ev.RequestDone):
         return dataclasses.replace(e, variant=f"{e.variant}@{node}")
     return e

@@ -45,8 +45,8 @@ def stopped_detail(server: VariantServer) -> str:
     if not server.stop_lines:
         return ""
     name = server.engine.display_name
-    return (f"{name} logged its usual 'Subprocess ... crashed with exit code -15' on our SIGTERM: the expected "
-            "shutdown, not a crash")
+    return (f"{name} logged its usual 'Subprocess ... crashed with exit code -15' on our SIGTERM: the "
+            "expected shutdown, not a crash")
 
 
 class ServerFailed(HarnessError):
@@ -55,7 +55,8 @@ class ServerFailed(HarnessError):
         self.reason = reason
         self.last_lines = last_lines
         tail = "\n".join(last_lines[-TAIL_LINES:])
-        super().__init__(f"server for variant '{variant}' {reason}" + (f"; last log lines:\n{tail}" if tail else ""))
+        super().__init__(f"server for variant '{variant}' {reason}"
+                         + (f"; last log lines:\n{tail}" if tail else ""))
 
 
 class Server:
@@ -64,7 +65,8 @@ class Server:
     has_log = True  # its log is followed into the run directory (an ExistingServer has none)
 
     def __init__(self, target: Target, plan: Plan, variant: Variant, *, run_id: str, run_dir: Path,
-                 engine_version: str | None, on_lines: LinesCallback | None = None, api_key: str | None = None):
+                 engine_version: str | None, on_lines: LinesCallback | None = None,
+                 api_key: str | None = None):
         self.target = target
         self.plan = plan
         self.variant = variant
@@ -74,9 +76,11 @@ class Server:
         self.engine = engine_of(plan, variant)
         self.engine_version = engine_version
         self.on_lines = on_lines
-        self.api_key = api_key  # from the environment (inputs.endpoints): handed over by file (key_handoff), scrubbed
+        # from the environment (inputs.endpoints): handed over by file (key_handoff), scrubbed
+        self.api_key = api_key
         self.key_file: str | None = None  # the 0600 file the server reads its key from, deleted once it is up
-        self.key_in_log = False  # the server wrote the key into its own log on the target (SGLang's ServerArgs)
+        # the server wrote the key into its own log on the target (SGLang's ServerArgs)
+        self.key_in_log = False
         self.port: int | None = None
         self.pgid: int | None = None
         self.argv: list[str] = []
@@ -97,12 +101,14 @@ class Server:
     # ---- start ---------------------------------------------------------------------------------
     def launch_argv(self, port: int) -> list[str]:
         """The command this variant's server runs on `port`, as recorded and matched for adoption: an API key
-        shows as `--api-key <redacted>` (it is handed over by file, harness.serve.key_handoff, never in argv)."""
+        shows as `--api-key <redacted>` (it is handed over by file, harness.serve.key_handoff, never in
+        argv)."""
         argv = self.engine.launch_argv(self.plan, self.variant, port, self.engine_version)
         return argv + ["--api-key", REDACTED] if self.api_key else argv
 
     def _env(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in {**(self.plan.target.env or {}), **(self.variant.env or {})}.items()}
+        env = {**(self.plan.target.env or {}), **(self.variant.env or {})}
+        return {str(k): str(v) for k, v in env.items()}
 
     async def start(self) -> None:
         plan = self.plan
@@ -171,10 +177,11 @@ class Server:
         return sorted(found - {REDACTED}, key=len, reverse=True)  # argv shows the key as <redacted>
 
     def _record_start(self, pid_path: str, **extra: str) -> None:
-        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
-                      "remote_log": self.remote_log, "pid_path": pid_path, "target": self.target.name,
-                      "ssh_port": self.plan.target.ssh_port, "harness_pid": os.getpid(),
-                      "harness_host": platform.node(), "state": "started", **extra, "wall": round(time.time(), 3)})
+        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port,
+                      "argv": redact_argv(self.argv), "remote_log": self.remote_log, "pid_path": pid_path,
+                      "target": self.target.name, "ssh_port": self.plan.target.ssh_port,
+                      "harness_pid": os.getpid(), "harness_host": platform.node(), "state": "started",
+                      **extra, "wall": round(time.time(), 3)})
 
     async def _attach(self, *, offset: int) -> None:
         """Follow its log from byte `offset` into the run directory, and reach its port (forwarded)."""
@@ -264,7 +271,8 @@ class Server:
             if self.pgid is not None and not keep:
                 self.stopping = True
                 gone = await self.target.kill_group(self.pgid, term_timeout=term_timeout)
-                self._record({"variant": self.name, "pgid": self.pgid, "state": "stopped" if gone else "stop-failed"})
+                self._record({"variant": self.name, "pgid": self.pgid,
+                              "state": "stopped" if gone else "stop-failed"})
             elif keep and self.pgid is not None:
                 self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
         finally:  # also when the target is gone: the follower and the admin session never outlive the server

@@ -148,9 +148,9 @@ class SSHTarget(ShellTarget):
                 entry = f"[{host}]:{port}" if port != 22 else host
                 return _NoRetry(
                     f"{dest}: the host key of {host}:{port} CHANGED: known_hosts has another key for it and "
-                    f"the host offered {offered}. Someone may be intercepting the connection, or the host was "
-                    f"reinstalled: confirm that fingerprint with its administrator before removing the old "
-                    f"entry (`ssh-keygen -R '{entry}'`) and connecting once with `ssh`."
+                    f"the host offered {offered}. Someone may be intercepting the connection, or the host "
+                    f"was reinstalled: confirm that fingerprint with its administrator before removing the "
+                    f"old entry (`ssh-keygen -R '{entry}'`) and connecting once with `ssh`."
                 )
             scan = f"ssh-keyscan -p {port} {host}" if port != 22 else f"ssh-keyscan {host}"
             return _NoRetry(
@@ -277,7 +277,8 @@ class SSHTarget(ShellTarget):
         return out
 
     async def write_private(self, path: str, data: bytes) -> None:
-        """Write a file only its owner can read: the bytes go over the channel's stdin, never on a command line."""
+        """Write a file only its owner can read: the bytes go over the channel's stdin, never on a command
+        line."""
         q = quote_path(path)
         cmd = command_line(["sh", "-c", f"umask 077 && rm -f {q} && cat > {q}"], timeout=60)
 
@@ -288,7 +289,8 @@ class SSHTarget(ShellTarget):
         try:
             rc, err = await self._call(op)
         except (asyncssh.Error, OSError) as exc:
-            raise HarnessError(f"ssh {self.name}: cannot write {path}: {getattr(exc, 'reason', None) or exc}") from None
+            why = getattr(exc, "reason", None) or exc
+            raise HarnessError(f"ssh {self.name}: cannot write {path}: {why}") from None
         if rc != 0:
             raise HarnessError(f"ssh {self.name}: cannot write {path}: {err.strip()[:300]}")
 
