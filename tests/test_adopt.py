@@ -36,8 +36,8 @@ def _no_server_left(tmp_path: Path):
 
 
 def _plan(tmp_path: Path, name: str, server: dict | None = None):
-    path = write_plan(tmp_path / f"{name}.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER, env=sim_env(),
-                      variants=[{"name": "baseline"}, dict(GOOD)], suite_prompts=prompts(3),
+    path = write_plan(tmp_path / f"{name}.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                      env=sim_env(), variants=[{"name": "baseline"}, dict(GOOD)], suite_prompts=prompts(3),
                       run={"concurrency": [2], "max_tokens": 16}, server=server)
     return load_plan(path)
 
@@ -73,7 +73,8 @@ async def test_a_kept_server_with_the_same_command_is_adopted_and_stopped_by_its
     started = {e["variant"]: e for e in read_jsonl(second / "servers.jsonl") if e.get("state") == "started"}
     assert {v: e["pgid"] for v, e in started.items()} == pgids  # the same processes, measured again
     assert all(e["adopted_from"] == first.name for e in started.values())
-    assert [e["state"] for e in read_jsonl(first / "servers.jsonl") if e["pgid"] == pgids["good"]][-1] == "handed-over"
+    good = [e["state"] for e in read_jsonl(first / "servers.jsonl") if e["pgid"] == pgids["good"]]
+    assert good[-1] == "handed-over"
     # only the new run's log lines: the start-up (before the adoption) is not in its copy of the log
     log = (second / "logs" / "good.log").read_text()
     assert "The server is fired up" not in log and "Decode batch" in log
@@ -94,7 +95,8 @@ async def test_a_different_command_is_not_adopted_and_the_offered_server_stays_k
     kept = kept_servers(results)
     other = _plan(tmp_path, "b", server={"max_running_requests": 8})  # another flag: another server
     rc, seen, second = await _run(other, results, adopt=kept)
-    assert rc == 0 and not _states(seen, "adopted") and sorted(_states(seen, "starting")) == ["baseline", "good"]
+    assert rc == 0 and not _states(seen, "adopted")
+    assert sorted(_states(seen, "starting")) == ["baseline", "good"]
     still = kept_servers(results)
     assert {k.pgid for k in still} == {k.pgid for k in kept}  # the stand-in has room: they stay, still kept
     assert all(k.pgid in live_groups() for k in still)

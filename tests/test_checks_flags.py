@@ -1,4 +1,5 @@
-"""Flag checks on launch argv built by harness.engines.sglang.launch, against the version facts of REFERENCE §5."""
+"""Flag checks on launch argv built by harness.engines.sglang.launch, against the version facts of REFERENCE
+§5."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def _variant(name="v", algorithm="EAGLE3", steps=3, topk=1, ndt=4, cuda_graph=Tr
 def _plan(cuda_graph_max_bs=None, model_extra=()):
     return Plan.model_validate({
         "name": "flags", "model": {"path": "/m", "extra_args": list(model_extra)},
-        "server": {"max_running_requests": 32, "decode_log_interval": 10, "cuda_graph_max_bs": cuda_graph_max_bs},
+        "server": {"max_running_requests": 32, "decode_log_interval": 10,
+                   "cuda_graph_max_bs": cuda_graph_max_bs},
         "variants": [{"name": "base"}], "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
 
 

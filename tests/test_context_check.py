@@ -37,7 +37,8 @@ async def test_check_reports_long_requests_per_suite(tmp_path):
     findings = await run_checks(plan, LocalTarget())
     target = [f for f in findings if f.code == "context-target"]
     assert len(target) == 1 and target[0].severity == "error"
-    assert target[0].what.startswith("suite mt: 1 of 4 requests reach past the target's context of 8192 tokens")
+    assert target[0].what.startswith(
+        "suite mt: 1 of 4 requests reach past the target's context of 8192 tokens")
     assert "mt/long turn 3" in target[0].what
     drafter = [f for f in findings if f.code == "max-position" and f.variant == "good-eagle3"]
     assert [f.what.split(" (")[0] for f in drafter] == [

@@ -27,8 +27,8 @@ def test_eagle3_argv(kimi):
     v = kimi.variant("k25-eagle3-10k")
     assert build_launch_argv(kimi, v, 30001, "0.5.15") == BASE + [
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-        "/models/drafters/kimi-k25-eagle3-10k", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "4"]
+        "/models/drafters/kimi-k25-eagle3-10k", "--speculative-num-steps", "3", "--speculative-eagle-topk",
+        "1", "--speculative-num-draft-tokens", "4"]
 
 
 def test_topk1_forces_draft_tokens_and_graph_flags(kimi):
