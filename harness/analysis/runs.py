@@ -192,7 +192,8 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         if slower:
             notes.append(table_notes.SLOWER)
         notes += verdict_notes(row)
-        notes += [n.text for n in table_notes.lossless_notes(row) if n.kind == "suspect"]  # with its worst cases
+        # with its worst cases
+        notes += [n.text for n in table_notes.lossless_notes(row) if n.kind == "suspect"]
         al = row.get("accept_len")
         if not _missing(al) and float(al) <= 1.005:
             notes.append(table_notes.INERT)

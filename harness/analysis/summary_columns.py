@@ -183,10 +183,12 @@ COLUMNS = Registry([
            "its untimed control pass (another concurrency, reverse order) answered differently", AUDIT,
            t.lossless, needs=LOSSLESS, scope="table", shown=Shown(167, "control", "{:.2f}")),
     Column("max_divergence_margin", "nats", "float", "the largest margin, logprob(baseline token) - "
-           "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own context", AUDIT, t.lossless,
+           "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own "
+           "context", AUDIT, t.lossless,
            needs=LOSSLESS, scope="table", shown=Shown(168, "margin nats", "{:.2f}")),
-    Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the worst "
-           "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS, scope="table"),
+    Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the "
+           "worst cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS,
+           scope="table"),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

@@ -43,15 +43,16 @@ LEGEND = {
                         "batch, the batch this variant's decode ran at most",
     "output-differs": "output differs from the baseline: at temperature 0 a correct drafter leaves the text "
                       "as the baseline's; char N is where they first differ (median over prompts)",
-    "suspect": "SUSPECT (lossless audit): the greedy answers leave the baseline's where the baseline's top token "
-               "is not near a tie, more often than the baseline against itself at another batch shape, or break "
-               "a suite expectation the baseline's met: what a verify path that accepts wrong draft tokens does; "
-               "the worst cases (prompt, token, both tokens, margin) follow, summary.csv's lossless_detail has all",
-    "lossless": "lossless (audit): every divergence from the baseline's greedy answer is at a near-tie (top two "
-                "tokens within run.lossless_margin nats, bf16 numerics), no more often than the baseline "
+    "suspect": "SUSPECT (lossless audit): the greedy answers leave the baseline's where the baseline's top "
+               "token is not near a tie, more often than the baseline against itself at another batch shape, "
+               "or break a suite expectation the baseline's met: what a verify path that accepts wrong draft "
+               "tokens does; the worst cases (prompt, token, both tokens, margin) follow, summary.csv's "
+               "lossless_detail has all",
+    "lossless": "lossless (audit): every divergence from the baseline's greedy answer is at a near-tie (top "
+                "two tokens within run.lossless_margin nats, bf16 numerics), no more often than the baseline "
                 "against itself at another batch shape (the control); docs/metrics.md, lossless audit",
-    "unresolved": "lossless audit unresolved: no control answers, or divergences the baseline's logprobs do not "
-                  "reach (summary.csv's lossless_detail says which)",
+    "unresolved": "lossless audit unresolved: no control answers, or divergences the baseline's logprobs do "
+                  "not reach (summary.csv's lossless_detail says which)",
     "flush-failed": "cache flush failed: the server's cache and counters were not reset before those "
                     "phases; the server's accept-length figure leaves them out",
     "inert": f"{INERT}: the drafter does nothing useful (a wrong algorithm, checkpoint or flags: the "
