@@ -63,7 +63,8 @@ class ServerArgs:
             assert self.speculative_eagle_topk is None and self.speculative_num_draft_tokens is None
             self.speculative_num_steps, self.speculative_eagle_topk, self.speculative_num_draft_tokens = (
                 (5, 4, 8) if arch == "LlamaForCausalLM" else (3, 1, 4))
-        if self.speculative_eagle_topk == 1 and self.speculative_num_draft_tokens != self.speculative_num_steps + 1:
+        if self.speculative_eagle_topk == 1 \\
+                and self.speculative_num_draft_tokens != self.speculative_num_steps + 1:
             logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
                            "speculative_eagle_topk == 1")
             self.speculative_num_draft_tokens = self.speculative_num_steps + 1

@@ -8,10 +8,11 @@ import re
 from collections.abc import Sequence
 
 PIECES = [", ", ": ", ",", "\r", "\x00", "\ufffd", "\xa0", "\x1c", "\x85", "\t", " ", "[", "]", "-1", "1e309",
-          "nan", " TP0", "batch", "#queue-req: 0", "Decode", "Prefill", '"', "%", ".", "0", "00", "5"]  # fmt: skip
+          "nan", " TP0", "batch", "#queue-req: 0", "Decode", "Prefill", '"', "%", ".", "0", "00", "5"]
 
 
-def damage(rng: random.Random, text: str, pieces: Sequence[str] = PIECES, edits: tuple[int, int] = (1, 3)) -> str:
+def damage(rng: random.Random, text: str, pieces: Sequence[str] = PIECES,
+           edits: tuple[int, int] = (1, 3)) -> str:
     """Between edits[0] and edits[1] edits, each replacing up to 6 characters at a random place with a
     random piece (70 %) or nothing."""
     for _ in range(rng.randint(*edits)):

@@ -79,7 +79,8 @@ class SSHDServer:
         return found
 
     def kill_connections(self, timeout: float = 10.0) -> int:
-        """SIGKILL the processes serving current connections (a dropped link); returns how many were killed."""
+        """SIGKILL the processes serving current connections (a dropped link); returns how many were
+        killed."""
         pids = self.session_pids()
         for pid in pids:
             try:

@@ -20,13 +20,15 @@ def test_server_accept_length_across_phases_is_verify_weighted():
 
 
 def test_decode_tok_s_is_token_weighted():
-    ok = pd.DataFrame({"decode_tok_s": [100.0, 40.0], "output_tokens": [301, 101], "first_chunk_tokens": [1, 1]})
+    ok = pd.DataFrame({"decode_tok_s": [100.0, 40.0], "output_tokens": [301, 101],
+                       "first_chunk_tokens": [1, 1]})
     # (300 * 100 + 100 * 40) / 400 = 85, not the plain mean 70
     assert acceptance.decode_tok_s(ok) == pytest.approx(85.0)
 
 
 def test_pooled_accept_leaves_the_prefill_token_out():
-    assert acceptance.pooled_accept(pd.Series([10, 20, None]), pd.Series([31, 21, 50])) == pytest.approx(50 / 30)
+    pooled = acceptance.pooled_accept(pd.Series([10, 20, None]), pd.Series([31, 21, 50]))
+    assert pooled == pytest.approx(50 / 30)
 
 
 def test_headline_source_and_the_probe_check():
@@ -83,8 +85,10 @@ def test_output_match_and_first_divergence():
 
 
 def test_ttft_cost_is_paired():
-    reqs = pd.DataFrame([_req("base", "a", "c", 1.0, 10, ttft=40.0), _req("base", "b", "c", 1.0, 10, ttft=60.0),
-                         _req("spec", "a", "c", 1.0, 10, ttft=45.0), _req("spec", "b", "c", 1.0, 10, ttft=75.0)])
+    reqs = pd.DataFrame([_req("base", "a", "c", 1.0, 10, ttft=40.0),
+                         _req("base", "b", "c", 1.0, 10, ttft=60.0),
+                         _req("spec", "a", "c", 1.0, 10, ttft=45.0),
+                         _req("spec", "b", "c", 1.0, 10, ttft=75.0)])
     assert ttft_cost_ms(reqs, "spec", "base", 1) == pytest.approx(10.0)
 
 

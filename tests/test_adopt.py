@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import io
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from harness.bench.runner import run_plan
 from harness.cli.progress import consume
 from harness.common import events as ev
-from harness.inputs.config import load_plan
+from harness.inputs.config import Plan, load_plan
 from harness.serve import adopt as ad
 from harness.serve.kept import KeptServer, kept_servers, stop_kept_servers
 from tests.faults_helpers import (
@@ -37,8 +36,8 @@ def _no_server_left(tmp_path: Path):
 
 
 def _plan(tmp_path: Path, name: str, server: dict | None = None):
-    path = write_plan(tmp_path / f"{name}.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER, env=sim_env(),
-                      variants=[{"name": "baseline"}, dict(GOOD)], suite_prompts=prompts(3),
+    path = write_plan(tmp_path / f"{name}.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                      env=sim_env(), variants=[{"name": "baseline"}, dict(GOOD)], suite_prompts=prompts(3),
                       run={"concurrency": [2], "max_tokens": 16}, server=server)
     return load_plan(path)
 
@@ -74,7 +73,8 @@ async def test_a_kept_server_with_the_same_command_is_adopted_and_stopped_by_its
     started = {e["variant"]: e for e in read_jsonl(second / "servers.jsonl") if e.get("state") == "started"}
     assert {v: e["pgid"] for v, e in started.items()} == pgids  # the same processes, measured again
     assert all(e["adopted_from"] == first.name for e in started.values())
-    assert [e["state"] for e in read_jsonl(first / "servers.jsonl") if e["pgid"] == pgids["good"]][-1] == "handed-over"
+    good = [e["state"] for e in read_jsonl(first / "servers.jsonl") if e["pgid"] == pgids["good"]]
+    assert good[-1] == "handed-over"
     # only the new run's log lines: the start-up (before the adoption) is not in its copy of the log
     log = (second / "logs" / "good.log").read_text()
     assert "The server is fired up" not in log and "Decode batch" in log
@@ -95,7 +95,8 @@ async def test_a_different_command_is_not_adopted_and_the_offered_server_stays_k
     kept = kept_servers(results)
     other = _plan(tmp_path, "b", server={"max_running_requests": 8})  # another flag: another server
     rc, seen, second = await _run(other, results, adopt=kept)
-    assert rc == 0 and not _states(seen, "adopted") and sorted(_states(seen, "starting")) == ["baseline", "good"]
+    assert rc == 0 and not _states(seen, "adopted")
+    assert sorted(_states(seen, "starting")) == ["baseline", "good"]
     still = kept_servers(results)
     assert {k.pgid for k in still} == {k.pgid for k in kept}  # the stand-in has room: they stay, still kept
     assert all(k.pgid in live_groups() for k in still)
@@ -132,14 +133,27 @@ def _kept(tmp_path: Path, pgid: int, argv: list[str]) -> KeptServer:
     return KeptServer("wide", pgid, 30000, "local", float(pgid), jsonl, "kept", "", tuple(argv), "")
 
 
+class _Run:
+    """What harness.serve.adopt.launch asks of a run (its AdoptingRun protocol)."""
+
+    def __init__(self, plan: Plan, target: _Target, offered: list[KeptServer]):
+        self.plan, self.target, self.offered = plan, target, offered
+        self.run_id = "r2"
+        self.kept: list = []
+
+    def emit(self, event: ev.ServerState) -> None:
+        pass
+
+
 def test_offered_servers_are_stopped_before_a_fresh_start_when_the_gpu_has_no_room(tmp_path):
     def run_with(frac):
-        plan = SimpleNamespace(target=SimpleNamespace(simulated=False),
-                               server=SimpleNamespace(mem_fraction_static=frac))
-        run = SimpleNamespace(plan=plan, target=_Target(), kept=[], run_id="r2", emit=lambda e: None,
-                              offered=[_kept(tmp_path, 101, ["other"]), _kept(tmp_path, 102, ["another"])])
+        path = write_plan(tmp_path / "room.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER, sim=False,
+                          variants=[{"name": "v"}], suite_prompts=prompts(1), run={"concurrency": [1]},
+                          server={"mem_fraction_static": frac} if frac is not None else None)
+        plan = load_plan(path)  # a GPU server (not the stand-in): only the plan's memory share says what fits
+        run = _Run(plan, _Target(), [_kept(tmp_path, 101, ["other"]), _kept(tmp_path, 102, ["another"])])
         server = _Server()
-        asyncio.run(ad.launch(run, server, SimpleNamespace(name="v", is_existing=False, endpoint=None)))
+        asyncio.run(ad.launch(run, server, plan.variants[0]))
         return run, server
 
     run, server = run_with(None)  # the plan says nothing about memory: nothing may stay next to a new server

@@ -70,8 +70,8 @@ def _load(path: Path):
         return import_question_jsonl(path)
     if name.startswith(("sharegpt", "specforge", "prompts")):
         return import_suite(path, fmt=name.split("-", 1)[0])
-    raise AssertionError(f"{name}: corpus files start with plan, suite, drafter, questions, sharegpt, specforge "
-                         "or prompts")
+    raise AssertionError(f"{name}: corpus files start with plan, suite, drafter, questions, sharegpt, "
+                         "specforge or prompts")
 
 
 CASES = sorted(p for p in CORPUS.iterdir() if p.suffix in (".yaml", ".jsonl"))

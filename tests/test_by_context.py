@@ -77,8 +77,9 @@ def test_the_table_places_steps_where_they_ran_and_pools_to_the_requests_accept_
 
 
 def test_a_spread_request_shares_its_steps_by_tokens_across_a_bucket_edge():
-    req = _records([{"variant": "e", "request_id": "a", "category": "c", "prompt_tokens": 1000, "output_tokens": 51,
-                     "spec_verify_ct": 20, "chunk_tokens": "", "chunk_tokens_exact": False}])
+    req = _records([{"variant": "e", "request_id": "a", "category": "c", "prompt_tokens": 1000,
+                     "output_tokens": 51, "spec_verify_ct": 20, "chunk_tokens": "",
+                     "chunk_tokens_exact": False}])
     t = by_context(req, {}, None, [1024])
     ctx = t[(t["axis"] == "context") & (t["category"] == "all")].set_index("bucket")
     # decode tokens at contexts 1001..1050: 24 up to 1024, 26 beyond; steps in proportion
@@ -102,10 +103,12 @@ def test_the_grid_and_what_is_not_covered():
 
 def test_the_stand_ins_step_profile():
     d = ContextDecay()
-    assert d.factor(2048) == 1.0 and d.factor(4096) == pytest.approx(0.88) and d.factor(16384) == pytest.approx(0.64)
+    assert d.factor(2048) == 1.0 and d.factor(4096) == pytest.approx(0.88)
+    assert d.factor(16384) == pytest.approx(0.64)
     assert d.factor(10 ** 9) == d.floor
     base = [0.9, 0.8, 0.7]
-    assert step_profile(base, 1, 0.0, 1.0, 1000, d) == effective_profile(base, 1, 0.0)  # short and greedy: as before
+    # short and greedy: as before
+    assert step_profile(base, 1, 0.0, 1.0, 1000, d) == effective_profile(base, 1, 0.0)
     assert step_profile(base, 1, 0.7, 1.0, 0, d) == pytest.approx([p * 0.79 for p in base])
     assert step_profile(base, 1, 0.7, 0.5, 0, d) == pytest.approx([p * (1 - 0.3 * 0.35) for p in base])
     assert step_profile(base, 1, 0.0, 1.0, 8192, d) == pytest.approx([p * 0.76 for p in base])

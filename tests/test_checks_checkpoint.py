@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -17,6 +16,7 @@ from harness.common.safetensors_io import TensorInfo, read_header
 from harness.engines.base import DrafterCheck
 from harness.engines.sglang import SGLANG
 from harness.engines.vllm import VLLM
+from harness.inputs.plan_parts import Drafter
 from harness.sim.sglang.fixtures import write_eagle2_drafter, write_eagle3_drafter, write_target_model
 
 LLAMA = {
@@ -203,8 +203,8 @@ def test_rope_mismatch(tmp_path, target):
     assert [f.code for f in compat.check_rope("v", _cfg(d), target)] == ["rope-mismatch"]
 
 
-def _drafter_rec(algorithm: str = "EAGLE3", trained_for: str | None = None):
-    return SimpleNamespace(name="dr", path="x", algorithm=algorithm, trained_for=trained_for)
+def _drafter_rec(algorithm: str = "EAGLE3", trained_for: str | None = None) -> Drafter:
+    return Drafter(name="dr", path="x", algorithm=algorithm, trained_for=trained_for)
 
 
 def test_eagle3_checkpoint_with_eagle_flag(tmp_path, target):

@@ -1,49 +1,29 @@
-"""Flag checks on launch argv built by harness.engines.sglang.launch, against the version facts of REFERENCE §5."""
+"""Flag checks on launch argv built by harness.engines.sglang.launch, against the version facts of REFERENCE
+§5."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 
 from harness.engines.sglang import flags as fl
 from harness.engines.sglang.launch import build_launch_argv
-from harness.inputs.plan_parts import Target
+from harness.inputs.config import Plan, Variant
 
 
 def _variant(name="v", algorithm="EAGLE3", steps=3, topk=1, ndt=4, cuda_graph=True, extra=(), baseline=False):
-    drafter = SimpleNamespace(name="d", path="/d", algorithm="EAGLE3") if algorithm else None
-    return SimpleNamespace(
-        name=name,
-        spec_algorithm=algorithm,
-        drafter=drafter,
-        num_steps=steps,
-        eagle_topk=topk,
-        num_draft_tokens=ndt,
-        cuda_graph=cuda_graph,
-        extra_args=list(extra),
-        is_baseline=baseline,
-    )
+    return Variant.model_validate({
+        "name": name, "algorithm": algorithm, "baseline": baseline,
+        "drafter": {"name": "d", "path": "/d", "algorithm": "EAGLE3"} if algorithm else None,
+        "num_steps": steps, "eagle_topk": topk, "num_draft_tokens": ndt, "cuda_graph": cuda_graph,
+        "extra_args": list(extra)})
 
 
 def _plan(cuda_graph_max_bs=None, model_extra=()):
-    return SimpleNamespace(
-        target=Target(),
-        model=SimpleNamespace(
-            path="/m",
-            tp_size=1,
-            trust_remote_code=False,
-            served_model_name=None,
-            extra_args=list(model_extra),
-        ),
-        server=SimpleNamespace(
-            host="127.0.0.1",
-            max_running_requests=32,
-            decode_log_interval=10,
-            mem_fraction_static=None,
-            cuda_graph_max_bs=cuda_graph_max_bs,
-        ),
-    )
+    return Plan.model_validate({
+        "name": "flags", "model": {"path": "/m", "extra_args": list(model_extra)},
+        "server": {"max_running_requests": 32, "decode_log_interval": 10,
+                   "cuda_graph_max_bs": cuda_graph_max_bs},
+        "variants": [{"name": "base"}], "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
 
 
 def _codes(findings):

@@ -154,8 +154,8 @@ def test_interpret_pure_cases():
     assert pp.interpret("v", {"stage": "ok", "resolved": {"cuda_graph_max_bs": 256}}, "0.5.13", 32) == []
     # 0.5.14+ resolves the captured sizes into cuda_graph_config: SGLang's repr, or the stand-in's dict
     real = (
-        "CudaGraphConfig(decode=PhaseConfig(backend='full', max_bs=16, bs=[1, 2, 4, 8, 16], tc_compiler='eager'),"
-        " prefill=PhaseConfig(backend='breakable', max_bs=8192, bs=[4]))"
+        "CudaGraphConfig(decode=PhaseConfig(backend='full', max_bs=16, bs=[1, 2, 4, 8, 16], "
+        "tc_compiler='eager'), prefill=PhaseConfig(backend='breakable', max_bs=8192, bs=[4]))"
     )
     assert pp.decode_graph_max_bs({"cuda_graph_config": real, "cuda_graph_max_bs_decode": 99}) == 16
     assert pp.decode_graph_max_bs({"cuda_graph_config": real.replace("'full'", "'disabled'", 1)}) is None

@@ -1,5 +1,5 @@
-"""harness.client.stream and harness.client.sse against an in-test aiohttp server replaying real SGLang captures and
-synthetic faults."""
+"""harness.client.stream and harness.client.sse against an in-test aiohttp server replaying real SGLang
+captures and synthetic faults."""
 
 from __future__ import annotations
 
@@ -497,7 +497,8 @@ async def test_complete_meta(server: ScriptServer, client: ReplayClient) -> None
         status(200, body),
         status(400, {"object": "error", "message": "unknown field", "type": "BadRequest", "code": 400}),
     ]
-    assert await client.complete_meta_text(ReplayRequest("r", None, "hi", 12)) == ("x", meta)  # a probe's next turn
+    # a probe's next turn
+    assert await client.complete_meta_text(ReplayRequest("r", None, "hi", 12)) == ("x", meta)
     server.requests.clear()
     assert await client.complete_meta(ReplayRequest("r", None, "hi", 12)) == meta
     path, sent, _ = server.requests[0]

@@ -1,5 +1,5 @@
-"""`draftbench compare A B` says whether a change is real: B's tok/s over A's with a 95 % interval from data both
-runs hold (paired requests, else repeats) and a verdict, not only percentages."""
+"""`draftbench compare A B` says whether a change is real: B's tok/s over A's with a 95 % interval from data
+both runs hold (paired requests, else repeats) and a verdict, not only percentages."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ def _run(path: Path, tok_s: float, e2e_ms: list[float], phase: str = "smoke@c1#r
     (path / "provenance.json").write_text(json.dumps({"status": "complete", "plan": "p"}))
     (path / "summary_by_category.csv").write_text("variant,concurrency,category\n")
     pd.DataFrame([{"variant": "good", "concurrency": 1, "phase": phase, "request_id": f"p{i}", "ok": True,
-                   "output_tokens": 100, "e2e_ms": t} for i, t in enumerate(e2e_ms)]).to_csv(path / "requests.csv",
-                                                                                                index=False)
+                   "output_tokens": 100, "e2e_ms": t}
+                  for i, t in enumerate(e2e_ms)]).to_csv(path / "requests.csv", index=False)
     pd.DataFrame([{"variant": "good", "concurrency": 1, "phase": f"smoke@c1#r{k + 1}", "output_tokens": 800,
                    "wall_s": 800 / r} for k, r in enumerate(repeats or [])],
                  columns=["variant", "concurrency", "phase", "output_tokens", "wall_s"]).to_csv(

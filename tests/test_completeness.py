@@ -1,5 +1,5 @@
-"""An incomplete run says so: `draftbench summary` and the TUI's Results mark a run whose provenance.json status
-is not complete and list what its plan asked for that has no rows (harness.analysis.completeness)."""
+"""An incomplete run says so: `draftbench summary` and the TUI's Results mark a run whose provenance.json
+status is not complete and list what its plan asked for that has no rows (harness.analysis.completeness)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,10 @@ def incomplete_run(results: Path, status: str = "incomplete") -> Path:
     (run / "plan.resolved.json").write_text(json.dumps({
         "variants": [{"name": n} for n in ("baseline", "good-eagle3", "wrong-flag-eagle")],
         "suites": [{"name": "smoke", "prompts": []}], "run": {"concurrency": [1, 4], "repeats": 1}}))
-    (run / "phases.csv").write_text("variant,phase,suite,concurrency,repeat,requests,errors,output_tokens,wall_s\n"
-                                    + "".join(f"{v},smoke@c{c}#r1,smoke,{c},1,5,0,640,4.0\n" for v, c in (
-                                        ("baseline", 1), ("baseline", 4), ("good-eagle3", 1))))
+    header = "variant,phase,suite,concurrency,repeat,requests,errors,output_tokens,wall_s\n"
+    rows = [f"{v},smoke@c{c}#r1,smoke,{c},1,5,0,640,4.0\n"
+            for v, c in (("baseline", 1), ("baseline", 4), ("good-eagle3", 1))]
+    (run / "phases.csv").write_text(header + "".join(rows))
     with open(run / "variants.jsonl", "a") as fh:
         fh.write(json.dumps({"variant": "wrong-flag-eagle", "status": "failed",
                              "failure": "exited before it became ready", "last_log_lines": [BIND]}) + "\n")

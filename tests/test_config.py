@@ -71,7 +71,7 @@ def error(tmp_path: Path, data: Any) -> InputError:
 def test_shipped_plans_load(path: Path):
     plan = load_plan(path)
     assert plan.source_path == path
-    assert sum(v.is_baseline for v in plan.variants) == len({v.engine for v in plan.variants})  # one per engine
+    assert sum(v.is_baseline for v in plan.variants) == len({v.engine for v in plan.variants})  # per engine
     assert all(s.prompts for s in plan.suites)
 
 
@@ -446,7 +446,8 @@ def test_missing_plan_and_wrong_top_level(tmp_path):
 
 
 def test_several_problems_report_the_first_in_file_order(tmp_path):
-    text = "name: t\nmodel:\n  path: /m\n  tp_size: -1\nvariants:\n  - name: baseline\nsuites: [smoke]\nrun:\n  repeats: 0\n"
+    text = ("name: t\nmodel:\n  path: /m\n  tp_size: -1\nvariants:\n  - name: baseline\nsuites: [smoke]\n"
+            "run:\n  repeats: 0\n")
     err = error(tmp_path, text)
     assert (err.line, err.field) == (4, "model.tp_size")
     assert err.message.endswith("(and 1 more problem)")
@@ -524,12 +525,14 @@ def test_format_field():
 
 
 def test_engine_per_plan_and_per_variant_with_a_baseline_each(tmp_path):
-    data = {"name": "p", "model": {"path": "m"}, "suites": [{"name": "s", "prompts": [{"id": "a", "text": "x"}]}],
+    data = {"name": "p", "model": {"path": "m"},
+            "suites": [{"name": "s", "prompts": [{"id": "a", "text": "x"}]}],
             "variants": [{"name": "b"}, {"name": "vb", "engine": "vllm"}]}
     plan = load(tmp_path, data)
     assert [v.engine for v in plan.variants] == ["sglang", "vllm"]
     assert plan.baseline.name == "b" and plan.baseline_of(plan.variants[1]).name == "vb"
-    e = error(tmp_path, {**data, "variants": [{"name": "b"}, {"name": "v", "engine": "vllm", "algorithm": "NGRAM"}]})
+    e = error(tmp_path, {**data, "variants": [{"name": "b"},
+                                              {"name": "v", "engine": "vllm", "algorithm": "NGRAM"}]})
     assert "no baseline for engine vllm" in e.message
     e = error(tmp_path, {**data, "variants": [{"name": "b"}, {"name": "c", "engine": "trt"}]})
     assert e.field.endswith("engine")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from harness.checks import run_checks
 from harness.checks.context import target_context, turn_tokens
 from harness.cli.demo import prepare_demo
+from harness.inputs.config import Plan
 from harness.inputs.suites import Prompt, Suite
 from harness.targets.local import LocalTarget
 
@@ -16,10 +17,11 @@ def test_turns_grow_with_the_earlier_turns_and_answers():
 
 
 def test_the_context_length_flag_wins_over_the_checkpoint():
-    model = type("M", (), {"extra_args": ["--context-length", "4096"]})()
-    plan = type("P", (), {"model": model})()
+    plan = Plan.model_validate({
+        "name": "ctx", "model": {"path": "m", "extra_args": ["--context-length", "4096"]},
+        "variants": [{"name": "base"}], "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
     assert target_context(plan, {"max_position_embeddings": 8192}) == 4096
-    model.extra_args = []
+    plan.model.extra_args = []
     assert target_context(plan, {"text_config": {"max_position_embeddings": 8192}}) == 8192
 
 
@@ -35,7 +37,8 @@ async def test_check_reports_long_requests_per_suite(tmp_path):
     findings = await run_checks(plan, LocalTarget())
     target = [f for f in findings if f.code == "context-target"]
     assert len(target) == 1 and target[0].severity == "error"
-    assert target[0].what.startswith("suite mt: 1 of 4 requests reach past the target's context of 8192 tokens")
+    assert target[0].what.startswith(
+        "suite mt: 1 of 4 requests reach past the target's context of 8192 tokens")
     assert "mt/long turn 3" in target[0].what
     drafter = [f for f in findings if f.code == "max-position" and f.variant == "good-eagle3"]
     assert [f.what.split(" (")[0] for f in drafter] == [

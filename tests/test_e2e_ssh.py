@@ -86,8 +86,8 @@ def test_run_plan_over_ssh_with_the_stand_in(ssh_home, tmp_path):
     plan.write_text(PLAN.format(alias=sshd.alias, python=sys.executable, workdir=json.dumps(str(workdir))))
     results = tmp_path / "results"
     env = {**os.environ, "HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(plan), "--results-dir", str(results)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(plan), "--results-dir",
+                           str(results)], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert run_dir.parent == results and run_dir.is_dir()
@@ -108,7 +108,8 @@ def test_run_plan_over_ssh_with_the_stand_in(ssh_home, tmp_path):
     # summary: acceptance matches the drafter's configured profile; wrong flag is inert
     s = pd.read_csv(run_dir / "summary.csv").set_index("variant")
     assert set(REQUIRED_COLUMNS) <= set(s.reset_index().columns)
-    expected = 1 + GOOD_PROFILE[0] + GOOD_PROFILE[0] * GOOD_PROFILE[1] + GOOD_PROFILE[0] * GOOD_PROFILE[1] * GOOD_PROFILE[2]
+    expected = 1 + GOOD_PROFILE[0] + GOOD_PROFILE[0] * GOOD_PROFILE[1] \
+        + GOOD_PROFILE[0] * GOOD_PROFILE[1] * GOOD_PROFILE[2]
     assert s.loc["good", "accept_len"] == pytest.approx(expected, rel=0.15)
     assert s.loc["good", "accept_len_server"] == pytest.approx(s.loc["good", "accept_len_log"], rel=0.1)
     assert s.loc["wrong-flag", "accept_len_server"] == pytest.approx(1.0, abs=0.01)
@@ -116,7 +117,8 @@ def test_run_plan_over_ssh_with_the_stand_in(ssh_home, tmp_path):
     # break-even from step costs: the verify step over the baseline's decode step at the same batch, and
     # accept length over it predicts the measured speedup (prefill and the tail make up the difference)
     good = s.loc["good"]
-    assert good["break_even_accept_len"] == pytest.approx(good["verify_step_ms"] / good["decode_step_ms"], rel=1e-6)
+    assert good["break_even_accept_len"] == pytest.approx(good["verify_step_ms"] / good["decode_step_ms"],
+                                                          rel=1e-6)
     assert good["accept_len"] / good["break_even_accept_len"] == pytest.approx(good["speedup"], rel=0.25)
     assert s.loc["baseline", "speedup"] == pytest.approx(1.0)
     assert s.loc["good", "output_match"] == pytest.approx(1.0)  # greedy: lossless

@@ -82,7 +82,8 @@ async def test_existing_endpoints_are_measured_and_never_stopped(tmp_path, stand
     prov = json.loads((run_dir / "provenance.json").read_text())
     assert prov["servers_not_started"] == ["baseline", "eagle3"]
     assert base.proc.poll() is None and spec.proc.poll() is None  # both still up
-    printed = capsys.readouterr().err  # the progress lines: the printout says whose servers these are, not "kept" as if draftbench kept them
+    # the progress lines: the printout says whose servers these are, not "kept" as if draftbench kept them
+    printed = capsys.readouterr().err
     assert f"[eagle3] server starting: connecting to {spec.url}" in printed
     assert "[eagle3] server ready port" in printed and "(an endpoint draftbench did not start)" in printed
     assert "[baseline] server kept: left running, draftbench did not start it" in printed
@@ -99,8 +100,8 @@ async def test_existing_endpoints_are_measured_and_never_stopped(tmp_path, stand
 async def test_a_plan_that_does_not_match_the_server_fails_that_variant(tmp_path, stand_ins, monkeypatch):
     base, spec = stand_ins
     monkeypatch.setenv("DB_TEST_KEY", KEY)
-    rc, run_dir = await _run(tmp_path, _plan(tmp_path, base, spec, algorithm="EAGLE3", num_steps=5, eagle_topk=1,
-                                             num_draft_tokens=6))
+    rc, run_dir = await _run(tmp_path, _plan(tmp_path, base, spec, algorithm="EAGLE3", num_steps=5,
+                                             eagle_topk=1, num_draft_tokens=6))
     assert rc != 0
     meta = _variants(run_dir)["eagle3"]
     assert meta["status"] == "failed" and "declares num_steps 5 but the server runs 3" in meta["failure"]
@@ -114,7 +115,8 @@ async def test_a_wrong_key_is_a_401_error_before_the_first_request(tmp_path, sta
     rc, run_dir = await _run(tmp_path, _plan(tmp_path, base, spec))
     assert rc != 0
     meta = _variants(run_dir)["eagle3"]
-    assert meta["status"] == "failed" and "401 Unauthorized" in meta["failure"] and "api_key_env" in meta["failure"]
+    assert meta["status"] == "failed"
+    assert "401 Unauthorized" in meta["failure"] and "api_key_env" in meta["failure"]
     assert not [r for r in read_csv(run_dir / "requests.csv") if r["variant"] == "eagle3"]
     assert not [r for r in read_csv(run_dir / "summary.csv") if r["variant"] == "eagle3" and r["tok_s"]]
 
@@ -123,7 +125,8 @@ async def test_a_missing_key_variable_stops_the_run_before_any_server(tmp_path, 
     base, spec = stand_ins
     monkeypatch.delenv("DB_TEST_KEY", raising=False)
     with pytest.raises(HarnessError, match="DB_TEST_KEY is not set"):
-        await consume(run_plan(_plan(tmp_path, base, spec), results_dir=tmp_path / "results"), out=io.StringIO())
+        await consume(run_plan(_plan(tmp_path, base, spec), results_dir=tmp_path / "results"),
+                      out=io.StringIO())
     assert not (only_run_dir(tmp_path / "results") / "requests.csv").read_text().strip().count("\n")
 
 

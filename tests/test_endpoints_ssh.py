@@ -50,9 +50,10 @@ async def test_existing_endpoints_on_an_ssh_target_go_through_its_forward(node, 
         return local
 
     monkeypatch.setattr(SSHTarget, "forward", spy)
-    variants = [{"name": "baseline", "endpoint": base.url}, {"name": "eagle3", "endpoint": spec.url, "baseline": False}]
-    path = write_plan(tmp_path / "plan.yaml", host="gpu-node", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
-                      env=sim_env(), variants=variants, suite_prompts=prompts(3),
+    variants = [{"name": "baseline", "endpoint": base.url},
+                {"name": "eagle3", "endpoint": spec.url, "baseline": False}]
+    path = write_plan(tmp_path / "plan.yaml", host="gpu-node", workdir=tmp_path / "work",
+                      launcher=SIM_LAUNCHER, env=sim_env(), variants=variants, suite_prompts=prompts(3),
                       run={"concurrency": [2], "max_tokens": 8, "repeats": 1})
     rc = await consume(run_plan(load_plan(path), results_dir=tmp_path / "results"), out=io.StringIO())
     assert rc == 0
@@ -63,7 +64,8 @@ async def test_existing_endpoints_on_an_ssh_target_go_through_its_forward(node, 
     assert all(local not in ports for _, _, local in forwarded)
     rows = read_csv(run_dir / "requests.csv")
     assert len(rows) == 6 and all(r["ok"] == "True" for r in rows)
-    meta = {json.loads(x)["variant"]: json.loads(x) for x in (run_dir / "variants.jsonl").read_text().splitlines()}
+    meta = {json.loads(x)["variant"]: json.loads(x)
+            for x in (run_dir / "variants.jsonl").read_text().splitlines()}
     assert meta["eagle3"]["started_by_draftbench"] is False and meta["eagle3"]["algorithm"] == "EAGLE3"
     entries = [json.loads(x) for x in (run_dir / "servers.jsonl").read_text().splitlines()]
     assert {e["state"] for e in entries} == {"existing"} and {e["target"] for e in entries} == {"gpu-node"}

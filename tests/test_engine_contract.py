@@ -20,8 +20,9 @@ def _plan(engine: str) -> Plan:
     return Plan.model_validate({
         "name": "contract", "engine": engine, "target": {"simulated": True},
         "model": {"path": "demo-models/target"},
-        "variants": [{"name": "base"}, {"name": "spec", "drafter": {"name": "d", "path": "demo-models/good-eagle3"},
-                                       "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}],
+        "variants": [{"name": "base"},
+                     {"name": "spec", "drafter": {"name": "d", "path": "demo-models/good-eagle3"},
+                      "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}],
         "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
 
 
@@ -54,7 +55,8 @@ def test_launch_argv_is_a_list_of_str_with_the_port(name):
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)
 def test_real_log_lines_give_windows_with_accept_len(name):
-    windows = [w for i, ln in enumerate(_sample_lines(name)) if (w := get_engine(name).parse_log_line(ln, i + 1))]
+    engine = get_engine(name)
+    windows = [w for i, ln in enumerate(_sample_lines(name)) if (w := engine.parse_log_line(ln, i + 1))]
     assert windows and any(w.accept_len is not None for w in windows)
     assert get_engine(name).parse_log_line("an ordinary line", 1) is None
 
@@ -112,7 +114,8 @@ def _free_port() -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ENGINE_NAMES)
 def test_stand_in_end_to_end_through_the_seam(name, tmp_path):
-    """Each engine's stand-in, started by that engine's own launch argv: ready, provenance, a phase's delta."""
+    """Each engine's stand-in, started by that engine's own launch argv: ready, provenance, a phase's
+    delta."""
     import asyncio
     import os
     import subprocess
@@ -130,8 +133,9 @@ def test_stand_in_end_to_end_through_the_seam(name, tmp_path):
         "target": {"simulated": True, "python": sys.executable, "launcher": ["{python}", "-m", "harness.sim"],
                    "vllm_launcher": ["{python}", "-m", "harness.sim.vllm", "serve"]},
         "model": {"path": "demo-models/target", "served_model_name": "demo-target"},
-        "variants": [{"name": "base"}, {"name": "spec", "drafter": {"name": "d", "path": "demo-models/good-eagle3"},
-                                       "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}],
+        "variants": [{"name": "base"},
+                     {"name": "spec", "drafter": {"name": "d", "path": "demo-models/good-eagle3"},
+                      "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}],
         "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
     port = _free_port()
     argv = engine.launch_argv(plan, plan.variant("spec"), port, engine.stand_in_version)
@@ -152,8 +156,9 @@ def test_stand_in_end_to_end_through_the_seam(name, tmp_path):
             prov = engine.server_provenance(await admin.server_info())
             assert prov["server_version"] == engine.stand_in_version
             before = await admin.histograms()
-            body = {"model": "demo-target", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 32,
-                    "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+            body = {"model": "demo-target", "messages": [{"role": "user", "content": "hello"}],
+                    "max_tokens": 32, "temperature": 0, "stream": True,
+                    "stream_options": {"include_usage": True}}
             async with aiohttp.ClientSession() as s, s.post(f"http://127.0.0.1:{port}/v1/chat/completions",
                                                            json=body) as r:
                 assert r.status == 200 and (await r.read()).rstrip().endswith(b"data: [DONE]")

@@ -61,7 +61,8 @@ run:
   repeats: 1
   min_steady_s: 0  # speedups and accept lengths, no verdict: a phase is its 4 x concurrency requests
 """
-EXPECTED = 1 + GOOD_PROFILE[0] + GOOD_PROFILE[0] * GOOD_PROFILE[1] + GOOD_PROFILE[0] * GOOD_PROFILE[1] * GOOD_PROFILE[2]
+EXPECTED = 1 + GOOD_PROFILE[0] + GOOD_PROFILE[0] * GOOD_PROFILE[1] \
+    + GOOD_PROFILE[0] * GOOD_PROFILE[1] * GOOD_PROFILE[2]
 
 
 def _run(tmp_path: Path, host: str, env: dict[str, str]) -> Path:
@@ -71,8 +72,9 @@ def _run(tmp_path: Path, host: str, env: dict[str, str]) -> Path:
     plan = tmp_path / "plan.yaml"
     plan.write_text(PLAN.format(host=host, python=sys.executable, workdir=json.dumps(str(workdir))))
     results = tmp_path / "results"
-    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(plan), "--results-dir", str(results)],
-                          capture_output=True, text=True, env={**env, "PYTHONUNBUFFERED": "1"}, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(plan), "--results-dir",
+                           str(results)], capture_output=True, text=True,
+                          env={**env, "PYTHONUNBUFFERED": "1"}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "SGLang and vLLM stand-ins" in proc.stdout
     header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("variant"))
@@ -91,8 +93,8 @@ def _check(run_dir: Path) -> None:
         assert s.loc[v, "speedup"] > 1.2
     # vLLM: run-scoped accept length from /metrics counter deltas, and from the per-request stats
     assert s.loc["vllm-eagle3", "accept_len_server"] == pytest.approx(EXPECTED, rel=0.2)
-    assert s.loc["vllm-eagle3", "accept_len_requests"] == pytest.approx(s.loc["vllm-eagle3", "accept_len_server"],
-                                                                         rel=0.1)
+    assert s.loc["vllm-eagle3", "accept_len_requests"] == pytest.approx(
+        s.loc["vllm-eagle3", "accept_len_server"], rel=0.1)
     # the cross-engine row compares the two baselines
     cross = s.loc["vllm-base vs sgl-base"]
     assert cross["engine"] == "vllm vs sglang" and cross["compared_with"] == "sgl-base"
@@ -101,7 +103,8 @@ def _check(run_dir: Path) -> None:
     # break-even next to accept length and speedup on both engines (vLLM's from end-to-end tok/s)
     for v in ("sgl-eagle3", "vllm-eagle3"):
         assert s.loc[v, "break_even_accept_len"] > 1.0
-    meta = {json.loads(x)["variant"]: json.loads(x) for x in (run_dir / "variants.jsonl").read_text().splitlines()}
+    meta = {json.loads(x)["variant"]: json.loads(x)
+            for x in (run_dir / "variants.jsonl").read_text().splitlines()}
     assert meta["vllm-eagle3"]["engine"] == "vllm" and meta["vllm-eagle3"]["engine_version"] == "0.33.0"
     assert '"method":"eagle3"' in " ".join(meta["vllm-eagle3"]["launch_command"])
     assert meta["sgl-eagle3"]["engine"] == "sglang"

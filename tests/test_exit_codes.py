@@ -1,5 +1,5 @@
-"""Every command follows the one exit-code table (harness.common.errors.EXIT_MEANINGS, quoted by the README and
-`draftbench --help`): 0 ok, 1 the command ran and something failed, 2 bad input or a failed preflight,
+"""Every command follows the one exit-code table (harness.common.errors.EXIT_MEANINGS, quoted by the README
+and `draftbench --help`): 0 ok, 1 the command ran and something failed, 2 bad input or a failed preflight,
 130 interrupted. Each case runs the real CLI in its own process."""
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def _prompts(tmp_path: Path) -> str:
 
 
 def _bad_plan(tmp_path: Path) -> str:
-    (tmp_path / "bad.yaml").write_text("name: x\nmodel: {path: /m, tp_size: 0}\nvariants: [{name: baseline}]\n"
-                                       "suites: [smoke]\n")
+    (tmp_path / "bad.yaml").write_text("name: x\nmodel: {path: /m, tp_size: 0}\nvariants: [{name: "
+                                       "baseline}]\nsuites: [smoke]\n")
     return "bad.yaml"
 
 
@@ -77,8 +77,8 @@ BAD_INPUT_CASES = {
     "tune missing plan": lambda t: ["tune", "nope.yaml"],
     "tune report not a tune dir": lambda t: ["tune", "--report", "."],
     "breakeven missing plan": lambda t: ["breakeven", "nope.yaml", "--variant", "x"],
-    "breakeven unknown variant": lambda t: ["breakeven", str(small_plan(t)), "--variant", "x", "--results-dir",
-                                            "r"],
+    "breakeven unknown variant": lambda t: ["breakeven", str(small_plan(t)), "--variant", "x",
+                                            "--results-dir", "r"],
     "regen missing input": lambda t: ["regen", str(DEMO), "--input", "nope.jsonl", "--output", "o.jsonl"],
     "train missing plan": lambda t: ["train", "nope.yaml", "--data", "d", "--output-dir", "o"],
     "jobs without an id": lambda t: ["jobs", "follow", "--results-dir", "r"],
@@ -103,7 +103,8 @@ def test_exit_2_bad_input_or_failed_preflight(tmp_path, case):
         assert out.stderr.startswith("error: "), out.stderr
 
 
-@pytest.mark.parametrize("command", [["run"], ["breakeven", "--variant", "good-eagle3", "--accept-lens", "1.5,2.5"]])
+@pytest.mark.parametrize("command", [["run"],
+                                     ["breakeven", "--variant", "good-eagle3", "--accept-lens", "1.5,2.5"]])
 def test_exit_1_the_run_finished_with_failures(tmp_path, busy_port, command):
     plan = small_plan(tmp_path, port=busy_port)
     out = cli(command[0], str(plan), *command[1:], "--results-dir", "r", "--no-check", cwd=tmp_path)
@@ -138,7 +139,8 @@ def _wait_for(q: queue.Queue, needle: str, seen: list[str], deadline_s: float = 
     raise AssertionError(f"no {needle!r} within {deadline_s} s:\n" + "".join(seen))
 
 
-REGEN = ["regen", "--input", "in.jsonl", "--output", "out.jsonl", "--max-tokens", "4000", "--concurrency", "1"]
+REGEN = ["regen", "--input", "in.jsonl", "--output", "out.jsonl", "--max-tokens", "4000",
+         "--concurrency", "1"]
 
 
 @pytest.mark.parametrize(("command", "sig", "needle"), [

@@ -13,7 +13,8 @@ from harness.client.stream import ReplayClient
 from tests.test_client import REQ, ScriptServer, chat_chunk, client, ev, server, sse  # noqa: F401 (fixtures)
 
 
-def stream_with(final_usage: object, *, cum: object = None, finish: object = "stop", text: str = "t") -> list[bytes]:
+def stream_with(final_usage: object, *, cum: object = None, finish: object = "stop",
+                text: str = "t") -> list[bytes]:
     """A chat stream of two content chunks whose final usage chunk carries `final_usage` as completion_tokens
     (and, when `cum` is given, whose content chunks carry it as cumulative usage)."""
     chunks = [ev(chat_chunk("", role=True))]
@@ -33,8 +34,8 @@ def stream_with(final_usage: object, *, cum: object = None, finish: object = "st
 
 
 def record(result) -> object:
-    return make_record(run_id="r", variant="v", phase="p", suite="s", prompt_id="p1", category="", concurrency=1,
-                       repeat=1, request_id="r1", result=result)
+    return make_record(run_id="r", variant="v", phase="p", suite="s", prompt_id="p1", category="",
+                       concurrency=1, repeat=1, request_id="r1", result=result)
 
 
 BAD_FINAL = [
@@ -69,8 +70,9 @@ async def test_bad_cumulative_usage_in_a_chunk_is_a_request_error(server: Script
     assert all(type(n) is int and 0 <= n < 2**31 for n in r.chunk_tokens)
 
 
-@pytest.mark.parametrize(("finish", "reason"), [("abort", "server ended the request with finish_reason 'abort'"),
-                                                ({"type": "abort"}, "bad finish_reason")])
+@pytest.mark.parametrize(("finish", "reason"),
+                         [("abort", "server ended the request with finish_reason 'abort'"),
+                          ({"type": "abort"}, "bad finish_reason")])
 async def test_abort_and_non_string_finish_reasons_are_errors(server: ScriptServer, client: ReplayClient,
                                                               finish, reason):
     server.scripts = [sse(stream_with(2, finish=finish))]
@@ -109,11 +111,12 @@ async def test_hostile_usage_values_end_as_request_errors_in_a_run(tmp_path):
     from tests.faults_helpers import FAULTY_LAUNCHER, read_csv, reap_servers, write_plan
 
     suite = [{"id": pid, "text": f"{fault or 'fine'} request {pid}"} for pid, fault in HOSTILE] * 1
-    plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=FAULTY_LAUNCHER, sim=False,
-                           variants=[{"name": "baseline"}], suite_prompts=suite,
+    plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=FAULTY_LAUNCHER,
+                           sim=False, variants=[{"name": "baseline"}], suite_prompts=suite,
                            run={"concurrency": [3], "max_tokens": 4, "request_timeout_s": 30.0})
     try:
-        rc = await consume(run_plan(load_plan(plan_path), results_dir=tmp_path / "results"), out=io.StringIO())
+        rc = await consume(run_plan(load_plan(plan_path), results_dir=tmp_path / "results"),
+                           out=io.StringIO())
     finally:
         reap_servers(tmp_path)
     assert rc == 1  # request errors, not an aborted run
@@ -124,7 +127,8 @@ async def test_hostile_usage_values_end_as_request_errors_in_a_run(tmp_path):
         r = rows[pid]
         assert (r["ok"] == "True") == (not fault), (pid, r["error"])
         if fault:
-            assert r["error"].startswith(("bad usage: completion_tokens", "server ended the request")), r["error"]
+            assert r["error"].startswith(("bad usage: completion_tokens", "server ended the request")), \
+                r["error"]
             assert r["output_tokens"] == ""
     (summary,) = read_csv(run_dir / "summary.csv")
     assert (int(summary["requests"]), int(summary["errors"]), int(summary["output_tokens"])) == (2, 7, 8)
@@ -132,13 +136,15 @@ async def test_hostile_usage_values_end_as_request_errors_in_a_run(tmp_path):
 
 def _with_spec(details: dict) -> list[bytes]:
     chunks = stream_with(2)
-    sglext = {"id": "x", "object": "chat.completion.chunk", "choices": [], "sglext": {"spec_tokens_details": details}}
+    sglext = {"id": "x", "object": "chat.completion.chunk", "choices": [],
+              "sglext": {"spec_tokens_details": details}}
     return [*chunks[:-2], ev(sglext), *chunks[-2:]]
 
 
 @pytest.mark.parametrize(("details", "kept"), [({"spec_verify_ct": "abc", "spec_accept_length": 2.5},
                                                 {"spec_accept_length": 2.5}),
-                                               ({"spec_verify_ct": [1, "x"], "spec_num_correct_drafts": True}, {})])
+                                               ({"spec_verify_ct": [1, "x"], "spec_num_correct_drafts": True},
+                                                {})])
 async def test_non_numeric_spec_stats_are_dropped_not_divided_by(server: ScriptServer, client: ReplayClient,
                                                                 details, kept):
     from harness.engines.sglang.spec import request_spec
@@ -146,19 +152,21 @@ async def test_non_numeric_spec_stats_are_dropped_not_divided_by(server: ScriptS
     server.scripts = [sse(_with_spec(details))]
     r = await client.stream(REQ)
     assert r.ok and (r.spec or {}) == kept
-    rec = make_record(run_id="r", variant="v", phase="p", suite="s", prompt_id="p1", category="", concurrency=1,
-                      repeat=1, request_id="r1", result=r, normalise_spec=request_spec)  # raised TypeError before
+    # raised TypeError before
+    rec = make_record(run_id="r", variant="v", phase="p", suite="s", prompt_id="p1", category="",
+                      concurrency=1, repeat=1, request_id="r1", result=r, normalise_spec=request_spec)
     assert rec.ok and rec.spec_verify_ct is None
 
 
 @pytest.mark.parametrize("bad", [-1, 1e308, 10**13])
-async def test_negative_or_huge_spec_stats_are_a_request_error(server: ScriptServer, client: ReplayClient, bad):
+async def test_negative_or_huge_spec_stats_are_a_request_error(server: ScriptServer, client: ReplayClient,
+                                                                bad):
     server.scripts = [sse(_with_spec({"spec_verify_ct": 4, "spec_num_correct_drafts": bad}))]
     r = await client.stream(REQ)
     assert not r.ok and r.error.startswith("bad spec stats: spec_num_correct_drafts"), r.error
 
 
-# ---- the SSE buffer: linear, and an event's size capped ------------------------------------------------------
+# ---- the SSE buffer: linear, and an event's size capped ---------------------------------------------------
 
 
 def test_splitter_is_linear_on_a_huge_unterminated_event():
@@ -195,8 +203,8 @@ async def test_oversized_event_is_a_request_error(server: ScriptServer, client: 
     assert not r.ok and r.error.startswith("sse event too large: an event over 4096 bytes"), r.error
 
 
-async def test_a_result_that_cannot_be_built_is_a_request_error_not_an_exception(server: ScriptServer,
-                                                                                client: ReplayClient, monkeypatch):
+async def test_a_result_that_cannot_be_built_is_a_request_error_not_an_exception(
+        server: ScriptServer, client: ReplayClient, monkeypatch):
     """Whatever slips past the checks above must not escape stream(): the worker would die quietly."""
     from harness.client import collect
 

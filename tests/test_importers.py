@@ -51,8 +51,9 @@ def test_separate_turns_as_before(tmp_path):
 
 def test_sharegpt_json_array_from_value(tmp_path):
     rows = [
-        {"id": "c1", "conversations": [{"from": "system", "value": "Be brief."}, {"from": "human", "value": "Hi"},
-                                       {"from": "gpt", "value": "Hello!"}, {"from": "human", "value": "Tell a joke"},
+        {"id": "c1", "conversations": [{"from": "system", "value": "Be brief."},
+                                       {"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Hello!"},
+                                       {"from": "human", "value": "Tell a joke"},
                                        {"from": "gpt", "value": "..."}]},
         {"id": "c1", "conversations": [{"from": "gpt", "value": "orphan"}, {"from": "human", "value": "Q?"}]},
         {"id": "c3", "conversations": [{"from": "gpt", "value": "only an answer"}]},
@@ -78,7 +79,8 @@ def test_sharegpt_jsonl_role_content_and_specforge_rows(tmp_path):
         {"id": 3, "messages": [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}]},
     ]
     suite, report = import_suite(_jsonl(tmp_path / "train.jsonl", rows), fmt="specforge")
-    assert [(p.id, p.text, p.followups) for p in suite.prompts] == [("1", "A", ["C"]), ("3", "one\n\ntwo", [])]
+    assert [(p.id, p.text, p.followups) for p in suite.prompts] == [("1", "A", ["C"]),
+                                                                    ("3", "one\n\ntwo", [])]
     assert report.dropped == {"rows with status 'error' (failed regeneration)": 1}
     assert report.notes["consecutive user turns joined"] == 1
 
@@ -93,7 +95,8 @@ def test_plain_jsonl_of_prompts(tmp_path):
 
 
 def test_categories_length_and_a_seeded_sample(tmp_path):
-    rows = [{"question_id": i, "category": "a" if i % 2 else "b", "turns": ["x" * (10 + i)]} for i in range(40)]
+    rows = [{"question_id": i, "category": "a" if i % 2 else "b", "turns": ["x" * (10 + i)]}
+            for i in range(40)]
     path = _jsonl(tmp_path / "q.jsonl", rows)
     suite, report = import_suite(path, categories=["a"], max_chars=40)
     assert {p.category for p in suite.prompts} == {"a"} and all(p.size_chars <= 40 for p in suite.prompts)

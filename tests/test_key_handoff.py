@@ -39,7 +39,8 @@ async def test_started_servers_get_the_key_off_the_command_line(tmp_path: Path, 
     workdir = tmp_path / "work"
     write_demo_models(workdir)
     text = PLAN.format(host="local", python=sys.executable, workdir=json.dumps(str(workdir)))
-    text = text.replace("  startup_timeout_s: 60\n", "  startup_timeout_s: 60\n  api_key_env: DB_HANDOFF_KEY\n")
+    text = text.replace("  startup_timeout_s: 60\n",
+                        "  startup_timeout_s: 60\n  api_key_env: DB_HANDOFF_KEY\n")
     text = text.replace("  max_tokens: 96\n", "  max_tokens: 8\n")
     path = tmp_path / "plan.yaml"
     path.write_text(text)
@@ -68,10 +69,13 @@ async def test_started_servers_get_the_key_off_the_command_line(tmp_path: Path, 
             assert KEY.encode() not in p.read_bytes(), p
     target_run = workdir / "runs" / run_dir.name
     assert not list(target_run.glob("*.key.*"))  # the key files are deleted
-    # SGLang prints ServerArgs (api_key included) into its own log: said, with the file; vLLM read the variable
-    assert KEY in (target_run / "sgl-base.log").read_text() and KEY not in (target_run / "vllm-base.log").read_text()
+    # SGLang prints ServerArgs (api_key included) into its own log: said, with the file; vLLM read the
+    # variable
+    assert KEY in (target_run / "sgl-base.log").read_text()
+    assert KEY not in (target_run / "vllm-base.log").read_text()
     warned = [a for a in alarms if a.code == "key-in-server-log"]
-    assert [a.variant for a in warned] == ["sgl-base"] and str(target_run / "sgl-base.log") in warned[0].message
+    assert [a.variant for a in warned] == ["sgl-base"]
+    assert str(target_run / "sgl-base.log") in warned[0].message
 
 
 class _Target:
@@ -85,9 +89,11 @@ class _Target:
 async def test_hand_over_per_engine():
     t = _Target()
     argv, to_delete = await hand_over(t, get_engine("vllm"), ["vllm", "serve", "m"], "k'ey", "/w/r/v")
-    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["/w/r/v.key.env", "vllm", "serve", "m"] and to_delete is None
+    assert argv[:2] == ["sh", "-c"] and argv[3:] == ["/w/r/v.key.env", "vllm", "serve", "m"]
+    assert to_delete is None
     assert t.files["/w/r/v.key.env"] == b"VLLM_API_KEY='k'\"'\"'ey'\n"
-    argv, to_delete = await hand_over(t, get_engine("sglang"), ["python", "-m", "sglang.launch_server"], "k", "/w/v")
+    argv, to_delete = await hand_over(t, get_engine("sglang"), ["python", "-m", "sglang.launch_server"], "k",
+                                      "/w/v")
     assert argv[-2:] == ["--config", "/w/v.key.json"] and to_delete == "/w/v.key.json"
     assert json.loads(t.files["/w/v.key.json"]) == {"api-key": "k"}
     with pytest.raises(HarnessError, match="already has --config"):

@@ -6,7 +6,7 @@ import pytest
 
 from harness.common.versions import parse_version
 from harness.engines.sglang.launch import build_launch_argv, cuda_graph_max_bs_flag, spec_params
-from harness.inputs.config import load_plan
+from harness.inputs.config import Variant, load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = ["python3", "-m", "sglang.launch_server", "--model-path", "/models/Kimi-K2.5", "--tp-size", "8",
@@ -27,8 +27,8 @@ def test_eagle3_argv(kimi):
     v = kimi.variant("k25-eagle3-10k")
     assert build_launch_argv(kimi, v, 30001, "0.5.15") == BASE + [
         "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
-        "/models/drafters/kimi-k25-eagle3-10k", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "4"]
+        "/models/drafters/kimi-k25-eagle3-10k", "--speculative-num-steps", "3", "--speculative-eagle-topk",
+        "1", "--speculative-num-draft-tokens", "4"]
 
 
 def test_topk1_forces_draft_tokens_and_graph_flags(kimi):
@@ -66,4 +66,4 @@ def test_versions():
     assert parse_version("0.4.3.post4") < parse_version("0.5.3") < parse_version("0.5.10")
     assert cuda_graph_max_bs_flag("0.5.13") == "--cuda-graph-max-bs"
     assert cuda_graph_max_bs_flag("0.5.14") == "--cuda-graph-max-bs-decode"
-    assert spec_params(type("V", (), {"num_steps": None})()) is None
+    assert spec_params(Variant(name="v", drafter={"name": "d", "path": "/d"})) is None  # SGLang chooses

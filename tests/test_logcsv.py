@@ -1,4 +1,5 @@
-"""harness.engines.sglang.logcsv: the parse-log CSV writer must write exactly what write_windows_csv(parse_file()) writes.
+"""harness.engines.sglang.logcsv: the parse-log CSV writer must write exactly what
+write_windows_csv(parse_file()) writes.
 
 Every comparison below is against that objects path, on the real captures, the format-family fixtures
 and mangled copies of their lines; the tests also check the regex fast path really took the lines.
@@ -191,11 +192,13 @@ def test_mangled_lines_give_the_objects_path_rows(tmp_path, counted):
     # Four decode layouts and a prefill one (a log has a few; the writer keeps 4 per kind at hand).
     families = (FIXTURES / "logs" / "families.txt").read_text("utf-8").split("\n")
     sources = [EAGLE3_DECODE, EAGLE3_PREFILL] + [
-        line for line in families if line.startswith("[") and any(s in line for s in ("DP1 TP1]", "[40960]", "07:46:12]"))
-    ]  # fmt: skip
+        line for line in families
+        if line.startswith("[") and any(s in line for s in ("DP1 TP1]", "[40960]", "07:46:12]"))
+    ]
     assert len(sources) == 5
     lines = list(sources)  # every layout is learned before its mangled copies arrive
-    lines += mangled_lines(rng, sources, 3000, number_share=0.5, numbers=re.compile(r"(?<=: )[0-9.]+|[0-9]+(?=\])"),
+    lines += mangled_lines(rng, sources, 3000, number_share=0.5,
+                           numbers=re.compile(r"(?<=: )[0-9.]+|[0-9]+(?=\])"),
                            values=TRICKY_NUMBERS + CANONICAL)
     path = tmp_path / "mangled.log"
     path.write_bytes("\n".join(lines).encode("utf-8") + b"\n")

@@ -1,4 +1,5 @@
-"""harness.engines.sglang.logcsv's block path: one regex over a whole block of lines, rows from one comprehension.
+"""harness.engines.sglang.logcsv's block path: one regex over a whole block of lines, rows from one
+comprehension.
 
 Every comparison is against the objects path (write_windows_csv(parse_file())). Small blocks put many
 block edges in small logs, and a block only takes the block path once its layouts were learned, so
@@ -35,7 +36,8 @@ DECODE = STATS_LINES[-1]  # 0.5.x, baseline
 NOISE = [
     '[2026-08-20 03:03:04] INFO:     127.0.0.1:41090 - "GET /get_server_info HTTP/1.1" 200 OK',
     "Capturing batches (bs=16 avail_mem=69.74 GB):   8%|\u258a         | 1/12 [00:40<07:23, 40.33s/it]",
-    "[2026-08-20 03:03:05] Cache not flushed because there are pending requests. #queue-req: 0, #running-req: 1",
+    "[2026-08-20 03:03:05] Cache not flushed because there are pending requests. "
+    "#queue-req: 0, #running-req: 1",
     "",
 ]
 
@@ -138,7 +140,8 @@ def test_mangled_lines_judged_one_by_one_by_the_block_regex(tmp_path, block_rows
     rng = random.Random(4321)
     sources = [EAGLE3_DECODE, EAGLE3_PREFILL, next(line for line in STATS_LINES if ".907 DP1" in line)]
     lines = list(sources)
-    lines += mangled_lines(rng, sources, 1500, number_share=0.6, numbers=re.compile(r"(?<=: )[0-9.]+|[0-9]+(?=[\]. ])"),
+    lines += mangled_lines(rng, sources, 1500, number_share=0.6,
+                           numbers=re.compile(r"(?<=: )[0-9.]+|[0-9]+(?=[\]. ])"),
                            values=TRICKY_NUMBERS + CANONICAL * 3, edits=(1, 1))
     path = tmp_path / "mangled.log"
     path.write_bytes("\n".join(lines).encode("utf-8") + b"\n")

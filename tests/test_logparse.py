@@ -202,7 +202,7 @@ def test_combined_accept_len_matches_server_average_after_flush():
 
 def _decode(line, bs, accept_len, graph=True, gen=100.0, rate=None):
     return LogWindow(line=line, time="2026-11-29 10:12:34", kind="decode", running_req=bs, queue_req=0,
-                     accept_len=accept_len, accept_rate=rate, cuda_graph=graph, gen_throughput=gen)  # fmt: skip
+                     accept_len=accept_len, accept_rate=rate, cuda_graph=graph, gen_throughput=gen)
 
 
 def test_combine_windows_weights_by_batch_size_and_skips_non_spec_windows():
@@ -317,8 +317,10 @@ def test_an_empty_last_value_gets_the_same_answer_whether_its_layout_is_cached_o
 
 def test_noise_around_the_bracket_is_ignored():
     expected = parse_line(EAGLE3_DECODE, 5)
-    for prefix in ("(SGLangEngine pid=48213) ", "(SGLangEngine pid=1, ip=10.0.0.2) ", "\x1b[36m(SGLangEngine pid=7)\x1b[0m ",
-                   "Capturing batches (bs=1 avail_mem=69.55 GB): 100%|██████████| 12/12 [00:01<00:00, 9.1it/s]"):  # fmt: skip
+    for prefix in ("(SGLangEngine pid=48213) ", "(SGLangEngine pid=1, ip=10.0.0.2) ",
+                   "\x1b[36m(SGLangEngine pid=7)\x1b[0m ",
+                   "Capturing batches (bs=1 avail_mem=69.55 GB): 100%|██████████| 12/12 "
+                   "[00:01<00:00, 9.1it/s]"):
         assert parse_line(prefix + EAGLE3_DECODE, 5) == expected
     assert parse_line("\r  0%|          | 0/12\r" + EAGLE3_DECODE + "\r\n", 5) == expected
 

@@ -19,7 +19,8 @@ WORDS = [" the", " cache", " holds", " the", " answer"]
 
 def _path(text: str, words: list[str], alts: dict[int, list[tuple[str, float]]], prefix: int = 0,
           start: int = 0) -> ScoredPath:
-    return ScoredPath(text, prefix, [Tok(w, -0.1, tuple(alts.get(i, []))) for i, w in enumerate(words)], start)
+    return ScoredPath(text, prefix, [Tok(w, -0.1, tuple(alts.get(i, []))) for i, w in enumerate(words)],
+                      start)
 
 
 def test_offsets_walk_pieces_of_characters_and_tokens_the_text_leaves_out():
@@ -62,14 +63,14 @@ def test_next_anchor_follows_the_baseline_past_each_point_where_the_control_left
 
 def test_parse_answer_reads_chat_and_completions_logprobs():
     chat = {"choices": [{"message": {"content": " a b"}, "logprobs": {"content": [
-        {"token": " a", "bytes": [32, 97], "logprob": -0.1, "top_logprobs": [{"token": " a", "logprob": -0.1},
-                                                                             {"token": " c", "logprob": -2.0}]},
+        {"token": " a", "bytes": [32, 97], "logprob": -0.1,
+         "top_logprobs": [{"token": " a", "logprob": -0.1}, {"token": " c", "logprob": -2.0}]},
         {"token": " b", "logprob": -0.2, "top_logprobs": []}]}}]}
     text, toks = parse_answer(chat, True)
     assert text == " a b" and toks[0].entries() == [(" a", -0.1), (" c", -2.0)] and toks[1].text == " b"
-    comp = {"choices": [{"text": " a b", "logprobs": {"tokens": [" a", " b"], "token_logprobs": [-0.1, -0.2],
-                                                      "top_logprobs": [{" a": -0.1, " d": -1.0}, {" b": -0.2}],
-                                                      "text_offset": [-1, -1]}}]}
+    comp = {"choices": [{"text": " a b", "logprobs": {
+        "tokens": [" a", " b"], "token_logprobs": [-0.1, -0.2],
+        "top_logprobs": [{" a": -0.1, " d": -1.0}, {" b": -0.2}], "text_offset": [-1, -1]}}]}
     text, toks = parse_answer(comp, False)
     assert toks[0].alts == ((" a", -0.1), (" d", -1.0))
     assert parse_answer({"choices": [{"message": {"content": "x"}, "logprobs": None}]}, True) == ("x", [])
@@ -79,7 +80,8 @@ def test_parse_answer_reads_chat_and_completions_logprobs():
 def test_fisher_one_sided_and_the_control_concurrency():
     assert lossless.fisher_greater(3, 3, 0, 3) == pytest.approx(1 / 20)
     assert lossless.fisher_greater(0, 5, 5, 5) == pytest.approx(1.0)
-    assert control_concurrency([1, 4]) == 2 and control_concurrency([2, 3]) == 4 and control_concurrency([8]) == 2
+    assert control_concurrency([1, 4]) == 2 and control_concurrency([2, 3]) == 4
+    assert control_concurrency([8]) == 2
 
 
 # --- row_audit on a run's records -------------------------------------------------------------------------
@@ -105,8 +107,8 @@ def _audit(free: list[str], paths: dict[int, ScoredPath], expects: dict[int, dic
     for i, text in enumerate(free):
         p = paths.get(i) or _path(text, [text], {})
         audit.add({"kind": "path", "variant": "base", "suite": "s", "prompt_id": f"p{i}", "source": "free",
-                   "prefix": p.prefix, "text": p.text, "tokens": [[t.text, t.logprob, [list(a) for a in t.alts]]
-                                                                 for t in p.toks]})
+                   "prefix": p.prefix, "text": p.text,
+                   "tokens": [[t.text, t.logprob, [list(a) for a in t.alts]] for t in p.toks]})
     for i, exp in (expects or {}).items():
         audit.add({"kind": "expect", "suite": "s", "prompt_id": f"p{i}", "expect": exp})
     return audit
@@ -138,7 +140,8 @@ def test_a_wrong_token_at_a_wide_margin_is_suspect_with_its_worst_case():
     assert "1 of 1 divergences at 0.5 nats or more: s/p0 token 1: ' cache' vs ' tree' 3.90 nats" \
         in got["lossless_detail"]
     # the threshold is the run's: at 5 nats the same divergence is a near-tie
-    got = lossless.row_audit(req, out, _audit(base, {0: _path(BASE, WORDS, TIE)}, margin=5.0), "base", "spec", 1)
+    got = lossless.row_audit(req, out, _audit(base, {0: _path(BASE, WORDS, TIE)}, margin=5.0), "base", "spec",
+                             1)
     assert got["lossless_verdict"] == "lossless"
 
 
@@ -194,7 +197,8 @@ def test_a_server_without_logprobs_still_gives_the_control():
     base = [BASE] * 4
     req, out = _records({"base": base, "spec": [" the model is", BASE, BASE, BASE]})
     audit = lossless.Audit()
-    audit.add({"kind": "audit", "variant": "base", "error": "the baseline's server answered without logprobs"})
+    audit.add({"kind": "audit", "variant": "base",
+               "error": "the baseline's server answered without logprobs"})
     for i, text in enumerate(base):
         audit.add({"kind": "path", "variant": "base", "suite": "s", "prompt_id": f"p{i}", "source": "free",
                    "text": text, "tokens": []})

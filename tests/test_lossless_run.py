@@ -29,7 +29,8 @@ target:
   launcher: ["{{python}}", "-m", "harness.sim"]
   workdir: {workdir}
   simulated: true
-  env: {{DRAFTBENCH_SIM_STARTUP_S: "0.1", DRAFTBENCH_SIM_TIME_SCALE: "0.05", DRAFTBENCH_SIM_NEAR_TIES: "0.02"}}
+  env: {{DRAFTBENCH_SIM_STARTUP_S: "0.1", DRAFTBENCH_SIM_TIME_SCALE: "0.05",
+        DRAFTBENCH_SIM_NEAR_TIES: "0.02"}}
 model: {{path: demo-models/target}}
 server: {{port: auto, max_running_requests: 32, decode_log_interval: 5, startup_timeout_s: 60}}
 variants:
@@ -50,8 +51,8 @@ suites:
     prompts:
 {prompts}      - id: js
         text: "Give a city as JSON."
-        response_format: {{type: json_schema, json_schema: {{name: city, schema: {{type: object, required: [city],
-          properties: {{city: {{type: string}}, n: {{type: integer}}}}}}}}}}
+        response_format: {{type: json_schema, json_schema: {{name: city, schema: {{type: object,
+          required: [city], properties: {{city: {{type: string}}, n: {{type: integer}}}}}}}}}}
 run:
   concurrency: [1, 4]
   max_tokens: 48
@@ -75,14 +76,16 @@ async def _run(plan, results):
 @pytest.mark.slow
 async def test_near_ties_read_lossless_and_a_broken_verify_path_suspect(tmp_path):
     write_demo_models(tmp_path / "work")
-    prompts = "".join(f'      - {{id: p{i}, text: "Tell me about item {i} in some detail."}}\n' for i in range(12))
-    (tmp_path / "plan.yaml").write_text(PLAN.format(python=sys.executable, workdir=json.dumps(str(tmp_path / "work")),
-                                                    prompts=prompts))
+    prompts = "".join(f'      - {{id: p{i}, text: "Tell me about item {i} in some detail."}}\n'
+                      for i in range(12))
+    workdir = json.dumps(str(tmp_path / "work"))
+    (tmp_path / "plan.yaml").write_text(PLAN.format(python=sys.executable, workdir=workdir, prompts=prompts))
     run_dir, seen = await _run(load_plan(tmp_path / "plan.yaml"), tmp_path / "results")
     s = load_summary(run_dir).set_index(["variant", "concurrency"])
     good, broken = s.loc["good"], s.loc["broken"]
     assert (good["lossless_verdict"] == "lossless").all(), good["lossless_detail"].tolist()
-    assert good["divergence_rate"].max() > 0 and good["max_divergence_margin"].max() < 0.5  # ties, and only ties
+    # ties, and only ties
+    assert good["divergence_rate"].max() > 0 and good["max_divergence_margin"].max() < 0.5
     assert (s.loc["baseline", "control_divergence_rate"] >= 0).all()
     assert (broken["lossless_verdict"] == "suspect").all()
     detail = broken.loc[1, "lossless_detail"]
@@ -112,7 +115,8 @@ async def test_near_ties_read_lossless_and_a_broken_verify_path_suspect(tmp_path
 
 
 def _h200_report():
-    spec = importlib.util.spec_from_file_location("lossless_report", ROOT / "benchmarks/h200/lossless_report.py")
+    spec = importlib.util.spec_from_file_location("lossless_report",
+                                                  ROOT / "benchmarks/h200/lossless_report.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

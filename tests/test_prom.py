@@ -1,6 +1,7 @@
-"""harness.engines.sglang.prom: the server's own TTFT / queue / e2e means over a phase, from SGLang's histograms. Parsed on
-the real server's /metrics (captured before and after 21 requests on the H200), and checked end to end
-against the stand-in: the server's interval lies inside the client's, request by request and so in mean."""
+"""harness.engines.sglang.prom: the server's own TTFT / queue / e2e means over a phase, from SGLang's
+histograms. Parsed on the real server's /metrics (captured before and after 21 requests on the H200), and
+checked end to end against the stand-in: the server's interval lies inside the client's, request by request
+and so in mean."""
 
 from __future__ import annotations
 

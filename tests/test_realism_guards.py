@@ -1,6 +1,7 @@
-"""Prompt-realism guards (harness.checks.realism): `check` and the run warn about prompts sent without the chat
-template, synthetic suites (marked, random tokens, filler), suites outside the drafter's training categories, a
-sampler the model recommends that no arm measures, and an accept length far from the training-time one."""
+"""Prompt-realism guards (harness.checks.realism): `check` and the run warn about prompts sent without the
+chat template, synthetic suites (marked, random tokens, filler), suites outside the drafter's training
+categories, a sampler the model recommends that no arm measures, and an accept length far from the
+training-time one."""
 
 from __future__ import annotations
 
@@ -27,13 +28,14 @@ DEMO = REPO_ROOT / "plans" / "demo.yaml"
 
 
 def _suite(name: str, texts: list[str], **extra) -> Suite:
-    return Suite.model_validate({"name": name, "prompts": [{"id": f"p{i}", "text": t} for i, t in enumerate(texts)],
-                                 **extra})
+    prompts = [{"id": f"p{i}", "text": t} for i, t in enumerate(texts)]
+    return Suite.model_validate({"name": name, "prompts": prompts, **extra})
 
 
 def _random_tokens(n: int, rng: random.Random) -> str:
     """What decoding random token ids gives: subword shards glued without function words."""
-    shards = ["ation", "Ġinter", "ixel", "orph", "qu", "ström", "ynb", "ilt", "ach", "zx", "olu", "ept", "ram"]
+    shards = ["ation", "Ġinter", "ixel", "orph", "qu", "ström", "ynb", "ilt", "ach", "zx", "olu", "ept",
+              "ram"]
     return " ".join("".join(rng.choice(shards) for _ in range(rng.randint(1, 3))) for _ in range(n))
 
 
@@ -46,7 +48,8 @@ def test_synthetic_suites_are_told_apart_from_real_ones():
     filler = "The quick brown fox jumps over the lazy dog. " * 300
     assert "repeats itself" in synthetic_reason(_suite("f", [filler]))
     # a long real document is neither
-    real = "\n\n".join(p.text or p.messages[-1].content for p in load_suite(REPO_ROOT / "suites" / "categories.yaml").prompts)
+    categories = load_suite(REPO_ROOT / "suites" / "categories.yaml")
+    real = "\n\n".join(p.text or p.messages[-1].content for p in categories.prompts)
     assert synthetic_reason(_suite("doc", [real])) is None
 
 
@@ -90,7 +93,8 @@ def test_training_categories_from_the_specforge_data_file(tmp_path):
 def _check_json(plan_path: Path, tmp_path: Path, capsys) -> list[dict]:
     from harness.cli import main
 
-    assert main(["check", str(plan_path), "--results-dir", str(tmp_path), "--json"]) == 0  # warnings do not fail
+    # warnings do not fail
+    assert main(["check", str(plan_path), "--results-dir", str(tmp_path), "--json"]) == 0
     return json.loads(capsys.readouterr().out)["findings"]
 
 
@@ -111,10 +115,12 @@ def test_check_warns_on_a_raw_text_suite_and_a_synthetic_suite(tmp_path, capsys)
     suite = tmp_path / "long.yaml"
     suite.write_text(yaml.safe_dump({"name": "long", "synthetic": True, "description": "SYNTHETIC: generated",
                                      "prompts": [{"id": "synthetic-64-1", "category": "synthetic-64",
-                                                  "messages": [{"role": "user", "content": "Summarize it."}]}]}))
+                                                  "messages": [{"role": "user",
+                                                                "content": "Summarize it."}]}]}))
     syn = _check_json(_plan_file(tmp_path, suites=[str(suite)]), tmp_path, capsys)
     warned = [f for f in syn if f["severity"] == "warning"]
-    assert [f["code"] for f in warned] == ["synthetic-suite"] and "suite 'long' is synthetic" in warned[0]["what"]
+    assert [f["code"] for f in warned] == ["synthetic-suite"]
+    assert "suite 'long' is synthetic" in warned[0]["what"]
     # the model's own sampler, from generation_config.json in its directory, is suggested as an arm
     plan = load_plan(_plan_file(tmp_path))
     model_dir = tmp_path / ".demo-target" / "demo-models" / "target"
@@ -141,7 +147,8 @@ async def test_the_run_warns_before_measuring_a_raw_text_suite(tmp_path):
     finally:
         reap_servers(tmp_path)
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, ev.PhaseStarted))
-    warned = [i for i, e in enumerate(events) if isinstance(e, ev.Alarm) and e.code == "prompts-without-chat-template"]
+    warned = [i for i, e in enumerate(events)
+              if isinstance(e, ev.Alarm) and e.code == "prompts-without-chat-template"]
     assert warned and warned[0] < first_phase  # said before anything is measured
     assert events[warned[0]].severity == "warning"
 
@@ -150,7 +157,8 @@ def test_an_accept_length_far_from_training_is_an_alarm(tmp_path):
     plan = _demo_plan(tmp_path)
     plan.variant("good-eagle3").drafter.training_accept_len = 3.0
     summary = pd.DataFrame([{"variant": "baseline", "accept_len": None},
-                            {"variant": "good-eagle3", "accept_len": 2.0}, {"variant": "good-eagle3", "accept_len": 2.1}])
+                            {"variant": "good-eagle3", "accept_len": 2.0},
+                            {"variant": "good-eagle3", "accept_len": 2.1}])
     (alarm,) = training_alarms(plan, summary)
     assert alarm.code == "accept-far-from-training" and alarm.variant == "good-eagle3"
     assert "2.05 is 32% below the 3.00" in alarm.message
@@ -171,7 +179,8 @@ def test_check_holds_an_earlier_runs_accept_length_against_training_time(tmp_pat
     pd.DataFrame([{"variant": "baseline", "concurrency": 1, "accept_len": None, "tok_s": 100.0},
                   {"variant": "good-eagle3", "concurrency": 1, "accept_len": 2.9, "tok_s": 170.0}]).to_csv(
         earlier / "summary.csv", index=False)
-    (earlier / "variants.jsonl").write_text(json.dumps({"variant": "good-eagle3", "drafter": "demo-good-eagle3"}) + "\n")
+    (earlier / "variants.jsonl").write_text(
+        json.dumps({"variant": "good-eagle3", "drafter": "demo-good-eagle3"}) + "\n")
     found = _check_json(plan_path, tmp_path, capsys)
     (gap,) = [f for f in found if f["code"] == "accept-far-from-training"]
     assert gap["severity"] == "warning" and "2.90 is 36% below the 4.50" in gap["what"]

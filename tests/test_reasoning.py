@@ -27,7 +27,8 @@ def _stream(events: list[tuple[float, bytes]]):
 def _reasoning_run(answer: str = "Paris.", thought: str = "The capital of France") -> object:
     usage = orjson.dumps({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 7,
                                                    "completion_tokens_details": {"reasoning_tokens": 4}}})
-    return _stream([(10.1, _chunk(reasoning=thought[:7], cum=2)), (10.2, _chunk(reasoning=thought[7:], cum=4)),
+    return _stream([(10.1, _chunk(reasoning=thought[:7], cum=2)),
+                    (10.2, _chunk(reasoning=thought[7:], cum=4)),
                     (10.5, _chunk(content=answer[:3], cum=6)), (10.6, _chunk(content=answer[3:], cum=7)),
                     (10.7, usage), (10.7, b"[DONE]")])
 
@@ -43,7 +44,8 @@ def test_ttft_of_any_token_and_of_the_first_answer_token():
     rec = _record(res)
     assert round(rec.ttft_ms, 6) == 100.0  # the first reasoning token is the first token users see stream
     assert round(rec.ttft_answer_ms, 6) == 500.0
-    assert (rec.output_tokens, rec.reasoning_tokens, rec.reasoning_chars) == (7, 4, len("The capital of France"))
+    assert (rec.output_tokens, rec.reasoning_tokens, rec.reasoning_chars) == (7, 4,
+                                                                             len("The capital of France"))
 
 
 def test_the_output_hash_covers_the_reasoning():
@@ -52,8 +54,10 @@ def test_the_output_hash_covers_the_reasoning():
     assert rec.text_sha != same_answer_other_thought.text_sha  # thinking differently is a different output
     assert rec.text_sha == output_sha("Paris.", "The capital of France")
     plain = _stream([(10.2, _chunk(content="Paris.", cum=2)),
-                     (10.3, orjson.dumps({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}})),
+                     (10.3, orjson.dumps({"choices": [],
+                                          "usage": {"prompt_tokens": 9, "completion_tokens": 2}})),
                      (10.3, b"[DONE]")])
     prec = _record(plain)
-    assert prec.text_sha == output_sha("Paris.") and prec.ttft_answer_ms == prec.ttft_ms  # no reasoning: as before
+    # no reasoning: as before
+    assert prec.text_sha == output_sha("Paris.") and prec.ttft_answer_ms == prec.ttft_ms
     assert prec.reasoning_tokens is None and prec.reasoning_chars == 0

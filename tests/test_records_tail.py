@@ -34,7 +34,8 @@ def test_a_cut_last_row_is_removed_and_every_whole_row_kept(tmp_path: Path):
     whole = path.read_bytes()
     path.write_bytes(whole + b'3,"cut in a quo')  # a kill mid-row, inside a quoted field
     out = CsvAppender(path, COLS)
-    assert out.repaired == f'{path}:5: the last line was cut mid-row (15 bytes): removed it, kept the 2 complete rows'
+    assert out.repaired == f"{path}:5: the last line was cut mid-row (15 bytes): removed it, kept the 2 " \
+        "complete rows"
     out.append({"a": "4", "b": "w", "note": ""})
     out.close()
     with open(path, newline="") as fh:
@@ -95,12 +96,12 @@ def test_summary_of_a_malformed_csv_is_one_line_naming_file_and_line(tmp_path: P
                    "(a line cut and appended to?)")
 
 
-# ---- end to end on the stand-in ------------------------------------------------------------------------------
+# ---- end to end on the stand-in ---------------------------------------------------------------------------
 
 
 def _plan(tmp_path: Path, n: int = 6) -> Path:
-    return write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER, env=sim_env(0.05),
-                      variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(n),
+    return write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                      env=sim_env(0.05), variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(n),
                       run={"concurrency": [2], "max_tokens": 16})
 
 
@@ -126,7 +127,8 @@ def test_a_full_disk_stops_the_run_with_the_file_named(tmp_path: Path, monkeypat
     err = capsys.readouterr().err
     assert rc == 1, err
     run_dir = next((tmp_path / "results").iterdir())
-    line = f"error: {run_dir / 'requests.csv'}: could not write a record: No space left on device (the disk is full)"
+    line = f"error: {run_dir / 'requests.csv'}: could not write a record: No space left on device " \
+        "(the disk is full)"
     assert line in err.splitlines(), err
     assert "Traceback" not in err
     assert json.loads((run_dir / "provenance.json").read_text())["status"] == "incomplete"

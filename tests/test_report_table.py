@@ -89,8 +89,8 @@ KINDS = {
     "probe": (_row(accept_len_source="probe"), "accept len from a second, untimed pass (checked against the "
                                                "server)"),
     "break-even-batch": (_row(concurrency=4, break_even_batch=4), "break-even measured at batch 4"),
-    "output-differs": (_row(output_match=0.5, first_divergence=120), "output differs from the baseline, first "
-                                                                     "at char 120 (median)"),
+    "output-differs": (_row(output_match=0.5, first_divergence=120), "output differs from the baseline, "
+                                                                     "first at char 120 (median)"),
     "flush-failed": (_row(flush_failed=2), "cache flush failed before 2 phase(s)"),
     "inert": (_row(accept_len=1.0), "no draft token accepted (accept len 1.00)"),
     "disagree": (_row(accept_sources_agree=False), "accept-length sources differ by over 5 %"),
@@ -193,7 +193,8 @@ def test_demo_passes_wide_on(monkeypatch):
 
     seen = []
     monkeypatch.setattr(harness.cli.demo, "prepare_demo", lambda results_dir: object())
-    monkeypatch.setattr(cli_mod, "_execute", lambda plan, results, keep, resume, wide=False: seen.append(wide) or 0)
+    monkeypatch.setattr(cli_mod, "_execute",
+                        lambda plan, results, keep, resume, wide=False: seen.append(wide) or 0)
     assert cli_mod.main(["demo", "--no-check", "--wide"]) == 0
     assert cli_mod.main(["demo", "--no-check"]) == 0
     assert seen == [True, False]

@@ -1,5 +1,5 @@
-"""The stopping rule (harness.analysis.sequential, run.stop: decided): its quantiles and looks by hand, then its
-coverage and its wrong-verdict rate over many seeds of data drawn from the stand-in's own step model.
+"""The stopping rule (harness.analysis.sequential, run.stop: decided): its quantiles and looks by hand, then
+its coverage and its wrong-verdict rate over many seeds of data drawn from the stand-in's own step model.
 
 The simulated repeats are what the stand-in serves: every batch step's time is the model's step time
 (harness.sim.sglang.model) times a log-normal factor of relative sd NOISE (DRAFTBENCH_SIM_STEP_NOISE); each
@@ -28,7 +28,8 @@ def test_t_quantiles_by_hand():
     assert stats.t_quantile(0.995, 2) == pytest.approx(14.089, abs=1e-3)
     assert stats.t_quantile(0.98, 9) == pytest.approx(2.821, abs=1e-3)
     assert stats.t_quantile(0.999, 30) == pytest.approx(3.646, abs=1e-3)
-    assert stats.t_cdf(0.0, 3) == pytest.approx(0.5) and stats.t_cdf(-2.776, 4) == pytest.approx(0.025, abs=1e-4)
+    assert stats.t_cdf(0.0, 3) == pytest.approx(0.5)
+    assert stats.t_cdf(-2.776, 4) == pytest.approx(0.025, abs=1e-4)
 
 
 def test_looks_are_fixed_and_their_alphas_add_up():
@@ -40,7 +41,8 @@ def test_looks_are_fixed_and_their_alphas_add_up():
         alphas = [sequential.look_alpha(k, looks) for k in range(1, looks + 1)]
         assert sum(alphas) == pytest.approx(sequential.ALPHA) and sequential.ALPHA <= 0.05
         assert all(a > 0 for a in alphas) and alphas[-1] >= max(alphas)
-    assert sequential.look_alpha(1, 1) == sequential.ALPHA and sequential.look_level(1, 3) == pytest.approx(0.995)
+    assert sequential.look_alpha(1, 1) == sequential.ALPHA
+    assert sequential.look_level(1, 3) == pytest.approx(0.995)
     assert sequential.look_level(3, 3) == pytest.approx(1 - sequential.ALPHA + 0.01)
 
 
@@ -112,7 +114,8 @@ def test_the_rule_keeps_its_coverage_and_rarely_decides_wrong(name, profile):
     assert wrong <= 0.05, (name, truth, wrong)
     if abs(math.log(truth)) > 0.2:  # a clear-cut row is decided by the last look
         assert decided >= 0.95, (name, truth, decided)
-    if abs(math.log(truth)) > 0.6:  # a 2x effect mostly stops early: the rule spares the repeats it need not run
+    # a 2x effect mostly stops early: the rule spares the repeats it need not run
+    if abs(math.log(truth)) > 0.6:
         assert sum(n < 8 for *_, n in runs) / len(runs) >= 0.5
 
 

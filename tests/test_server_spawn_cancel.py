@@ -26,8 +26,8 @@ class CutSpawn(LocalTarget):
 
 async def test_a_cancelled_spawn_leaves_no_server(tmp_path: Path):
     plan = load_plan(write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
-                                env=sim_env(0.3), variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(2),
-                                run={"concurrency": [1]}))
+                                env=sim_env(0.3), variants=[{"name": "baseline"}, GOOD],
+                                suite_prompts=prompts(2), run={"concurrency": [1]}))
     target = CutSpawn()
     run_dir = tmp_path / "run"
     run_dir.mkdir()

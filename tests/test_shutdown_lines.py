@@ -1,6 +1,6 @@
-"""SGLang's `Subprocess scheduler_0 ... crashed with exit code -15` after draftbench's own SIGTERM is its normal
-shutdown: marked as such in the lines the log pane shows and in the CLI's `server stopped`, never before we
-stopped it (then it is a real crash), and the log file keeps SGLang's own words."""
+"""SGLang's `Subprocess scheduler_0 ... crashed with exit code -15` after draftbench's own SIGTERM is its
+normal shutdown: marked as such in the lines the log pane shows and in the CLI's `server stopped`, never
+before we stopped it (then it is a real crash), and the log file keeps SGLang's own words."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def test_exactly_the_crash_looking_shutdown_lines_of_the_real_captures():
 
 
 def test_marked_only_once_we_sent_the_term():
-    crash = "[t] Subprocess scheduler_0 (pid=616) crashed with exit code -15. Triggering SIGQUIT for cleanup..."
+    crash = "[t] Subprocess scheduler_0 (pid=616) crashed with exit code -15. Triggering SIGQUIT for " \
+        "cleanup..."
     assert label_stop_lines(SGLANG, [crash], stopping=False) == ([crash], 0)  # a crash we did not cause
     assert label_stop_lines(SGLANG, ["x", crash], stopping=True) == (["x", crash + STOP_NOTE], 1)
 
@@ -62,8 +63,8 @@ async def test_a_run_marks_its_servers_shutdown_lines(tmp_path):
 def test_the_cli_says_the_stop_was_normal(tmp_path):
     out = cli("run", str(small_plan(tmp_path, variants=("baseline",))), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert "[baseline] server stopped: SGLang logged its usual 'Subprocess ... crashed with exit code -15' on " \
-           "our SIGTERM: the expected shutdown, not a crash" in out.stderr
+    assert "[baseline] server stopped: SGLang logged its usual 'Subprocess ... crashed with exit code -15' " \
+           "on our SIGTERM: the expected shutdown, not a crash" in out.stderr
 
 
 async def test_the_servers_sections_log_lines_are_marked_too(tmp_path):

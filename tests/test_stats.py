@@ -31,7 +31,8 @@ def test_paired_bootstrap_cancels_prompt_difficulty():
     est, low, high = stats.paired_bootstrap_ratio(np.array([10.0, 20.0]), np.array([1.0, 1.0]),
                                                   np.array([10.0, 20.0]), np.array([1.0, 3.0]))
     assert est == pytest.approx(2.0) and low <= est <= high
-    assert stats.paired_bootstrap_ratio(np.array([1.0]), np.array([1.0]), np.array([1.0]), np.array([1.0])) is None
+    one = np.array([1.0])
+    assert stats.paired_bootstrap_ratio(one, one, one, one) is None
 
 
 def test_bootstrap_is_reproducible():
@@ -60,13 +61,15 @@ def test_window_rates_and_tokens_in():
 
 def _requests(variant, phase, conc, sends, ends, tokens, repeat=1):
     return [{"variant": variant, "phase": phase, "concurrency": conc, "repeat": repeat, "ok": True,
-             "suite": "s", "prompt_id": f"p{i}", "t_send": s, "t_first": s + 0.1, "t_end": e, "output_tokens": n,
-             "chunk_offsets_ms": f"{100.0:.3f} {(e - s) * 1000:.3f}", "chunk_tokens": f"1 {n - 1}"}
+             "suite": "s", "prompt_id": f"p{i}", "t_send": s, "t_first": s + 0.1, "t_end": e,
+             "output_tokens": n, "chunk_offsets_ms": f"{100.0:.3f} {(e - s) * 1000:.3f}",
+             "chunk_tokens": f"1 {n - 1}"}
             for i, (s, e, n) in enumerate(zip(sends, ends, tokens, strict=True))]
 
 
 def test_phase_profile_steady_tokens_by_hand():
-    rq = pd.DataFrame(_requests("v", "s@c2#r1", 2, [0.0, 0.0, 2.0, 4.0], [4.0, 2.0, 5.0, 6.0], [10, 10, 10, 10]))
+    rq = pd.DataFrame(_requests("v", "s@c2#r1", 2, [0.0, 0.0, 2.0, 4.0], [4.0, 2.0, 5.0, 6.0],
+                                [10, 10, 10, 10]))
     prof = phase_profiles(rq).iloc[0]
     # steady state 0..5: first tokens at 0.1, 0.1, 2.1, 4.1 (4) and the rest of the first three (27)
     assert prof["steady_s"] == 5.0 and prof["steady_tokens"] == 31.0
@@ -81,15 +84,18 @@ def test_verdict_rules():
     # the whole interval inside 1.00x +- 3 %: equivalent, decided (also when it excludes 1.00x)
     assert _verdict(0.98, 1.02, "t-repeats", "3 paired repeats", None, None)[0] == "equivalent"
     assert _verdict(1.005, 1.025, "t-repeats", "3 paired repeats", None, None)[0] == "equivalent"
-    assert _verdict(0.98, 1.02, "t-repeats", "3 paired repeats", None, None, equivalence=0.01)[0] == "undecided"
+    narrow = _verdict(0.98, 1.02, "t-repeats", "3 paired repeats", None, None, equivalence=0.01)
+    assert narrow[0] == "undecided"
     # a too-short phase in either arm never gets a verdict, however narrow its interval
-    verdict, reason = _verdict(2.0, 2.1, "bootstrap-prompts", "5 paired prompts", None, "steady state of 3.7 s")
+    verdict, reason = _verdict(2.0, 2.1, "bootstrap-prompts", "5 paired prompts", None,
+                               "steady state of 3.7 s")
     assert verdict == "too-short" and reason == "too short to decide: baseline: steady state of 3.7 s"
     assert _verdict(None, None, "t-repeats", "1 paired repeats", None, None)[0] == "undecided"
     # one repeat above concurrency 1 sees no noise between runs: never decided, however narrow
     assert _verdict(1.9, 2.0, "bootstrap-windows", "windows", None, None)[0] == "undecided"
     # a look's level is named in the reason
-    assert _verdict(1.2, 1.3, "t-repeats", "6 paired repeats", None, None, level=0.995)[1].startswith("99.5% CI")
+    reason = _verdict(1.2, 1.3, "t-repeats", "6 paired repeats", None, None, level=0.995)[1]
+    assert reason.startswith("99.5% CI")
 
 
 def test_needing_repeats():
@@ -171,7 +177,8 @@ def test_repeat_t_interval_covers_the_true_speedup():
         covered += low <= truth <= high
         same = [tok_s(seed * 100 + 20 + r, False) / tok_s(seed * 100 + 50 + r, False) for r in range(3)]
         _, low1, high1 = stats.t_interval_log(same)
-        within += _verdict(low1, high1, "t-repeats", "3 paired repeats", None, None)[0] in ("undecided", "equivalent")
+        verdict = _verdict(low1, high1, "t-repeats", "3 paired repeats", None, None)[0]
+        within += verdict in ("undecided", "equivalent")
     assert covered >= 180, covered
     assert within >= 180, within
 

@@ -1,5 +1,5 @@
-"""Suites for the context-length axis: SPEED-Bench's JSONL as an importer (its categories, its placeholder rows
-dropped), and synthetic N-token prompts counted with the target's own tokenizer, labelled synthetic."""
+"""Suites for the context-length axis: SPEED-Bench's JSONL as an importer (its categories, its placeholder
+rows dropped), and synthetic N-token prompts counted with the target's own tokenizer, labelled synthetic."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from harness.inputs.importers import import_suite
 from harness.inputs.speed_bench import PLACEHOLDER
 from harness.inputs.suites import load_suite
 
-# rows as SPEED-Bench's configs hold them (nvidia/SPEED-Bench: question_id, category, sub_category, turns, source,
-# src_id, difficulty, multiturn), written as JSON Lines
+# rows as SPEED-Bench's configs hold them (nvidia/SPEED-Bench: question_id, category, sub_category, turns,
+# source, src_id, difficulty, multiturn), written as JSON Lines
 SPEED_ROWS = [
     {"question_id": "qual-coding-0001", "category": "coding", "sub_category": "python", "turns":
      ["Write a function that merges two sorted lists."], "source": "speed-bench", "src_id": "c1",
@@ -78,7 +78,8 @@ def _tokenizer(tmp_path: Path) -> Path:
     tok.decoder = decoders.ByteLevel()
     corpus = [("The careful council reviews the annual budget of the northern harbour, while a local team "
                "records the signal. ") * 20, "Summarize the document above in five bullet points. " * 5]
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400,
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     path = tmp_path / "model" / "tokenizer.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tok.save(str(path))
@@ -134,6 +135,7 @@ def test_synthetic_needs_the_tokenizers_package_and_a_tokenizer_file(tmp_path, m
     rc = main(["import-suite", "--synthetic", "--tokens", "4096", "--tokenizer", str(tmp_path),
                "--out", str(tmp_path / "x.yaml")])
     assert rc == 2 and "no tokenizer.json there" in capsys.readouterr().err
-    rc = main(["import-suite", "--synthetic", "--tokenizer", str(tmp_path), "--out", str(tmp_path / "x.yaml")])
+    rc = main(["import-suite", "--synthetic", "--tokenizer", str(tmp_path), "--out",
+               str(tmp_path / "x.yaml")])
     assert rc == 2 and "--tokens" in capsys.readouterr().err
     assert not (tmp_path / "x.yaml").exists()

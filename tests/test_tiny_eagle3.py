@@ -18,8 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-# models of a few thousand weights: one thread is as fast alone, and beside the suite's other workers (pytest-xdist
-# on two cores) torch's default of a thread per core made this file 8x slower
+# models of a few thousand weights: one thread is as fast alone, and beside the suite's other workers
+# (pytest-xdist on two cores) torch's default of a thread per core made this file 8x slower
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,7 +125,8 @@ def _speculate(model, store, draft, ids: list[int], n: int, steps: int) -> tuple
         verifies = committed = 0
         while len(seq) - len(ids) < n:
             start = len(seq) - 2  # the last position the target has hidden states for
-            chain = draft.chain_logits(model.model.embed_tokens, aux, torch.tensor([seq]), start, steps, free=True)
+            chain = draft.chain_logits(model.model.embed_tokens, aux, torch.tensor([seq]), start, steps,
+                                       free=True)
             drafts = [int(lg[0].argmax()) for lg in chain]
             store.clear()
             logits = model(input_ids=torch.tensor([seq + drafts])).logits[0]
@@ -165,10 +166,11 @@ def test_trained_head_speeds_up_its_target_losslessly(tmp_path, capsys):
     out = tmp_path / "ckpt"
     draft_cfg = tmp_path / "draft.json"  # SpecForge's default ids [1, L/2-1, L-4] repeat layer 1 on 4 layers
     draft_cfg.write_text(json.dumps(tinylm.draft_config(MICRO, [0, 1, 2])))
-    rc = _trainer().main(["--target-model-path", str(tdir), "--train-data-path", str(data), "--output-dir", str(out),
-                          "--draft-model-config", str(draft_cfg), "--num-epochs", "100", "--batch-size", "8",
-                          "--learning-rate", "5e-3", "--max-length", "256", "--chat-template", "bytes",
-                          "--tp-size", "1", "--ttt-length", "3", "--log-interval", "20", "--max-num-steps", "100"])
+    rc = _trainer().main(["--target-model-path", str(tdir), "--train-data-path", str(data),
+                          "--output-dir", str(out), "--draft-model-config", str(draft_cfg),
+                          "--num-epochs", "100", "--batch-size", "8", "--learning-rate", "5e-3",
+                          "--max-length", "256", "--chat-template", "bytes", "--tp-size", "1",
+                          "--ttt-length", "3", "--log-interval", "20", "--max-num-steps", "100"])
     assert rc == 0
     log = capsys.readouterr().out
     assert "Training completed at step 100, saving final checkpoint..." in log

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 from harness.bench.runner import run_plan
 from harness.serve import kept
@@ -95,10 +94,12 @@ async def test_quit_can_keep_the_servers_for_the_next_session(tmp_path):
         await fleet.target.kill_group(pgid)
 
 
-def test_gpu_room_is_what_the_plan_says():
+def test_gpu_room_is_what_the_plan_says(tmp_path):
+    demo = demo_plan(tmp_path)
+
     def plan(simulated, frac):
-        return SimpleNamespace(target=SimpleNamespace(simulated=simulated),
-                               server=SimpleNamespace(mem_fraction_static=frac))
+        return demo.model_copy(update={"target": demo.target.model_copy(update={"simulated": simulated}),
+                                       "server": demo.server.model_copy(update={"mem_fraction_static": frac})})
 
     assert kept.gpu_has_room(plan(True, None), 3)  # the stand-in holds no GPU memory
     assert not kept.gpu_has_room(plan(False, None), 1)  # SGLang takes ~0.9 of the GPU by default

@@ -67,7 +67,8 @@ def test_cut_lines_are_rejected(cut):
 def test_metrics_delta_over_a_phase():
     before = metrics.parse_metrics((FIX / "metrics-before.txt").read_text())
     after = metrics.parse_metrics((FIX / "metrics-after.txt").read_text())
-    assert before.counters == {"drafts": 1000.0, "draft_tokens": 3000.0, "accepted": 1500.0}  # _created ignored
+    # _created ignored
+    assert before.counters == {"drafts": 1000.0, "draft_tokens": 3000.0, "accepted": 1500.0}
     row = metrics.phase_means(before, after)
     assert row["server_spec_drafts"] == 200 and row["server_spec_accepted_tokens"] == 350
     assert row["server_accept_len"] == pytest.approx(1 + 350 / 200)  # not the lifetime 1 + 1850/1200
@@ -80,8 +81,9 @@ def test_metrics_delta_over_a_phase():
 
 def _plan(**variant) -> Plan:
     return Plan.model_validate({
-        "name": "p", "engine": "vllm", "target": {"vllm_launcher": ["{python}", "-m", "vllm.entrypoints.cli.main",
-                                                                    "serve"], "python": "/opt/py"},
+        "name": "p", "engine": "vllm",
+        "target": {"vllm_launcher": ["{python}", "-m", "vllm.entrypoints.cli.main", "serve"],
+                   "python": "/opt/py"},
         "model": {"path": "/m/Llama 3", "tp_size": 2, "served_model_name": "llama"},
         "server": {"cuda_graph_max_bs": 64},
         "variants": [{"name": "base"}, {"name": "spec", **variant}],
@@ -89,8 +91,8 @@ def _plan(**variant) -> Plan:
 
 
 def test_launch_argv():
-    plan = _plan(drafter={"name": "d", "path": "/heads/eagle3 x"}, num_steps=3, eagle_topk=1, num_draft_tokens=4,
-                 cuda_graph=False)
+    plan = _plan(drafter={"name": "d", "path": "/heads/eagle3 x"}, num_steps=3, eagle_topk=1,
+                 num_draft_tokens=4, cuda_graph=False)
     argv = launch.build_launch_argv(plan, plan.variant("spec"), 8123, "0.33.0")
     assert argv[:5] == ["/opt/py", "-m", "vllm.entrypoints.cli.main", "serve", "/m/Llama 3"]
     assert argv[argv.index("--port") + 1] == "8123" and argv[argv.index("--tensor-parallel-size") + 1] == "2"
@@ -104,17 +106,20 @@ def test_launch_argv():
     base = launch.build_launch_argv(plan, plan.variant("base"), 8123, "0.33.0")
     assert "--speculative-config" not in base and "--enforce-eager" not in base
     eagle1 = _plan(drafter={"name": "d", "path": "/h", "algorithm": "EAGLE"})
-    assert json.loads(launch.build_launch_argv(eagle1, eagle1.variant("spec"), 1, None)[-3])["method"] == "eagle"
+    argv = launch.build_launch_argv(eagle1, eagle1.variant("spec"), 1, None)
+    assert json.loads(argv[-3])["method"] == "eagle"
 
 
 def test_request_spec_from_vllm_docs_example():
     # the `summary` example of docs/features/speculative_decoding/acceptance_metrics.md
     doc = {"mean_acceptance_length": 1.2325581395348837, "draft_acceptance_rate": 0.07751937984496124,
-           "acceptance_histogram": [39, 1, 0, 3], "acceptance_histogram_by_draft_length": {"3": [39, 1, 0, 3]},
-           "num_spec_steps": 43, "num_accepted_draft_tokens": 10, "num_draft_tokens": 129, "num_spec_tokens": 3}
+           "acceptance_histogram": [39, 1, 0, 3],
+           "acceptance_histogram_by_draft_length": {"3": [39, 1, 0, 3]}, "num_spec_steps": 43,
+           "num_accepted_draft_tokens": 10, "num_draft_tokens": 129, "num_spec_tokens": 3}
     r = spec.request_spec(doc, None)
     assert r["spec_verify_ct"] == 43 and r["spec_accept_len"] == pytest.approx(doc["mean_acceptance_length"])
-    assert r["spec_correct_drafts"] == 10 and r["spec_proposed_drafts"] == 129 and r["spec_histogram"] == "39 1 0 3"
+    assert r["spec_correct_drafts"] == 10 and r["spec_proposed_drafts"] == 129
+    assert r["spec_histogram"] == "39 1 0 3"
     assert spec.request_spec(doc, 54)["spec_accept_len"] == pytest.approx(53 / 43)  # (completion - 1) / steps
 
 
@@ -156,7 +161,8 @@ async def test_run_checks_on_a_plan_with_both_engines(tmp_path):
     from tests.checks_helpers import load, write_models, write_plan
 
     workdir = write_models(tmp_path / "work", aux_layer_ids=[0, 1, 2])
-    spec = {"drafter": "draft.yaml", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    spec = {"drafter": "draft.yaml", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1,
+            "num_draft_tokens": 4}
     plan = load(write_plan(tmp_path / "plan", workdir, [
         {"name": "sgl-base"}, {"name": "sgl-eagle3", **spec},
         {"name": "vllm-base", "engine": "vllm"}, {"name": "vllm-eagle3", "engine": "vllm", **spec}],
@@ -179,7 +185,8 @@ async def test_a_vllm_arm_is_never_judged_by_sglang_release_rules(tmp_path):
     from tests.checks_helpers import load, write_models, write_plan
 
     workdir = write_models(tmp_path / "work", num_layers=2, aux_layer_ids=[1, 5, 9, 13])
-    spec = {"drafter": "draft.yaml", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+    spec = {"drafter": "draft.yaml", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1,
+            "num_draft_tokens": 4}
     plan = load(write_plan(tmp_path / "plan", workdir, [
         {"name": "sgl-base"}, {"name": "sgl-eagle3", **spec},
         {"name": "vllm-base", "engine": "vllm"}, {"name": "vllm-eagle3", "engine": "vllm", **spec}],

@@ -12,8 +12,6 @@ Definitions (docs/metrics.md):
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
@@ -22,7 +20,7 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_SEED = 20261201
 
 
-def _num(s: Any) -> pd.Series:
+def _num(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s, errors="coerce")
 
 

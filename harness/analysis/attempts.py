@@ -30,11 +30,13 @@ from harness.analysis.store import CsvAppender, read_phases, read_rows
 ATTEMPTS_FILE = "attempts.csv"
 ATTEMPT_COLUMNS = ["variant", "phase", "attempt", "requests_row", "windows_row", "outputs_row", "wall_start"]
 # which column of attempts.csv holds the first row of an attempt in each file
-ROW_COLUMN = {"requests.csv": "requests_row", "server_windows.csv": "windows_row", "outputs.csv": "outputs_row"}
+ROW_COLUMN = {"requests.csv": "requests_row", "server_windows.csv": "windows_row",
+              "outputs.csv": "outputs_row"}
 
 
 def count_rows(path: Path) -> int:
-    """Data rows of a CSV file as csv and pandas read it (quoted newlines inside a row, blank lines skipped)."""
+    """Data rows of a CSV file as csv and pandas read it (quoted newlines inside a row, blank lines
+    skipped)."""
     if not path.exists() or path.stat().st_size == 0:
         return 0
     with open(path, newline="", encoding="utf-8") as fh:

@@ -47,8 +47,10 @@ def ttft_cost_ms(requests: pd.DataFrame, variant: str, baseline: str, concurrenc
     if requests.empty or variant == baseline:
         return None
     r = requests[(requests["concurrency"] == concurrency) & requests["ok"].eq(True)]
-    a = pd.to_numeric(r[r["variant"] == variant].set_index(["phase", "request_id"])["ttft_ms"], errors="coerce")
-    b = pd.to_numeric(r[r["variant"] == baseline].set_index(["phase", "request_id"])["ttft_ms"], errors="coerce")
+    a = pd.to_numeric(r[r["variant"] == variant].set_index(["phase", "request_id"])["ttft_ms"],
+                      errors="coerce")
+    b = pd.to_numeric(r[r["variant"] == baseline].set_index(["phase", "request_id"])["ttft_ms"],
+                      errors="coerce")
     a, b = a[~a.index.duplicated(keep="last")].dropna(), b[~b.index.duplicated(keep="last")].dropna()
     common = a.index.intersection(b.index)
     if len(common):
@@ -115,7 +117,8 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd
         here = copies[copies["concurrency"] == conc].sort_values("forced_acceptance")
         points = []
         for _, r in here.iterrows():
-            acc, tok = pd.to_numeric(r["accept_len"], errors="coerce"), pd.to_numeric(r["tok_s"], errors="coerce")
+            acc = pd.to_numeric(r["accept_len"], errors="coerce")
+            tok = pd.to_numeric(r["tok_s"], errors="coerce")
             rows.append({"row": "point", "concurrency": conc, "variant": r["variant"],
                          "forced_acceptance": float(r["forced_acceptance"]), "accept_len": acc, "tok_s": tok,
                          "speedup": tok / btok if btok else None, "baseline_tok_s": btok})
@@ -127,7 +130,8 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd
         rows.append({"row": "break-even", "concurrency": conc, "variant": variant, "forced_acceptance": True,
                      "baseline_tok_s": btok,
                      "break_even_measured": interpolate_break_even(points, btok) if btok else None,
-                     "break_even_steps": own if own is not None else float(steps.median()) if len(steps) else None,
+                     "break_even_steps": own if own is not None
+                     else float(steps.median()) if len(steps) else None,
                      "break_even_batch": conc if own is not None else int(batch.mode().iloc[0]) if len(batch)
                      else None})
     return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS)
@@ -135,7 +139,7 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd
 
 def render_forced_table(table: pd.DataFrame) -> str:
     """The breakeven table as text (forced-acceptance runs: their outputs are not the model's)."""
-    def f(v: Any, fmt: str) -> str:
+    def f(v: object, fmt: str) -> str:
         return format(float(v), fmt) if v is not None and pd.notna(v) and not isinstance(v, bool) else "-"
 
     lines = [f"{'conc':>4}  {'variant':<24} {'forced AL':>9} {'measured AL':>11} {'tok/s':>8} {'speedup':>7}"]
@@ -143,7 +147,8 @@ def render_forced_table(table: pd.DataFrame) -> str:
         conc = int(r["concurrency"])
         if r["row"] == "point":
             lines.append(f"{conc:>4}  {str(r['variant']):<24} {f(r['forced_acceptance'], '.2f'):>9} "
-                         f"{f(r['accept_len'], '.2f'):>11} {f(r['tok_s'], '.1f'):>8} {f(r['speedup'], '.2f'):>6}x")
+                         f"{f(r['accept_len'], '.2f'):>11} {f(r['tok_s'], '.1f'):>8} "
+                         f"{f(r['speedup'], '.2f'):>6}x")
             continue
         if pd.isna(r["break_even_batch"]):
             steps = "from step costs -"
@@ -152,8 +157,8 @@ def render_forced_table(table: pd.DataFrame) -> str:
             steps = f"from step costs {f(r['break_even_steps'], '.2f')} (steps at batch {b}" + (
                 ")" if b == conc else f": no decode windows at batch {conc} to compare)")
         lines.append(f"{conc:>4}  break-even accept length at concurrency {conc}: measured "
-                     f"{f(r['break_even_measured'], '.2f')} (tok/s end to end at concurrency {conc}), {steps}; "
-                     f"baseline {f(r['baseline_tok_s'], '.1f')} tok/s at concurrency {conc}")
+                     f"{f(r['break_even_measured'], '.2f')} (tok/s end to end at concurrency {conc}), "
+                     f"{steps}; baseline {f(r['baseline_tok_s'], '.1f')} tok/s at concurrency {conc}")
     lines.append("each point: accept length and tok/s measured at its row's concurrency (conc)")
     lines.append("forced acceptance: every output above is forced, not the model's; use it for speed only")
     return "\n".join(lines)

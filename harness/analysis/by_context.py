@@ -3,17 +3,19 @@ generated so far) and per output-position bucket (tokens generated so far), per 
 step data (summary_by_context.csv; the tables and the PNG: by_context_report.py).
 
 Each request's verify steps are placed where they ran:
-  per step     where the stream carried each verify step's tokens in a chunk of its own (exact per-chunk usage,
-               SGLang's stream_interval 1): a content chunk after the first is a step's committed tokens, at the
-               context where the step started. Where chunks are fewer than the server's verify count (a step
-               whose text decoded to nothing rides with the next chunk), a chunk longer than the deepest
-               accepted path (num_steps + 1) counts as the steps it must have taken, and the request's verify
-               count is spread over its chunks in proportion, so every request's total stays the server's.
-  per request  otherwise (no exact chunk tokens, or a server that sends several steps per chunk): the request's
-               verify steps spread evenly over its decode tokens, in proportion to the tokens in each bucket.
-A bucket's accept length is Σ tokens / Σ verify steps over what falls in it: the same formula as the summary's
-accept_len_requests (the first token of a request comes from prefill, not from a verify step), so the buckets
-of a row pool back to that row's number.
+  per step     where the stream carried each verify step's tokens in a chunk of its own (exact per-chunk
+               usage, SGLang's stream_interval 1): a content chunk after the first is a step's committed
+               tokens, at the context where the step started. Where chunks are fewer than the server's
+               verify count (a step whose text decoded to nothing rides with the next chunk), a chunk longer
+               than the deepest accepted path (num_steps + 1) counts as the steps it must have taken, and the
+               request's verify count is spread over its chunks in proportion, so every request's total stays
+               the server's.
+  per request  otherwise (no exact chunk tokens, or a server that sends several steps per chunk): the
+               request's verify steps spread evenly over its decode tokens, in proportion to the tokens in
+               each bucket.
+A bucket's accept length is Σ tokens / Σ verify steps over what falls in it: the same formula as the
+summary's accept_len_requests (the first token of a request comes from prefill, not from a verify step), so
+the buckets of a row pool back to that row's number.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ class Segment:
     per_step: bool
 
 
-def _ints(text: Any) -> list[int]:
+def _ints(text: object) -> list[int]:
     if not isinstance(text, str) or not text.strip():
         return []
     try:
@@ -96,14 +98,15 @@ def _ints(text: Any) -> list[int]:
         return []
 
 
-def segments(completion: int, verify: float, chunk_tokens: Any, exact: bool, output_tokens: Any,
+def segments(completion: int, verify: float, chunk_tokens: object, exact: bool, output_tokens: float | None,
              max_tokens_per_step: int | None = None) -> list[Segment]:
     """A request's verify steps by output position (module doc: per step, else per request)."""
     decode = int(completion) - 1
     if decode <= 0 or not verify or verify <= 0:
         return []
     chunks = _ints(chunk_tokens)
-    same_output = output_tokens is not None and not pd.isna(output_tokens) and int(output_tokens) == completion
+    same_output = (output_tokens is not None and not pd.isna(output_tokens)
+                   and int(output_tokens) == completion)
     if exact and chunks and same_output:
         toks = ([chunks[0] - 1] if chunks[0] > 1 else []) + [c for c in chunks[1:] if c > 0]
         if toks and sum(toks) <= decode and len(toks) <= verify:
@@ -144,7 +147,7 @@ def _spread(seg: Segment, base: int, buckets: Buckets) -> list[tuple[int, float,
     return out
 
 
-def _true(value: Any) -> bool:
+def _true(value: object) -> bool:
     return value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value)) \
         and (value is True or str(value) == "True" or value == 1)
 
@@ -158,8 +161,9 @@ def _max_step_tokens(meta: dict[str, Any]) -> int | None:
 def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None,
                context_edges: list[int] | tuple[int, ...] | None = None,
                position_edges: tuple[int, ...] = POSITION_EDGES) -> pd.DataFrame:
-    """summary_by_context.csv: per (variant, concurrency, category incl. "all", axis, bucket) the verify steps,
-    the tokens they committed, their accept length and the steps' mean context; speculative rows only."""
+    """summary_by_context.csv: per (variant, concurrency, category incl. "all", axis, bucket) the verify
+    steps, the tokens they committed, their accept length and the steps' mean context; speculative rows
+    only."""
     if requests.empty or "spec_verify_ct" not in requests:
         return pd.DataFrame(columns=CONTEXT_COLUMNS)
     ok = requests[requests["ok"].eq(True)]
@@ -175,7 +179,8 @@ def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], prob
             continue
         meta = variants.get(str(rec["variant"]), {})
         segs = segments(int(completion), float(verify), rec.get("chunk_tokens"),
-                        _true(rec.get("chunk_tokens_exact")), rec.get("output_tokens"), _max_step_tokens(meta))
+                        _true(rec.get("chunk_tokens_exact")), rec.get("output_tokens"),
+                        _max_step_tokens(meta))
         key = (str(rec["variant"]), int(rec["concurrency"]))
         who = (str(rec.get("phase")), str(rec.get("request_id")))
         for axis, buckets in axes.items():
@@ -190,12 +195,15 @@ def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], prob
                         c.context_sum += weighted
                         c.requests.add(who)
     rows = []
-    for (variant, conc, cat, axis, i), c in sorted(cells.items(), key=lambda kv: (kv[0][0], kv[0][1],
-                                                                                     kv[0][2] != ALL, kv[0][2:])):
+    def order(kv: tuple[tuple[str, int, str, str, int], _Cell]) -> tuple:
+        return kv[0][0], kv[0][1], kv[0][2] != ALL, kv[0][2:]
+
+    for (variant, conc, cat, axis, i), c in sorted(cells.items(), key=order):
         lo, hi = axes[axis].bounds[i]
-        rows.append({"variant": variant, "sampling": sampling_of(variants.get(variant, {})), "concurrency": conc,
-                     "category": cat, "axis": axis, "bucket": axes[axis].labels[i], "lo": lo, "hi": hi,
-                     "requests": len(c.requests), "verify_steps": round(c.steps, 3), "tokens": round(c.tokens, 3),
+        rows.append({"variant": variant, "sampling": sampling_of(variants.get(variant, {})),
+                     "concurrency": conc, "category": cat, "axis": axis, "bucket": axes[axis].labels[i],
+                     "lo": lo, "hi": hi, "requests": len(c.requests), "verify_steps": round(c.steps, 3),
+                     "tokens": round(c.tokens, 3),
                      "accept_len": c.tokens / c.steps if c.steps > 0 else None,
                      "context_mean": c.context_sum / c.steps if c.steps > 0 else None,
                      "per_step_share": round(c.exact_steps / c.steps, 4) if c.steps > 0 else None})

@@ -130,7 +130,8 @@ def context_png(table: pd.DataFrame, path: Path) -> Path | None:
                 g = g.sort_values("lo")
                 x = [_mid(r) for _, r in g.iterrows()]
                 xs += x
-                ax.plot(x, pd.to_numeric(g["accept_len"], errors="coerce"), marker="o", label=f"{variant} c{conc}")
+                ax.plot(x, pd.to_numeric(g["accept_len"], errors="coerce"), marker="o",
+                        label=f"{variant} c{conc}")
             if xs and max(xs) > 4 * min(xs):  # buckets double: a log axis spaces them evenly
                 ax.set_xscale("log", base=2)
             ax.set_xlabel("context (tokens)" if axis == "context" else "output position (tokens)")

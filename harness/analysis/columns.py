@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# A summary row as the tables read it: a DataFrame row (iterrows) or one of its records (to_dict("records")).
+SummaryRow = pd.Series | Mapping[str, Any]
+
 KINDS = ("str", "int", "float", "bool")
 SCOPES = ("records", "table")
 
@@ -62,7 +65,7 @@ class Compute:
     needs: tuple[str, ...]
     scope: str
 
-    def values(self, result: Any) -> dict[str, Any]:
+    def values(self, result: object) -> dict[str, Any]:
         """The function's result as {column: value}; a column a multi-column function leaves out is None."""
         if len(self.fills) == 1:
             return {self.fills[0]: result}
@@ -145,7 +148,7 @@ class Registry:
         return tuple(order)
 
 
-def fmt_cell(value: Any, spec: str) -> str:
+def fmt_cell(value: object, spec: str) -> str:
     """A value in a table cell: '-' when missing, else `spec` of it (str() when it does not fit)."""
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
         return "-"
@@ -157,12 +160,12 @@ def fmt_cell(value: Any, spec: str) -> str:
         return str(value)
 
 
-def is_true(value: Any) -> bool:
+def is_true(value: object) -> bool:
     """A bool cell that holds True (a missing cell is neither true nor false)."""
     return isinstance(value, bool | np.bool_) and bool(value)
 
 
-def is_false(value: Any) -> bool:
+def is_false(value: object) -> bool:
     return isinstance(value, bool | np.bool_) and not bool(value)
 
 

@@ -33,16 +33,17 @@ COMPARE_METRICS = [
 ]
 CHANGE_COLUMNS = ["tok_s_ratio", "tok_s_ratio_low", "tok_s_ratio_high", "tok_s_change", "tok_s_change_method"]
 FORCED_MARK = " (FORCED)"
-LEGEND = ("B/A: B's tok/s over A's; 95% CI: paired over the requests both runs made (same prompt, turn, repeat), "
-          "else over each run's repeats; change: B faster / B slower when the CI leaves out 1.00, undecided when "
-          "it holds 1.00, n/a without per-request or per-repeat data in both runs")
+LEGEND = ("B/A: B's tok/s over A's; 95% CI: paired over the requests both runs made (same prompt, turn, "
+          "repeat), else over each run's repeats; change: B faster / B slower when the CI leaves out 1.00, "
+          "undecided when it holds 1.00, n/a without per-request or per-repeat data in both runs")
 
 
 @dataclass(eq=False)
 class Comparison:
     a: RunInfo
     b: RunInfo
-    table: pd.DataFrame  # variant, concurrency, <metric>_a, <metric>_b, <metric>_delta_pct, then CHANGE_COLUMNS
+    # variant, concurrency, <metric>_a, <metric>_b, <metric>_delta_pct, then CHANGE_COLUMNS
+    table: pd.DataFrame
 
 
 def _csv(path: Path) -> pd.DataFrame:
@@ -56,9 +57,10 @@ def _requests(df: pd.DataFrame, variant: str, conc: int) -> pd.DataFrame:
     need = {"variant", "concurrency", "phase", "request_id", "ok", "output_tokens", "e2e_ms"}
     if df.empty or not need <= set(df.columns):
         return pd.DataFrame()
-    r = df[(df["variant"].astype(str) == variant) & (pd.to_numeric(df["concurrency"], errors="coerce") == conc)
-           & (df["ok"].astype(str) == "True")]
-    r = r.assign(tok=pd.to_numeric(r["output_tokens"], errors="coerce"), t=pd.to_numeric(r["e2e_ms"], errors="coerce"))
+    r = df[(df["variant"].astype(str) == variant)
+           & (pd.to_numeric(df["concurrency"], errors="coerce") == conc) & (df["ok"].astype(str) == "True")]
+    r = r.assign(tok=pd.to_numeric(r["output_tokens"], errors="coerce"),
+                 t=pd.to_numeric(r["e2e_ms"], errors="coerce"))
     r = r[(r["tok"] > 0) & (r["t"] > 0)]
     return r.drop_duplicates(["phase", "request_id"], keep="last").set_index(["phase", "request_id"])
 
@@ -66,8 +68,10 @@ def _requests(df: pd.DataFrame, variant: str, conc: int) -> pd.DataFrame:
 def _phase_rates(df: pd.DataFrame, variant: str, conc: int) -> np.ndarray:
     if df.empty or not {"variant", "concurrency", "output_tokens", "wall_s"} <= set(df.columns):
         return np.array([])
-    p = df[(df["variant"].astype(str) == variant) & (pd.to_numeric(df["concurrency"], errors="coerce") == conc)]
-    tok, wall = pd.to_numeric(p["output_tokens"], errors="coerce"), pd.to_numeric(p["wall_s"], errors="coerce")
+    p = df[(df["variant"].astype(str) == variant)
+           & (pd.to_numeric(df["concurrency"], errors="coerce") == conc)]
+    tok = pd.to_numeric(p["output_tokens"], errors="coerce")
+    wall = pd.to_numeric(p["wall_s"], errors="coerce")
     rates = (tok / wall)[(tok > 0) & (wall > 0)]
     return rates.to_numpy(dtype=float)
 
@@ -81,7 +85,8 @@ def change_interval(a_dir: str | Path, b_dir: str | Path, variant: str, conc: in
     got, method = None, ""
     if len(common) >= 2:
         a, b = ra.loc[common], rb.loc[common]
-        got = paired_bootstrap_ratio(b["tok"].to_numpy(), b["t"].to_numpy(), a["tok"].to_numpy(), a["t"].to_numpy())
+        got = paired_bootstrap_ratio(b["tok"].to_numpy(), b["t"].to_numpy(), a["tok"].to_numpy(),
+                                     a["t"].to_numpy())
         method = f"paired, {len(common)} requests"
     if got is None:
         pa, pb = _phase_rates(_csv(Path(a_dir) / "phases.csv"), variant, conc), \
@@ -99,8 +104,8 @@ def _verdict(low: float, high: float) -> str:
 
 
 def compare_runs(a: LoadedRun, b: LoadedRun, *, forced: bool = False) -> Comparison:
-    """Two runs side by side per (variant, concurrency): each metric in A, in B, B's change in %, and the tok/s
-    ratio with its interval and verdict. Forced-acceptance rows are left out unless `forced` (then their
+    """Two runs side by side per (variant, concurrency): each metric in A, in B, B's change in %, and the
+    tok/s ratio with its interval and verdict. Forced-acceptance rows are left out unless `forced` (then their
     variant is labelled FORCED)."""
     keys = ["variant", "concurrency"]
     cols = [m for m, _, _ in COMPARE_METRICS]
@@ -154,8 +159,8 @@ def comparison_rows(c: Comparison) -> tuple[list[str], list[tuple[str, tuple[str
                 fmt_cell(r[f"{m}_delta_pct"], "{:+.1f}"),
             ]
         low, high = r.get("tok_s_ratio_low"), r.get("tok_s_ratio_high")
-        ci = f"{float(low):.2f}-{float(high):.2f}" if fmt_cell(low, "{}") != "-" and fmt_cell(high, "{}") != "-" \
-            else "-"
+        given = fmt_cell(low, "{}") != "-" and fmt_cell(high, "{}") != "-"
+        ci = f"{float(low):.2f}-{float(high):.2f}" if given else "-"
         cells += [fmt_cell(r.get("tok_s_ratio"), "{:.2f}x"), ci, fmt_cell(r.get("tok_s_change"), "{}")]
         rows.append((f"{r['variant']}@{r['concurrency']}", tuple(cells)))
     return headers, rows

@@ -46,7 +46,8 @@ def _planned(resolved: dict[str, Any]) -> list[tuple[str, str, int]]:
     concurrency and "rate" for a request-rate phase (those share concurrency 0 in phases.csv)."""
     run = resolved.get("run") or {}
     suites = [str(s.get("name")) for s in resolved.get("suites") or [] if isinstance(s, dict)]
-    levels = [f"c{int(c)}" for c in run.get("concurrency") or []] + ["rate"] * len(run.get("request_rate") or [])
+    levels = [f"c{int(c)}" for c in run.get("concurrency") or []] \
+        + ["rate"] * len(run.get("request_rate") or [])
     return [(s, lv, r) for r in range(1, int(run.get("repeats") or 1) + 1) for s in suites for lv in levels]
 
 
@@ -79,7 +80,8 @@ def missing_parts(run_dir: str | Path) -> Missing | None:
         have = Counter((str(s), f"c{int(c)}" if int(c) else "rate", int(r))
                        for s, c, r in zip(mine["suite"], mine["concurrency"], mine["repeat"], strict=True))
         want = Counter(planned)
-        gaps = [_label(s, lv, r, n - have[(s, lv, r)]) for (s, lv, r), n in want.items() if have[(s, lv, r)] < n]
+        gaps = [_label(s, lv, r, n - have[(s, lv, r)]) for (s, lv, r), n in want.items()
+                if have[(s, lv, r)] < n]
         if gaps:
             lacking[name] = gaps
     return Missing(status, no_rows, lacking)

@@ -14,9 +14,12 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.errors import InputError
+
+if TYPE_CHECKING:  # imported where it is used: pandas is slow to load
+    import pandas as pd
 
 
 def _rows(data: bytes) -> Iterator[tuple[int, int, list[str]]]:
@@ -49,8 +52,8 @@ def repair_tail(path: str | Path, columns: list[str]) -> str | None:
     for _start, line, fields in whole:
         if len(fields) != len(columns):
             raise InputError(str(path), line, None,
-                             f"{len(fields)} fields where the header has {len(columns)}: the file was cut and "
-                             "then appended to; remove that line (and any cut line) to resume")
+                             f"{len(fields)} fields where the header has {len(columns)}: the file was cut "
+                             "and then appended to; remove that line (and any cut line) to resume")
     if not cut:
         return None
     start, line, _fields = rows[-1]
@@ -63,7 +66,7 @@ def repair_tail(path: str | Path, columns: list[str]) -> str | None:
             f"kept the {kept} complete rows")
 
 
-def read_records_csv(path: str | Path) -> Any:
+def read_records_csv(path: str | Path) -> pd.DataFrame:
     """pandas.read_csv of a run's CSV, a malformed file being an InputError that names the file and line
     (not a pandas traceback)."""
     import pandas as pd

@@ -7,10 +7,11 @@ prefill excluded); each engine converts its own counters (docs/vllm.md, "One acc
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
 
 import pandas as pd
 
+from harness.analysis.columns import SummaryRow
 from harness.engines import get_engine
 
 DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engine
@@ -19,7 +20,7 @@ CROSS_STATUS = "cross-engine"
 
 
 
-def own_baseline(base: pd.DataFrame, row: Any) -> pd.DataFrame:
+def own_baseline(base: pd.DataFrame, row: SummaryRow) -> pd.DataFrame:
     """The baseline rows a row is compared with: same concurrency, same engine, same sampling arm."""
     same = base["concurrency"] == row["concurrency"]
     for key in ("engine", "sampling"):
@@ -61,8 +62,9 @@ def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
             if ref["tok_s"] and o["tok_s"] and not pd.isna(ref["tok_s"]) and not pd.isna(o["tok_s"]):
                 speed = float(o["tok_s"]) / float(ref["tok_s"])
             row = {c: o.get(c) for c in df.columns}
-            row.update({"variant": f"{o['variant']} vs {ref['variant']}", "engine": f"{other} vs {engines[0]}",
-                        "baseline": False, "status": CROSS_STATUS, "speedup": speed, "verdict": CROSS_STATUS,
+            row.update({"variant": f"{o['variant']} vs {ref['variant']}",
+                        "engine": f"{other} vs {engines[0]}", "baseline": False, "status": CROSS_STATUS,
+                        "speedup": speed, "verdict": CROSS_STATUS,
                         "compared_with": str(ref["variant"]), "slower_than_baseline": None,
                         "break_even_accept_len": None})
             rows.append(row)
@@ -82,7 +84,7 @@ def engines_of(df: pd.DataFrame) -> list[str]:
 
 
 
-def stand_ins(engines: Any) -> str:
+def stand_ins(engines: Iterable[object] | None) -> str:
     """'SGLang stand-in', 'SGLang and vLLM stand-ins': what produced a simulated run's numbers."""
     names = [get_engine(str(e)).display_name for e in dict.fromkeys(engines or [DEFAULT_ENGINE])]
     return f"{' and '.join(names)} stand-in{'s' if len(names) > 1 else ''}"

@@ -1,19 +1,20 @@
-"""Forced-acceptance rows (`draftbench breakeven`'s `V-al3.5` copies: `forced_acceptance` in variants.jsonl and
-summary.csv) measure speed at an accept length the server was told to produce; their outputs are not the
+"""Forced-acceptance rows (`draftbench breakeven`'s `V-al3.5` copies: `forced_acceptance` in variants.jsonl
+and summary.csv) measure speed at an accept length the server was told to produce; their outputs are not the
 model's. They are labelled FORCED wherever they appear and never count as a drafter's results: no "best", no
 drafter summary and no comparison takes them unless asked for."""
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pandas as pd
+
+from harness.analysis.columns import SummaryRow
 
 LABEL = "FORCED"
 
 
-def forced_value(value: Any) -> float | None:
+def forced_value(value: object) -> float | None:
     """The forced accept length of a row's `forced_acceptance` cell (None: not forced)."""
     if value is None or value is False or isinstance(value, str) and value.strip() in ("", "False", "None"):
         return None
@@ -24,13 +25,12 @@ def forced_value(value: Any) -> float | None:
     return None if math.isnan(v) or v == 0 else v
 
 
-def is_forced(row: Any) -> bool:
-    get = row.get if hasattr(row, "get") else lambda k, d=None: d
-    return forced_value(get("forced_acceptance", None)) is not None
+def is_forced(row: SummaryRow) -> bool:
+    return forced_value(row.get("forced_acceptance")) is not None
 
 
-def forced_note(row: Any) -> str | None:
-    v = forced_value(row.get("forced_acceptance")) if hasattr(row, "get") else None
+def forced_note(row: SummaryRow) -> str | None:
+    v = forced_value(row.get("forced_acceptance"))
     return None if v is None else f"{LABEL} accept len {v:g}: outputs are not the model's"
 
 

@@ -22,7 +22,7 @@ TURN_COLUMNS = ["variant", "category", "turn", "requests", "prompt_tokens_mean",
                 "decode_tok_s", "accept_len_requests"]
 
 
-def is_rate_phase(phase: Any) -> bool:
+def is_rate_phase(phase: object) -> bool:
     """`suite@r8#r1` (open loop) rather than `suite@c8#r1`: the part after the last '@' starts with 'r'."""
     return isinstance(phase, str) and "@" in phase and phase.rsplit("@", 1)[1].startswith("r")
 
@@ -67,7 +67,8 @@ def by_rate(requests: pd.DataFrame, phases: pd.DataFrame, variants: dict[str, di
     for (name, rate), g in rq.groupby(["variant", "request_rate"], sort=True):
         ok = g[g["ok"].eq(True)]
         pids = set(g["phase"])
-        wall = float(_num(ph[(ph["variant"] == name) & ph["phase"].isin(pids)]["wall_s"]).sum()) if not ph.empty else 0.0
+        wall = float(_num(ph[(ph["variant"] == name) & ph["phase"].isin(pids)]["wall_s"]).sum()) \
+            if not ph.empty else 0.0
         tokens = int(_num(ok["output_tokens"]).fillna(0).sum())
         tp = tpot_ms(ok) if not ok.empty else pd.Series(dtype=float)
         good = int(meets(ok, slo).sum()) if not ok.empty else 0
@@ -136,7 +137,8 @@ def write_load_tables(run_dir: Path, requests: pd.DataFrame, phases: pd.DataFram
 
 def run_slo(run_dir: Path) -> dict[str, Any] | None:
     try:
-        return (json.loads((run_dir / "plan.resolved.json").read_text(encoding="utf-8")).get("run") or {}).get("slo")
+        resolved = json.loads((run_dir / "plan.resolved.json").read_text(encoding="utf-8"))
+        return (resolved.get("run") or {}).get("slo")
     except (OSError, ValueError, AttributeError):
         return None
 
@@ -151,7 +153,7 @@ def _mean(s: pd.Series) -> float | None:
     return float(v.mean()) if len(v) else None
 
 
-def _ratio(a: Any, b: Any) -> float | None:
+def _ratio(a: object, b: object) -> float | None:
     try:
         a, b = float(a), float(b)
     except (TypeError, ValueError):

@@ -4,9 +4,9 @@ from the servers' own decode windows, a speculative variant against the baseline
 from __future__ import annotations
 
 import statistics
-from typing import Any
 
 from harness.common.events import Alarm
+from harness.common.logwindow import LogWindow
 
 MIN_WINDOWS = 5  # per variant and batch size before comparing
 MARGIN = 0.95  # median gen throughput under 95% of the baseline's: slower beyond the windows' jitter
@@ -20,12 +20,13 @@ class LiveSpeed:
         self.tok_s: dict[tuple[str, int], list[float]] = {}
         self.fired: set[tuple[str, int]] = set()
 
-    def feed(self, variant: str, window: Any) -> list[Alarm]:
-        tok_s, batch = getattr(window, "gen_throughput", None), getattr(window, "running_req", None)
-        if getattr(window, "kind", None) != "decode" or not tok_s or not batch or self.baseline is None:
+    def feed(self, variant: str, window: LogWindow) -> list[Alarm]:
+        tok_s, batch = window.gen_throughput, window.running_req
+        if window.kind != "decode" or not tok_s or not batch or self.baseline is None:
             return []
         self.tok_s.setdefault((variant, int(batch)), []).append(float(tok_s))
-        pairs = [variant] if variant != self.baseline else [v for v, b in self.tok_s if b == batch and v != variant]
+        pairs = [variant] if variant != self.baseline \
+            else [v for v, b in self.tok_s if b == batch and v != variant]
         return [a for v in pairs for a in self._compare(v, int(batch))]
 
     def _compare(self, variant: str, batch: int) -> list[Alarm]:
@@ -37,5 +38,5 @@ class LiveSpeed:
             return []
         self.fired.add((variant, batch))
         return [Alarm(variant, "warning", "slower-than-baseline",
-                      f"{m:.0f} tok/s vs the baseline's {b:.0f} at batch {batch} ({m / b:.2f}x, median of the "
-                      f"servers' decode windows): the drafter costs more than it saves here")]
+                      f"{m:.0f} tok/s vs the baseline's {b:.0f} at batch {batch} ({m / b:.2f}x, median of "
+                      "the servers' decode windows): the drafter costs more than it saves here")]

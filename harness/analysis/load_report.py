@@ -12,7 +12,8 @@ import pandas as pd
 from harness.analysis.report import fmt_cell, grid
 
 RATE_TABLE = [("variant", "variant", "{}"), ("request_rate", "req/s", "{:g}"), ("requests", "req", "{:.0f}"),
-              ("tok_s", "tok/s", "{:.1f}"), ("ttft_p50_ms", "TTFT p50", "{:.0f}"), ("tpot_p50_ms", "TPOT p50", "{:.1f}"),
+              ("tok_s", "tok/s", "{:.1f}"), ("ttft_p50_ms", "TTFT p50", "{:.0f}"),
+              ("tpot_p50_ms", "TPOT p50", "{:.1f}"),
               ("e2e_p50_ms", "e2e p50", "{:.0f}"), ("slo_met", "SLO met", "{:.0%}"),
               ("goodput_req_s", "goodput req/s", "{:.2f}"), ("speedup", "speedup (TPOT)", "{:.2f}x")]
 TURN_TABLE = [("variant", "variant", "{}"), ("category", "category", "{}"), ("turn", "turn", "{:.0f}"),
@@ -67,7 +68,8 @@ def render_load_tables(run_dir: str | Path) -> str:
     parts: list[str] = []
     rates = _read(run_dir / "summary_by_rate.csv")
     if not rates.empty:
-        parts += ["", "Request-rate phases (open loop; speedup = baseline TPOT / variant TPOT at the same rate)",
+        parts += ["",
+                  "Request-rate phases (open loop; speedup = baseline TPOT / variant TPOT at the same rate)",
                   grid([h for _, h, _ in RATE_TABLE], _rows(rates, RATE_TABLE)), *stops_paying(rates)]
     turns = _read(run_dir / "summary_by_turn.csv")
     if not turns.empty and pd.to_numeric(turns["turn"], errors="coerce").max() > 1:
@@ -87,7 +89,7 @@ def render_load_tables(run_dir: str | Path) -> str:
 
 def _not_started(run_dir: Path) -> list[str]:
     try:
-        return list(json.loads((run_dir / "provenance.json").read_text(encoding="utf-8")).get("servers_not_started")
-                    or [])
+        provenance = json.loads((run_dir / "provenance.json").read_text(encoding="utf-8"))
+        return list(provenance.get("servers_not_started") or [])
     except (OSError, ValueError, AttributeError):
         return []

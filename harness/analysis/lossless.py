@@ -59,7 +59,8 @@ class Audit:
             self.expects[(str(d["suite"]), str(d["prompt_id"]))] = Expect.model_validate(d["expect"])
         elif kind == "path":
             key = (str(d["variant"]), str(d["suite"]), str(d["prompt_id"]))
-            toks = [Tok(str(t), float(lp), tuple((str(a), float(b)) for a, b in alts)) for t, lp, alts in d["tokens"]]
+            toks = [Tok(str(t), float(lp), tuple((str(a), float(b)) for a, b in alts))
+                    for t, lp, alts in d["tokens"]]
             self.paths.setdefault(key, []).append(ScoredPath(str(d["text"]), int(d.get("prefix", 0)), toks,
                                                              int(d.get("start_token", 0))))
             if d.get("source") == "free":
@@ -85,7 +86,8 @@ def answers(requests: pd.DataFrame, outputs: pd.DataFrame | None, variant: str, 
     cols = ["phase", "request_id", "suite", "prompt_id", "answer"]
     if outputs is None or outputs.empty or requests.empty:
         return pd.DataFrame(columns=cols)
-    r = requests[(requests["variant"] == variant) & (requests["concurrency"] == conc) & requests["ok"].eq(True)]
+    r = requests[(requests["variant"] == variant) & (requests["concurrency"] == conc)
+                 & requests["ok"].eq(True)]
     if "turn" in r:
         r = r[pd.to_numeric(r["turn"], errors="coerce").fillna(1) == 1]
     o = outputs[outputs["variant"] == variant].drop_duplicates(["phase", "request_id"], keep="last")
@@ -95,7 +97,7 @@ def answers(requests: pd.DataFrame, outputs: pd.DataFrame | None, variant: str, 
     return got.astype({"suite": str, "prompt_id": str})[cols]
 
 
-def _str(x: Any) -> str:
+def _str(x: object) -> str:
     return x if isinstance(x, str) else ""  # an empty cell reads back as NaN
 
 
@@ -131,7 +133,8 @@ def control(base: pd.DataFrame, audit: Audit, baseline: str) -> tuple[int, int] 
     return (sum(a != f for a, f in pairs), len(pairs)) if pairs else None
 
 
-def compare(base: pd.DataFrame, spec: pd.DataFrame, audit: Audit, baseline: str) -> tuple[list[Case], list[str], int]:
+def compare(base: pd.DataFrame, spec: pd.DataFrame, audit: Audit,
+            baseline: str) -> tuple[list[Case], list[str], int]:
     """(the divergent answers with their margins, the expectations speculation broke, answers compared) of
     two `answers` frames, paired by (phase, request id)."""
     pairs = base.merge(spec[["phase", "request_id", "answer"]], on=["phase", "request_id"],
@@ -143,7 +146,8 @@ def compare(base: pd.DataFrame, spec: pd.DataFrame, audit: Audit, baseline: str)
         key = (baseline, str(row.suite), str(row.prompt_id))
         if b != s:
             d = first_divergence(b, s)
-            m = None if d is None or d >= min(len(b), len(s)) else margin_at(audit.paths.get(key, []), b, s, d)
+            m = None if d is None or d >= min(len(b), len(s)) \
+                else margin_at(audit.paths.get(key, []), b, s, d)
             cases.append(Case(key[1], key[2], m, d))
         expect = audit.expects.get(key[1:])
         if expect is not None and expect.violation(b) is None and (why := expect.violation(s)) is not None:
@@ -173,7 +177,8 @@ def row_audit(requests: pd.DataFrame, outputs: pd.DataFrame | None, audit: Audit
 def _verdict(cases: list[Case], broken: list[str], n: int, ctl: tuple[int, int] | None, threshold: float,
              head: dict[str, Any]) -> dict[str, Any]:
     # a lower bound under the threshold says nothing: such a case is as unreached as one without a margin
-    measured = [c for c in cases if c.margin is not None and not (c.margin.bound and c.margin.margin < threshold)]
+    measured = [c for c in cases
+                if c.margin is not None and not (c.margin.bound and c.margin.margin < threshold)]
     far = sorted((c for c in measured if abs(c.margin.margin) >= threshold),  # type: ignore[union-attr]
                  key=lambda c: -abs(c.margin.margin))  # type: ignore[union-attr]
     rate = len(cases) / n
@@ -186,7 +191,8 @@ def _verdict(cases: list[Case], broken: list[str], n: int, ctl: tuple[int, int] 
         reasons.append(f"divergence rate {rate:.2f} above the control's {ctl[0] / ctl[1]:.2f} "  # type: ignore[index]
                        f"(one-sided Fisher p={p:.3g})")
     if broken:
-        reasons.append(f"{len(broken)} answers break the expectation the baseline's met: " + "; ".join(broken[:WORST]))
+        reasons.append(f"{len(broken)} answers break the expectation the baseline's met: "
+                       + "; ".join(broken[:WORST]))
     out: dict[str, Any] = {
         "divergence_rate": rate,
         "max_divergence_margin": max((abs(c.margin.margin) for c in measured), default=None),  # type: ignore[union-attr]
@@ -195,15 +201,17 @@ def _verdict(cases: list[Case], broken: list[str], n: int, ctl: tuple[int, int] 
     if reasons:
         out.update(lossless_verdict="suspect", lossless_detail=" | ".join(reasons))
     elif ctl is None or unreached:
-        why = [f"no control answers ({head.get('error') or 'the control pass got none'})"] if ctl is None else []
+        why = [f"no control answers ({head.get('error') or 'the control pass got none'})"] \
+            if ctl is None else []
         if head.get("error") and ctl is not None:
             why.append(str(head["error"]))
         if unreached:
-            why.append(f"{len(unreached)} of {len(cases)} divergences not reached by the baseline's logprobs: "
-                       + "; ".join(c.words() for c in unreached[:WORST]))
+            why.append(f"{len(unreached)} of {len(cases)} divergences not reached by the baseline's "
+                       "logprobs: " + "; ".join(c.words() for c in unreached[:WORST]))
         out.update(lossless_verdict="unresolved", lossless_detail=" | ".join(why))
     else:
-        tail = f"rate {rate:.2f} vs control {ctl[0] / ctl[1]:.2f}" + (f" (p={p:.2g})" if p is not None else "")
+        tail = f"rate {rate:.2f} vs control {ctl[0] / ctl[1]:.2f}" \
+            + (f" (p={p:.2g})" if p is not None else "")
         lead = f"{len(cases)} divergences, all near-ties (max {out['max_divergence_margin']:.2f} nats)" \
             if cases else "no divergence"
         out.update(lossless_verdict="lossless", lossless_detail=f"{lead}; {tail}")

@@ -46,12 +46,13 @@ def hardware(meta: dict[str, Any]) -> str:
     """What a speedup depends on besides the config: the GPUs and the engine version."""
     gpus = meta.get("gpus") or []
     counted = f"{len(gpus)}x {gpus[0]}" if gpus else "unknown GPUs"
-    return f"{counted} | {meta.get('engine', 'sglang')} {meta.get('sglang_version') or meta.get('engine_version') or '?'}"
+    version = meta.get("sglang_version") or meta.get("engine_version") or "?"
+    return f"{counted} | {meta.get('engine', 'sglang')} {version}"
 
 
 def merge_node_summaries(run_dir: str | Path) -> Path:
-    """Write <run>/summary.csv (and summary_by_category.csv) from every node's summary (harness.analysis.summary
-    writes them first: summarise_run of the run directory does both)."""
+    """Write <run>/summary.csv (and summary_by_category.csv) from every node's summary
+    (harness.analysis.summary writes them first: summarise_run of the run directory does both)."""
     run_dir = Path(run_dir)
     state = json.loads((run_dir / NODES_FILE).read_text(encoding="utf-8"))
     frames, cats = [], []

@@ -64,7 +64,8 @@ class RequestRecord:
     turn: int = 1  # live multi-turn: 1 for the first user turn (harness.bench.conversation)
     conversation_id: str = ""  # suite/prompt id shared by every turn of one conversation
     request_rate: float | None = None  # open-loop phases (concurrency 0): the arrival rate, req/s
-    ttft_answer_ms: float | None = None  # reasoning models: to the first answer token (ttft_ms: first of any kind)
+    ttft_answer_ms: float | None = None  # reasoning models: to the first answer token (ttft_ms: first of
+    #                                      any kind)
     reasoning_tokens: int | None = None  # of output_tokens, the reasoning ones (where the server counts them)
     reasoning_chars: int = 0  # reasoning text received (hashed with the answer in text_sha)
     replay_pass: int = 1  # which pass over the suite within its phase (phase sizing cycles a short suite)
@@ -93,7 +94,8 @@ def token_itls_ms(times: list[float], tokens: list[int]) -> list[float]:
 
 def output_sha(text: str | None, reasoning: str | None = "") -> str:
     """Hash of what the model said: the reasoning (when there is any) and the answer, so that under greedy
-    decoding a variant that thinks differently does not count as matching. Without reasoning: the answer's hash."""
+    decoding a variant that thinks differently does not count as matching. Without reasoning: the answer's
+    hash."""
     body = (text or "") if not reasoning else f"{reasoning}\x1e{text or ''}"
     return hashlib.sha1(body.encode("utf-8", "replace")).hexdigest()[:16]
 

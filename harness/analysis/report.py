@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from harness.analysis import summary_columns
 from harness.analysis import table_notes as notes
-from harness.analysis.columns import fmt_cell
+from harness.analysis.columns import SummaryRow, fmt_cell
 from harness.analysis.engines_table import engines_of, stand_ins
 from harness.analysis.forced import without_forced
 from harness.analysis.summary_columns import COLUMNS
@@ -31,14 +30,14 @@ MARKS_LEGEND = [
 ]
 
 
-def table_cell(row: Any, col: str, spec: str) -> str:
+def table_cell(row: SummaryRow, col: str, spec: str) -> str:
     column = COLUMNS[col] if col in COLUMNS else None
     if column is not None and column.cell is not None:
         return column.cell(row)
     return fmt_cell(row.get(col), spec)
 
 
-def verdict_notes(row: Any) -> list[str]:
+def verdict_notes(row: SummaryRow) -> list[str]:
     """What the verdict columns add to a row's note (the CLI table and the TUI share it)."""
     return [n.text for n in notes.verdict_notes(row)]
 

@@ -14,8 +14,8 @@ from harness.common.errors import InputError
 from harness.engines import phase_columns
 
 PHASE_COLUMNS = ["variant", "phase", "suite", "concurrency", "repeat", "requests", "errors",
-                 "output_tokens", "wall_s", "server_accept_len", "flush_ok", "last_gen_throughput", *phase_columns(),
-                 "passes"]
+                 "output_tokens", "wall_s", "server_accept_len", "flush_ok", "last_gen_throughput",
+                 *phase_columns(), "passes"]
 WINDOW_COLUMNS = ["line", "time", "kind", "running_req", "queue_req", "token_usage", "accept_len",
                   "accept_rate", "cuda_graph", "gen_throughput", "input_throughput"]
 SERVER_WINDOW_COLUMNS = ["variant", "phase", *WINDOW_COLUMNS]

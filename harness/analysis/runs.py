@@ -1,5 +1,6 @@
-"""What the TUI reads and writes, without textual: run directories, their tables (through harness.analysis.summary
-and harness.analysis.report only, so the numbers are the CLI's), comparisons, drafters, exports, plan narrowing.
+"""What the TUI reads and writes, without textual: run directories, their tables (through
+harness.analysis.summary and harness.analysis.report only, so the numbers are the CLI's), comparisons,
+drafters, exports, plan narrowing.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -21,7 +22,7 @@ from harness.analysis.forced import forced_note, is_forced
 from harness.analysis.report import TABLE_COLUMNS, best_variant, table_cell, verdict_notes
 from harness.analysis.summary import by_category, load_summary, read_variants, summarise_run
 from harness.common.errors import InputError
-from harness.inputs.config import Resolver, load_drafter
+from harness.inputs.config import Plan, Resolver, load_drafter
 
 SKIP_DIRS = {"servers"}  # the fleet's session logs live under results/servers/
 @dataclass(frozen=True)
@@ -49,7 +50,8 @@ class LoadedRun:
     info: RunInfo
     summary: pd.DataFrame
     categories: pd.DataFrame
-    failures: dict[str, str] = field(default_factory=dict)  # variant -> why it did not finish (variant_failures)
+    # variant -> why it did not finish (variant_failures)
+    failures: dict[str, str] = field(default_factory=dict)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_rate.csv: speedup against load
     missing: Missing | None = None  # an incomplete run: what its plan asked for without rows (completeness)
     contexts: pd.DataFrame = field(default_factory=pd.DataFrame)  # summary_by_context.csv (by_context_report)
@@ -133,8 +135,8 @@ def load_run(run_dir: str | Path) -> LoadedRun:
 
 
 def variant_failures(run_dir: str | Path) -> dict[str, str]:
-    """Why each failed or interrupted variant did not finish: the cause its server's log names and the runner's
-    reason (harness.analysis.failures, as summary.csv's failure_reason)."""
+    """Why each failed or interrupted variant did not finish: the cause its server's log names and the
+    runner's reason (harness.analysis.failures, as summary.csv's failure_reason)."""
     out = {}
     for name, meta in read_variants(Path(run_dir)).items():
         if meta.get("status") in ("failed", "interrupted"):
@@ -150,7 +152,7 @@ def _csv(path: Path) -> pd.DataFrame | None:
         return None
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
@@ -174,21 +176,24 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         failed = str(row.get("status")) == "failed"
         slower = is_true(row.get("slower_than_baseline"))
         name = str(row["variant"])
+        # a row of a run over several nodes is named variant@node (its failure: by the variant, or as the row)
         why = (failures or {}).get(name) or (failures or {}).get(name.rpartition("@")[0]) \
-            or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))  # variant@node
+            or (None if _missing(row.get("failure_reason")) else str(row.get("failure_reason")))
         if failed and why:
             notes = [f"FAILED: {why}"]
         else:
             notes = ["FAILED"] if failed else []
         if failed and str(row.get("concurrency")) in ("0", "0.0"):
-            cells = tuple("-" if col == "concurrency" else c for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
+            cells = tuple("-" if col == "concurrency" else c
+                          for (col, _, _), c in zip(TABLE_COLUMNS, cells, strict=True))
         forced = forced_note(row)
         if forced:  # first: a forced row's numbers are speed only
             notes.insert(0, forced)
         if slower:
             notes.append(table_notes.SLOWER)
         notes += verdict_notes(row)
-        notes += [n.text for n in table_notes.lossless_notes(row) if n.kind == "suspect"]  # with its worst cases
+        # with its worst cases
+        notes += [n.text for n in table_notes.lossless_notes(row) if n.kind == "suspect"]
         al = row.get("accept_len")
         if not _missing(al) and float(al) <= 1.005:
             notes.append(table_notes.INERT)
@@ -224,9 +229,10 @@ def export_csv(df: pd.DataFrame, path: str | Path) -> int:
 # ---- plan --------------------------------------------------------------------------------------------
 
 
-def suite_names(plan: Any) -> list[str]:
-    """The plan's suites first, then every other suite in the suites/ directories the plan's config searches."""
-    src = getattr(plan, "source_path", None)
+def suite_names(plan: Plan) -> list[str]:
+    """The plan's suites first, then every other suite in the suites/ directories the plan's config
+    searches."""
+    src = plan.source_path
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("suites")
     names = [s.name for s in plan.suites]
     for d in dirs:
@@ -235,12 +241,27 @@ def suite_names(plan: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def narrow_plan(plan: Any, choice: Any) -> Any:
+class PlanChoice(Protocol):
+    """What a front end's form chose of a plan (the TUI's RunChoice)."""
+
+    @property
+    def suites(self) -> tuple[str, ...]: ...
+    @property
+    def variants(self) -> tuple[str, ...]: ...
+    @property
+    def concurrency(self) -> tuple[int, ...]: ...
+    @property
+    def max_tokens(self) -> int: ...
+    @property
+    def repeats(self) -> int | None: ...  # None: the plan's run.repeats
+
+
+def narrow_plan(plan: Plan, choice: PlanChoice) -> Plan:
     """The plan restricted to the chosen variants and concurrency levels, with the chosen suites (the plan's
     or any under suites/), max_tokens and repeats."""
     variants = [v for v in plan.variants if v.name in choice.variants]
     own = {s.name: s for s in plan.suites}
-    src = getattr(plan, "source_path", None)
+    src = plan.source_path
     resolver = Resolver(plan_dir=Path(src).parent if src else None)
     suites = [own[n] if n in own else resolver.suite(n) for n in choice.suites]
     if not variants:
@@ -252,12 +273,12 @@ def narrow_plan(plan: Any, choice: Any) -> Any:
     if choice.max_tokens <= 0:
         raise InputError(None, None, "max_tokens", "must be greater than 0")
     update: dict[str, Any] = {"concurrency": list(choice.concurrency), "max_tokens": choice.max_tokens}
-    repeats = getattr(choice, "repeats", None)
+    repeats = choice.repeats
     if repeats is not None:
         if repeats <= 0:
             raise InputError(None, None, "repeats", "must be at least 1")
         update["repeats"] = repeats
-        if getattr(plan.run, "max_repeats", None) is not None and plan.run.max_repeats < repeats:
+        if plan.run.max_repeats < repeats:
             update["max_repeats"] = repeats
     run = plan.run.model_copy(update=update)
     return plan.model_copy(update={"variants": variants, "suites": suites, "run": run})
@@ -278,9 +299,9 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 # ---- drafters ------------------------------------------------------------------------------------------
 
 
-def drafter_dirs(plan: Any) -> list[Path]:
+def drafter_dirs(plan: Plan) -> list[Path]:
     """Where drafters are looked up for this plan, in the config's own order."""
-    src = getattr(plan, "source_path", None)
+    src = plan.source_path
     dirs = Resolver(plan_dir=Path(src).parent if src else None).search_dirs("drafters")
     return [d for d in dirs if d.name == "drafters" and d.is_dir()]  # not the plan's own directory
 
@@ -319,8 +340,8 @@ def list_drafters(dirs: list[Path], runs: list[RunInfo]) -> list[DrafterInfo]:
             out.setdefault(
                 dr.name,
                 DrafterInfo(
-                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f), tuple(used.get(dr.name, [])),
-                    tuple(forced.get(dr.name, [])),
+                    dr.name, dr.algorithm, dr.path, dr.trained_for or "", str(f),
+                    tuple(used.get(dr.name, [])), tuple(forced.get(dr.name, [])),
                 ),
             )
     return sorted(out.values(), key=lambda x: x.name)

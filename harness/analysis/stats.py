@@ -44,7 +44,8 @@ def _betainc(a: float, b: float, x: float) -> float:
         return 0.0
     if x >= 1.0:
         return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
     if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
         return 1.0 - _betainc(b, a, 1.0 - x)
     tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
@@ -89,8 +90,10 @@ def t_quantile(level: float, df: int) -> float:
     return (lo + hi) / 2.0
 
 
-def t_interval_log(ratios: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float, float] | None:
-    """`level` (95 %) t interval of the geometric mean of paired ratios (one per repeat): (estimate, low, high).
+def t_interval_log(ratios: list[float] | np.ndarray,
+                   level: float = 0.95) -> tuple[float, float, float] | None:
+    """`level` (95 %) t interval of the geometric mean of paired ratios (one per repeat): (estimate, low,
+    high).
 
     log ratios are near-normal for throughput ratios, and with 2-5 repeats a bootstrap would only ever
     redraw the same few values; the t quantile pays for the small n honestly (df = n - 1)."""
@@ -102,7 +105,8 @@ def t_interval_log(ratios: list[float] | np.ndarray, level: float = 0.95) -> tup
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
-def _bootstrap_t(est: float, ratios: np.ndarray, df: int, level: float = 0.95) -> tuple[float, float, float] | None:
+def _bootstrap_t(est: float, ratios: np.ndarray, df: int,
+                 level: float = 0.95) -> tuple[float, float, float] | None:
     """est x exp(± t_{0.975,df} x the bootstrap standard error of log ratio). Plain percentiles of a ratio
     over 10-20 prompts cover the truth only ~90 % of the time (tests/test_stats.py); the t quantile widens
     the small-sample interval where it is too narrow and is the plain normal interval for many prompts."""
@@ -116,7 +120,8 @@ def _bootstrap_t(est: float, ratios: np.ndarray, df: int, level: float = 0.95) -
 def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndarray, time_b: np.ndarray, *,
                            samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
                            ) -> tuple[float, float, float] | None:
-    """Bootstrap over prompts of (Σtok_v/Σtime_v) / (Σtok_b/Σtime_b): (estimate, low, high) (_bootstrap_t).
+    """Bootstrap over prompts of (Σtok_v/Σtime_v) / (Σtok_b/Σtime_b): (estimate, low, high)
+    (_bootstrap_t).
 
     Element i of all four arrays is the same prompt in both arms (paired): one resample draws prompts, and
     a drawn prompt brings both its measurements, so per-prompt difficulty cancels out of the ratio."""
@@ -131,7 +136,8 @@ def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndar
 
 
 def two_sample_bootstrap_ratio(a: np.ndarray, b: np.ndarray, *, samples: int = BOOTSTRAP_SAMPLES,
-                               seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> tuple[float, float, float] | None:
+                               seed: int = BOOTSTRAP_SEED,
+                               level: float = 0.95) -> tuple[float, float, float] | None:
     """Bootstrap of mean(a) / mean(b), a and b resampled independently (steady-state windows of two runs do
     not pair): (estimate, low, high) (_bootstrap_t, df from the smaller sample)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

@@ -15,6 +15,7 @@ import csv
 import errno
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
@@ -58,7 +59,7 @@ class CsvAppender:
         if new:
             self._write(self._writer.writeheader)
 
-    def _write(self, write: Any, *args: Any) -> None:
+    def _write(self, write: Callable[..., object], *args: object) -> None:
         try:
             write(*args)
             self._fh.flush()
@@ -183,7 +184,7 @@ def read_phases(run_dir: Path) -> list[PhaseRecord]:
 
 
 # ---------------------------------------------------------------------------------------------------- JSON
-def write_json(path: str | Path, data: Any) -> None:
+def write_json(path: str | Path, data: object) -> None:
     """Whole or not at all: written beside, then renamed over."""
     tmp = Path(str(path) + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
@@ -339,7 +340,7 @@ class TuneState:
     stop_failed: str | None = None  # stopping the kept servers at the end failed: why
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         if name not in _TUNE_FIELDS:
             raise AttributeError(f"TuneState has no field {name!r}")
         object.__setattr__(self, name, value)

@@ -23,7 +23,7 @@ from harness.analysis.attempts import final_tables
 from harness.analysis.by_context_report import write_context_table
 from harness.analysis.csv_tail import read_records_csv
 from harness.analysis.goodput import closed_loop, write_load_tables
-from harness.analysis.lossless import read_audit
+from harness.analysis.lossless import Audit, read_audit
 from harness.analysis.records import RequestRecord
 from harness.analysis.summary_columns import COLUMNS, SUMMARY_COLUMNS
 from harness.analysis.summary_rows import Group
@@ -67,7 +67,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
               variants: dict[str, dict[str, Any]], probe: pd.DataFrame | None = None, *,
               min_steady_s: float = DEFAULT_MIN_STEADY_S, outputs_df: pd.DataFrame | None = None,
               equivalence: float = DEFAULT_EQUIVALENCE, looks: dict | None = None,
-              audit: Any = None) -> pd.DataFrame:
+              audit: Audit | None = None) -> pd.DataFrame:
     """The comparison: one row per (variant, concurrency), its columns computed in the registry's dependency
     order (harness.analysis.summary_columns): first each row's own from its records, then those against
     its baseline row; then one row per further engine's baseline (engines_table.with_cross_engine_rows)."""
@@ -87,7 +87,8 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
     df = pd.DataFrame(rows)
     if df.empty:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
-    table = Table(df, requests, phases, windows, variants, outputs_df, min_steady_s, equivalence, looks, audit)
+    table = Table(df, requests, phases, windows, variants, outputs_df, min_steady_s, equivalence, looks,
+                  audit)
     for comp in COLUMNS.scope("table"):
         results = [comp.values(comp.fn(row, table)) for _, row in table.df.iterrows()]
         for col in comp.fills:  # object columns: each cell keeps its value's own type (an int stays an int)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from harness.analysis import summary_rows as r
 from harness.analysis import summary_table as t
-from harness.analysis.columns import Column, Registry, Shown, docs_table, fmt_cell
+from harness.analysis.columns import Column, Registry, Shown, SummaryRow, docs_table, fmt_cell
 
 REQ, PH, WIN, VAR = "requests.csv", "phases.csv", "server_windows.csv", "variants.jsonl"
 AUDIT = "audit.jsonl"
@@ -26,7 +25,7 @@ STEPS = ("algorithm", *VS_BASELINE)
 LOSSLESS = (*VS_BASELINE, "forced_acceptance")  # what finds the row's baseline, and a forced copy (no audit)
 
 
-def ci_cell(row: Any) -> str:
+def ci_cell(row: SummaryRow) -> str:
     """The CI column: low-high of the speedup, with its level where it is not 95 %."""
     low, high = row.get("speedup_ci_low"), row.get("speedup_ci_high")
     if fmt_cell(low, "{}") == "-" or fmt_cell(high, "{}") == "-":
@@ -37,10 +36,10 @@ def ci_cell(row: Any) -> str:
     return f"{float(low):.2f}-{float(high):.2f}{tail}"
 
 
-def _v(name: str, unit: str, kind: str, definition: str, **kw: Any) -> Column:
+def _v(name: str, unit: str, kind: str, definition: str, shown: Shown | None = None) -> Column:
     """A verdict column: summary_table.verdict fills it from the requests' timing (analysis.verdicts)."""
     return Column(name, unit, kind, definition, f"{REQ}, {PH}, decisions.jsonl", t.verdict,
-                  needs=VERDICT_NEEDS, scope="table", **kw)
+                  needs=VERDICT_NEEDS, scope="table", shown=shown)
 
 
 COLUMNS = Registry([
@@ -73,7 +72,8 @@ COLUMNS = Registry([
            "gap g gives n samples of g/n), pooled over requests", REQ, r.itl_p50_ms,
            shown=Shown(110, "ITL p50 ms", "{:.1f}")),
     Column("speedup", "x", "float", "tok_s / the tok_s of the row's engine's baseline at the same "
-           "concurrency, over the repeats the row has (under run.stop: decided the baseline may have more)", "", t.speedup, needs=("tok_s", *VS_BASELINE), scope="table",
+           "concurrency, over the repeats the row has (under run.stop: decided the baseline may have more)",
+           "", t.speedup, needs=("tok_s", *VS_BASELINE), scope="table",
            shown=Shown(120, "speedup", "{:.2f}x", default=True)),
     Column("break_even_accept_len", "tokens/step", "float", "the accept length at which the variant's "
            "decode speed equals the baseline's: step_ms_ratio, else accept_len / speedup", "",
@@ -89,8 +89,8 @@ COLUMNS = Registry([
     Column("num_draft_tokens", "tokens", "int", "draft tokens per verify step as the server resolved them "
            "(num_steps + 1 for topk 1)", VAR, r.num_draft_tokens),
     Column("cuda_graph", "", "bool", "CUDA graphs on for the variant's server", VAR, r.cuda_graph),
-    Column("accept_len_requests", "tokens/step", "float", "Σ (completion tokens − 1) / Σ verify steps over "
-           "the timed requests' per-request spec stats", REQ, r.accept_len_requests),
+    Column("accept_len_requests", "tokens/step", "float", "Σ (completion tokens − 1) / Σ verify steps "
+           "over the timed requests' per-request spec stats", REQ, r.accept_len_requests),
     Column("accept_len_server", "tokens/step", "float", "the server's counter after each phase's cache "
            "flush, verify-weighted over phases; failed flushes left out", PH, r.accept_len_server),
     Column("accept_len_log", "tokens/step", "float", "the Decode log windows' accept length, weighted by "
@@ -183,10 +183,12 @@ COLUMNS = Registry([
            "its untimed control pass (another concurrency, reverse order) answered differently", AUDIT,
            t.lossless, needs=LOSSLESS, scope="table", shown=Shown(167, "control", "{:.2f}")),
     Column("max_divergence_margin", "nats", "float", "the largest margin, logprob(baseline token) - "
-           "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own context", AUDIT, t.lossless,
+           "logprob(variant token) in absolute value, at a first divergent position, in the baseline's own "
+           "context", AUDIT, t.lossless,
            needs=LOSSLESS, scope="table", shown=Shown(168, "margin nats", "{:.2f}")),
-    Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the worst "
-           "cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS, scope="table"),
+    Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the "
+           "worst cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS,
+           scope="table"),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

@@ -77,7 +77,7 @@ def _server_mean(ph: pd.DataFrame, column: str) -> float | None:
 
 def effective_draft_tokens(meta: dict[str, Any]) -> int | None:
     """Draft tokens per verify step, from the server's resolved parameters where it reported them."""
-    def pick(key: str) -> Any:
+    def pick(key: str) -> int | None:
         resolved = meta.get(f"server_speculative_{key}")
         return resolved if resolved is not None else meta.get(key)
 
@@ -97,11 +97,11 @@ def concurrency(g: Group, row: Row) -> int:
     return g.conc
 
 
-def algorithm(g: Group, row: Row) -> Any:
+def algorithm(g: Group, row: Row) -> str:
     return g.meta.get("algorithm", "")
 
 
-def status(g: Group, row: Row) -> Any:
+def status(g: Group, row: Row) -> str:
     return g.meta.get("status", "unknown")
 
 
@@ -117,15 +117,15 @@ def baseline(g: Group, row: Row) -> bool:
     return bool(g.meta.get("baseline", False))
 
 
-def drafter(g: Group, row: Row) -> Any:
+def drafter(g: Group, row: Row) -> str:
     return g.meta.get("drafter", "")
 
 
-def num_steps(g: Group, row: Row) -> Any:
+def num_steps(g: Group, row: Row) -> int | None:
     return g.meta.get("num_steps")
 
 
-def eagle_topk(g: Group, row: Row) -> Any:
+def eagle_topk(g: Group, row: Row) -> int | None:
     return g.meta.get("eagle_topk")
 
 
@@ -133,11 +133,11 @@ def num_draft_tokens(g: Group, row: Row) -> int | None:
     return effective_draft_tokens(g.meta)
 
 
-def cuda_graph(g: Group, row: Row) -> Any:
+def cuda_graph(g: Group, row: Row) -> bool | None:
     return g.meta.get("cuda_graph")
 
 
-def forced_acceptance(g: Group, row: Row) -> Any:
+def forced_acceptance(g: Group, row: Row) -> float | None:
     return g.meta.get("forced_acceptance") or None
 
 

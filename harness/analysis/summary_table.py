@@ -57,7 +57,7 @@ class Table:
         return None if b.empty or row["baseline"] else str(b.iloc[0]["variant"])
 
 
-def _missing(value: Any) -> bool:
+def _missing(value: object) -> bool:
     return value is None or bool(pd.isna(value))
 
 
@@ -139,7 +139,8 @@ def output_match(row: pd.Series, t: Table) -> dict[str, Any]:
 def lossless(row: pd.Series, t: Table) -> dict[str, Any]:
     """The lossless audit against the baseline (harness.analysis.lossless); a baseline row: its control."""
     base = row["variant"] if row["baseline"] else t.baseline_of(row)
-    if base is None or is_forced(row) or float(t.variants.get(str(base), {}).get("temperature") or 0.0) != 0.0:
+    if base is None or is_forced(row) \
+            or float(t.variants.get(str(base), {}).get("temperature") or 0.0) != 0.0:
         return {}  # a forced copy's answers are not the model's
     return lossless_audit.row_audit(t.requests, t.outputs, t.audit, str(base), str(row["variant"]),
                                     int(row["concurrency"]))

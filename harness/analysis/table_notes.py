@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
 
 from harness.analysis.acceptance import AGREE_TOLERANCE
-from harness.analysis.columns import is_false, is_true
+from harness.analysis.columns import SummaryRow, is_false, is_true
 from harness.analysis.forced import forced_note
 
 # the probe's check and the sources' agreement (summary_rows.AGREE_TOLERANCE: the same 5 %)
@@ -44,15 +43,16 @@ LEGEND = {
                         "batch, the batch this variant's decode ran at most",
     "output-differs": "output differs from the baseline: at temperature 0 a correct drafter leaves the text "
                       "as the baseline's; char N is where they first differ (median over prompts)",
-    "suspect": "SUSPECT (lossless audit): the greedy answers leave the baseline's where the baseline's top token "
-               "is not near a tie, more often than the baseline against itself at another batch shape, or break "
-               "a suite expectation the baseline's met: what a verify path that accepts wrong draft tokens does; "
-               "the worst cases (prompt, token, both tokens, margin) follow, summary.csv's lossless_detail has all",
-    "lossless": "lossless (audit): every divergence from the baseline's greedy answer is at a near-tie (top two "
-                "tokens within run.lossless_margin nats, bf16 numerics), no more often than the baseline "
+    "suspect": "SUSPECT (lossless audit): the greedy answers leave the baseline's where the baseline's top "
+               "token is not near a tie, more often than the baseline against itself at another batch shape, "
+               "or break a suite expectation the baseline's met: what a verify path that accepts wrong draft "
+               "tokens does; the worst cases (prompt, token, both tokens, margin) follow, summary.csv's "
+               "lossless_detail has all",
+    "lossless": "lossless (audit): every divergence from the baseline's greedy answer is at a near-tie (top "
+                "two tokens within run.lossless_margin nats, bf16 numerics), no more often than the baseline "
                 "against itself at another batch shape (the control); docs/metrics.md, lossless audit",
-    "unresolved": "lossless audit unresolved: no control answers, or divergences the baseline's logprobs do not "
-                  "reach (summary.csv's lossless_detail says which)",
+    "unresolved": "lossless audit unresolved: no control answers, or divergences the baseline's logprobs do "
+                  "not reach (summary.csv's lossless_detail says which)",
     "flush-failed": "cache flush failed: the server's cache and counters were not reset before those "
                     "phases; the server's accept-length figure leaves them out",
     "inert": f"{INERT}: the drafter does nothing useful (a wrong algorithm, checkpoint or flags: the "
@@ -68,20 +68,20 @@ class Note:
     text: str
 
 
-def _given(value: Any) -> bool:
+def _given(value: object) -> bool:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return False
     return not (isinstance(value, str) and value.strip() in ("", "nan"))
 
 
-def failed_note(row: Any) -> Note | None:
+def failed_note(row: SummaryRow) -> Note | None:
     if str(row.get("status")) != "failed":
         return None
     why = row.get("failure_reason")
     return Note("failed", "FAILED" + (f": {why}" if _given(why) else ""))
 
 
-def verdict_notes(row: Any) -> list[Note]:
+def verdict_notes(row: SummaryRow) -> list[Note]:
     """Too short to decide (this row's or its baseline's phases), and a load lighter than the concurrency."""
     notes = []
     if is_true(row.get("too_short")) or str(row.get("verdict_reason")).startswith("too short to decide"):
@@ -92,7 +92,7 @@ def verdict_notes(row: Any) -> list[Note]:
     return notes
 
 
-def spec_notes(row: Any) -> list[Note]:
+def spec_notes(row: SummaryRow) -> list[Note]:
     """Where the accept length came from, the batch the break-even holds for, output divergence and failed
     cache flushes."""
     notes = []
@@ -117,7 +117,7 @@ def spec_notes(row: Any) -> list[Note]:
 NOTE_CHARS = 160  # the suspect note's worst cases, cut here (lossless_detail has them whole)
 
 
-def lossless_notes(row: Any) -> list[Note]:
+def lossless_notes(row: SummaryRow) -> list[Note]:
     """The lossless audit's verdict (harness.analysis.lossless): suspect with its worst cases, lossless where
     the answers differ, unresolved."""
     verdict, detail = row.get("lossless_verdict"), row.get("lossless_detail")
@@ -136,7 +136,7 @@ def lossless_notes(row: Any) -> list[Note]:
     return []
 
 
-def accept_notes(row: Any) -> list[Note]:
+def accept_notes(row: SummaryRow) -> list[Note]:
     """A drafter that accepts nothing, and accept-length sources that disagree."""
     notes = []
     al = row.get("accept_len")
@@ -147,7 +147,7 @@ def accept_notes(row: Any) -> list[Note]:
     return notes
 
 
-def row_notes(row: Any) -> list[Note]:
+def row_notes(row: SummaryRow) -> list[Note]:
     """Every note of a row, in the table's order: forced first (its numbers are speed only), then failure,
     the verdict's, where the figures come from, the drafter's own."""
     forced = forced_note(row)

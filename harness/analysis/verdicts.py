@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import sequential, stats
-from harness.analysis.columns import is_true
+from harness.analysis.columns import SummaryRow, is_true
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 DEFAULT_MIN_STEADY_S = 10.0
@@ -161,7 +161,7 @@ def _only_repeats(frame: pd.DataFrame, repeats: int | None) -> pd.DataFrame:
     return frame[pd.to_numeric(frame["repeat"], errors="coerce") <= repeats]
 
 
-def row_verdict(row: Any, baselines: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame,
+def row_verdict(row: SummaryRow, baselines: pd.DataFrame, requests: pd.DataFrame, phases: pd.DataFrame,
                 profiles: pd.DataFrame, *, min_steady_s: float = DEFAULT_MIN_STEADY_S,
                 equivalence: float = DEFAULT_EQUIVALENCE,
                 looks: dict[tuple[str, int], dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def _keep_repeats(frame: pd.DataFrame, names: list[str], conc: int, reps: set) -
     return frame[~out]
 
 
-def _need(low: Any, high: Any, speedup: float, method: str, units: int, equivalence: float
+def _need(low: float | None, high: float | None, speedup: float, method: str, units: int, equivalence: float
           ) -> sequential.Need | None:
     if method == "bootstrap-windows":
         return sequential.Need(2, 1)  # a second repeat: the first interval that sees noise between runs
@@ -266,7 +266,7 @@ def _short_fix(why: str, conc: int) -> str:
     return "needs a longer steady state: raise run.max_phase_s (phase sizing cycles the suite) or add prompts"
 
 
-def level_label(level: Any) -> str:
+def level_label(level: object) -> str:
     try:
         pct = 100.0 * float(level)
     except (TypeError, ValueError):
@@ -274,7 +274,7 @@ def level_label(level: Any) -> str:
     return f"{pct:.1f}".rstrip("0").rstrip(".") + "%"
 
 
-def _verdict(low: Any, high: Any, method: str, basis: str, short: str | None,
+def _verdict(low: float | None, high: float | None, method: str, basis: str, short: str | None,
              short_b: str | None, *, equivalence: float = DEFAULT_EQUIVALENCE, level: float = 0.95
              ) -> tuple[str, str]:
     if short or short_b:
@@ -293,11 +293,11 @@ def _verdict(low: Any, high: Any, method: str, basis: str, short: str | None,
     return "undecided", ci + f" includes 1.00x and leaves the +-{equivalence:.0%} band"
 
 
-def is_decided(verdict: Any) -> bool:
+def is_decided(verdict: object) -> bool:
     return str(verdict) in DECIDED
 
 
-def half_width_pct(row: Any) -> float | None:
+def half_width_pct(row: SummaryRow) -> float | None:
     """Half the interval's width in percent of the speedup (what run.until_ci_pct compares)."""
     low, high, s = row.get("speedup_ci_low"), row.get("speedup_ci_high"), row.get("speedup")
     try:

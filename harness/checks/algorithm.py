@@ -32,8 +32,8 @@ def check_algorithm(
     if alg is None:
         return []
     out: list[Finding] = []
-    name = getattr(drafter, "name", None) or "the drafter"
-    declared = _alg(getattr(drafter, "algorithm", None)) if drafter is not None else None
+    name = drafter.name if drafter is not None else "the drafter"
+    declared = _alg(drafter.algorithm) if drafter is not None else None
     cfg, tensors = (facts.config, facts.tensors) if facts else (None, None)
     kind = drafter_kind(cfg, tensors) if cfg is not None else "unknown"
     evidence = eagle3_evidence(cfg, tensors)
@@ -68,7 +68,7 @@ def check_algorithm(
                 f"set `algorithm: EAGLE` on variant '{variant}', or use an EAGLE-3 drafter",
             )
         )
-    elif declared and declared != alg and drafter is not None and getattr(drafter, "algorithm", None):
+    elif declared and declared != alg and drafter is not None and drafter.algorithm:
         out.append(
             error(
                 variant,
@@ -84,7 +84,8 @@ def check_algorithm(
                 variant,
                 "eagle3-no-drafter",
                 f"{alg} without a drafter",
-                "SGLang then loads the target itself as the draft and crashes on normal targets (sglang #36528)",
+                "SGLang then loads the target itself as the draft and crashes on normal targets "
+                "(sglang #36528)",
                 f"give variant '{variant}' a drafter",
             )
         )
@@ -95,7 +96,8 @@ def check_algorithm(
                 variant,
                 "drafter-arch-not-eagle3",
                 f"EAGLE-3 weights but config.json architectures is [{names}]",
-                "SGLang has no architecture remap for drafts: it loads this as a plain model, not an EAGLE-3 head",
+                "SGLang has no architecture remap for drafts: it loads this as a plain model, not an EAGLE-3 "
+                "head",
                 'set "architectures": ["LlamaForCausalLMEagle3"] in the drafter\'s config.json',
             )
         )

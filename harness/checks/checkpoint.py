@@ -106,7 +106,8 @@ def check_shapes(variant: str, facts: DrafterFacts, target_cfg: dict[str, Any] |
                     "fc-missing",
                     "the drafter has no fc.weight",
                     "SGLang silently skips missing weights: the fc stays uninitialised",
-                    "re-export the drafter (SpecForge keeps fc.weight, norm.weight, lm_head.weight, d2t, t2d)",
+                    "re-export the drafter (SpecForge keeps fc.weight, norm.weight, lm_head.weight, d2t, "
+                    "t2d)",
                 )
             )
         elif tuple(fc.shape) != want:

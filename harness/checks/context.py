@@ -19,7 +19,8 @@ TEMPLATE_TOKENS = 16  # chat-template overhead per message pair
 
 
 def turn_tokens(prompt: Prompt, max_tokens: int) -> list[int]:
-    """Estimated tokens at the end of each turn: its prompt (earlier turns and answers included) and its output."""
+    """Estimated tokens at the end of each turn: its prompt (earlier turns and answers included) and its
+    output."""
     cap = int(prompt.max_tokens or max_tokens)
     first = sum(len(m.content) for m in prompt.messages) if prompt.messages else len(prompt.text or "")
     out, chars = [], first
@@ -32,7 +33,7 @@ def turn_tokens(prompt: Prompt, max_tokens: int) -> list[int]:
 
 def target_context(plan: Plan, target_cfg: dict[str, Any] | None) -> int | None:
     """--context-length from the model's extra_args, else the checkpoint's max_position_embeddings."""
-    args = [str(a) for a in getattr(plan.model, "extra_args", []) or []]
+    args = [str(a) for a in plan.model.extra_args]
     for i, a in enumerate(args):
         value = a.split("=", 1)[1] if a.startswith("--context-length=") else (
             args[i + 1] if a == "--context-length" and i + 1 < len(args) else None)
@@ -54,7 +55,8 @@ def _over(plan: Plan, limit: int) -> list[tuple[Suite, int, int, str]]:
                 if n > limit:
                     over += 1
                 if n > worst:
-                    worst, note = n, f"{suite.name}/{p.id}" + (f" turn {k}" if p.turns > 1 else "") + f" ~{n} tokens"
+                    turn = f" turn {k}" if p.turns > 1 else ""
+                    worst, note = n, f"{suite.name}/{p.id}{turn} ~{n} tokens"
         if over:
             rows.append((suite, over, total, note))
     return rows
@@ -65,8 +67,8 @@ def target_findings(plan: Plan, target_cfg: dict[str, Any] | None) -> list[Findi
     if not limit:
         return []
     return [error(PLAN_WIDE, "context-target",
-                  f"suite {suite.name}: {over} of {total} requests reach past the target's context of {limit} "
-                  f"tokens (longest: {note})",
+                  f"suite {suite.name}: {over} of {total} requests reach past the target's context of "
+                  f"{limit} tokens (longest: {note})",
                   "SGLang refuses a request longer than its context length: those rows would be errors",
                   "drop long prompts (import-suite --max-chars), lower max_tokens, or serve a longer context")
             for suite, over, total, note in _over(plan, limit)]
@@ -77,8 +79,8 @@ def drafter_findings(variant: str, drafter_cfg: dict[str, Any] | None, plan: Pla
     if not isinstance(mpe, int) or mpe <= 0:
         return []
     return [warning(variant, "max-position",
-                    f"suite {suite.name}: {over} of {total} requests go past the drafter's max_position_embeddings "
-                    f"{mpe} (longest: {note})",
+                    f"suite {suite.name}: {over} of {total} requests go past the drafter's "
+                    f"max_position_embeddings {mpe} (longest: {note})",
                     "acceptance drops once a sequence runs past the drafter's trained context (sglang #6783)",
                     "use a drafter trained on longer sequences, or shorten the prompts / max_tokens")
             for suite, over, total, note in _over(plan, mpe)]

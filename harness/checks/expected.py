@@ -38,7 +38,7 @@ def expected_codes(words: list[str]) -> set[str]:
 def apply_expectations(plan: Plan, findings: list[Finding]) -> list[Finding]:
     """Demote each finding a variant expects to an info note that names the expectation; a word that matched
     nothing gets a note of its own (the arm is not wrong in the way the plan says)."""
-    wanted = {v.name: list(v.expect) for v in plan.variants if getattr(v, "expect", None)}
+    wanted = {v.name: list(v.expect) for v in plan.variants if v.expect}
     if not wanted:
         return findings
     out: list[Finding] = []

@@ -1,7 +1,8 @@
 """Phases too small to decide, found before the run: a phase of fewer than MIN_REQUESTS_PER_SLOT x concurrency
-requests is "too short to decide" in every verdict (harness.analysis.verdicts). Phase sizing (run.phase_sizing,
-on by default: harness.bench.sizing) cycles such a suite until the phase is long enough, so this warns only
-where it is off, as in tune's decode-only step-cost phases. Repeats do not help: they replay the same phase."""
+requests is "too short to decide" in every verdict (harness.analysis.verdicts). Phase sizing
+(run.phase_sizing, on by default: harness.bench.sizing) cycles such a suite until the phase is long enough, so
+this warns only where it is off, as in tune's decode-only step-cost phases. Repeats do not help: they replay
+the same phase."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ def phase_findings(plan: Plan) -> list[Finding]:
         most = max(short)
         out.append(warning(
             PLAN_WIDE, "phase-too-short",
-            f"suite {suite.name}: {n} requests per phase, fewer than {MIN_REQUESTS_PER_SLOT} x concurrency at "
-            f"concurrency {levels}",
+            f"suite {suite.name}: {n} requests per phase, fewer than {MIN_REQUESTS_PER_SLOT} x concurrency "
+            f"at concurrency {levels}",
             "with run.phase_sizing off, every verdict at that level is too-short, whatever the speedup; "
             "more repeats replay the same short phase",
-            f"turn run.phase_sizing on (it cycles the suite), give the suite at least {MIN_REQUESTS_PER_SLOT * most} "
-            f"requests (import-suite --sample), or drop concurrency {levels} from run.concurrency"))
+            "turn run.phase_sizing on (it cycles the suite), give the suite at least "
+            f"{MIN_REQUESTS_PER_SLOT * most} requests (import-suite --sample), or drop concurrency {levels} "
+            "from run.concurrency"))
     return out

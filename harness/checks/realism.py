@@ -2,8 +2,8 @@
 
 Before the run (`draftbench check`, and the run's own start as alarms):
   prompts-without-chat-template  run.endpoint is completions: every prompt goes out as raw text, never through
-                                 the model's chat template (sglang PR #4247: accept length 5.36 raw against 6.13
-                                 templated; vllm #25916);
+                                 the model's chat template (sglang PR #4247: accept length 5.36 raw against
+                                 6.13 templated; vllm #25916);
   synthetic-suite                a suite of generated prompts (marked `synthetic`, or random tokens, or filler
                                  that repeats itself): acceptance on it is not real traffic's (InferenceX
                                  #1230/#1630: random prompts regress the accept rate; SPEED-Bench: synthetic
@@ -23,11 +23,18 @@ import json
 import re
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.events import Alarm
 from harness.common.findings import PLAN_WIDE, Finding, info, warning
-from harness.inputs.sampling import arm_yaml, suggested_arm
+from harness.inputs.sampling import SamplingArm, arm_yaml, suggested_arm
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.inputs.config import Plan
+    from harness.inputs.plan_parts import Drafter
+    from harness.inputs.suites import Suite
 
 FAR_FROM_TRAINING = 0.25  # measured accept length off the training-time one by more than this share
 FILLER_RATIO = 0.12  # zlib output / input below this on a long prompt: it repeats itself
@@ -46,9 +53,9 @@ COMMON_WORDS = frozenset(
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 
 
-def synthetic_reason(suite: Any) -> str | None:
+def synthetic_reason(suite: Suite) -> str | None:
     """Why a suite looks synthetic, or None: marked so, random tokens, or generated filler."""
-    if getattr(suite, "synthetic", False):
+    if suite.synthetic:
         return "it is marked synthetic (generated prompts, e.g. draftbench import-suite --synthetic)"
     for prompt in suite.prompts:
         text = "\n".join(m["content"] for m in prompt.chat_messages() if m["role"] == "user")
@@ -66,13 +73,13 @@ def synthetic_reason(suite: Any) -> str | None:
     return None
 
 
-def training_categories(drafter: Any, base: Path | None = None) -> set[str] | None:
+def training_categories(drafter: Drafter, base: Path | None = None) -> set[str] | None:
     """The categories a drafter was trained on, where known: its `training_categories`, else the `category`
     values of its `training_data_file` (SpecForge JSONL, on this machine); None when unknown."""
-    named = getattr(drafter, "training_categories", None)
+    named = drafter.training_categories
     if named:
         return set(named)
-    path = getattr(drafter, "training_data_file", None)
+    path = drafter.training_data_file
     if not path:
         return None
     p = Path(path).expanduser()
@@ -93,7 +100,7 @@ def training_categories(drafter: Any, base: Path | None = None) -> set[str] | No
     return cats or None
 
 
-def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) -> list[Finding]:
+def plan_findings(plan: Plan, generation_config: dict[str, Any] | None = None) -> list[Finding]:
     """The realism findings of a plan (module doc), before anything runs."""
     out: list[Finding] = []
     if plan.run.endpoint == "completions":
@@ -101,17 +108,17 @@ def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) ->
         flat = f"; {chats} chat prompts are flattened to their text" if chats else ""
         out.append(warning(
             PLAN_WIDE, "prompts-without-chat-template", "prompts go out without the model's chat template",
-            "run.endpoint is completions: every prompt is sent as raw text and the server applies no chat template"
-            f"{flat}; drafters are trained on templated chats and accept less on raw text (sglang PR #4247: "
-            "accept length 5.36 raw against 6.13 templated)",
+            "run.endpoint is completions: every prompt is sent as raw text and the server applies no chat "
+            f"template{flat}; drafters are trained on templated chats and accept less on raw text (sglang PR "
+            "#4247: accept length 5.36 raw against 6.13 templated)",
             "run.endpoint: chat (the default), unless raw completions are what the deployment serves"))
     for suite in plan.suites:
         why = synthetic_reason(suite)
         if why:
             out.append(warning(
                 PLAN_WIDE, "synthetic-suite", f"suite '{suite.name}' is synthetic", why + "; acceptance and "
-                "throughput on generated prompts are not real traffic's (random prompts regress the accept rate: "
-                "InferenceX #1230; synthetic inputs overestimate throughput: SPEED-Bench)",
+                "throughput on generated prompts are not real traffic's (random prompts regress the accept "
+                "rate: InferenceX #1230; synthetic inputs overestimate throughput: SPEED-Bench)",
                 "measure accept length and speedup on real prompts (import-suite: SPEED-Bench, ShareGPT, "
                 "MT-bench); keep synthetic suites for the context-length axis, labelled as they are"))
     out += _category_findings(plan)
@@ -119,7 +126,8 @@ def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) ->
     measured = {_sampler(v.sampling, plan.run.temperature) for v in plan.variants}
     if arm is not None and _sampler(arm, 0.0) not in measured:
         arms = list(plan.run.sampling)
-        listed = ", ".join(arm_yaml(a) for a in arms) if arms else f"{{temperature: {plan.run.temperature:g}}}"
+        listed = ", ".join(arm_yaml(a) for a in arms) if arms \
+            else f"{{temperature: {plan.run.temperature:g}}}"
         out.append(info(
             PLAN_WIDE, "sampling-suggested", f"the model recommends sampling at {arm_yaml(arm)}",
             "its generation_config.json; acceptance at the sampler the deployment uses differs from greedy's",
@@ -127,17 +135,17 @@ def plan_findings(plan: Any, generation_config: dict[str, Any] | None = None) ->
     return out
 
 
-def _sampler(arm: Any, temperature: float) -> tuple[float, float]:
+def _sampler(arm: SamplingArm | None, temperature: float) -> tuple[float, float]:
     """What an arm samples with, whatever its label: (temperature, top_p)."""
     if arm is None:
         return float(temperature), 1.0
     return float(arm.temperature), float(arm.top_p if arm.top_p is not None else 1.0)
 
 
-def _category_findings(plan: Any) -> list[Finding]:
+def _category_findings(plan: Plan) -> list[Finding]:
     out: list[Finding] = []
     suite_cats = {p.category for s in plan.suites for p in s.prompts}
-    base = plan.source_path.parent if getattr(plan, "source_path", None) else None
+    base = plan.source_path.parent if plan.source_path is not None else None
     seen: set[str] = set()
     for v in plan.variants:
         d = v.drafter
@@ -151,35 +159,36 @@ def _category_findings(plan: Any) -> list[Finding]:
         if not both:
             out.append(warning(
                 v.name, "categories-not-in-training", f"no suite category is one drafter '{d.name}' was "
-                "trained on", f"suites: {', '.join(sorted(suite_cats))}; trained on: {', '.join(sorted(trained))}"
-                "; a drafter accepts less on what it never saw, so this accept length says little about the "
-                "traffic it was trained for", "add prompts of the trained categories, or retrain the drafter "
-                "on this traffic (draftbench regen and train)"))
+                "trained on", f"suites: {', '.join(sorted(suite_cats))}; trained on: "
+                f"{', '.join(sorted(trained))}; a drafter accepts less on what it never saw, so this accept "
+                "length says little about the traffic it was trained for", "add prompts of the trained "
+                "categories, or retrain the drafter on this traffic (draftbench regen and train)"))
         elif missing:
             out.append(info(
                 v.name, "categories-not-in-training", f"drafter '{d.name}' was not trained on "
-                f"{', '.join(missing)}", f"trained on: {', '.join(sorted(trained))}; expect lower acceptance in "
-                "those categories (summary_by_category.csv)"))
+                f"{', '.join(missing)}", f"trained on: {', '.join(sorted(trained))}; expect lower acceptance "
+                "in those categories (summary_by_category.csv)"))
     return out
 
 
-def realism_alarms(plan: Any) -> list[Alarm]:
+def realism_alarms(plan: Plan) -> list[Alarm]:
     """The pre-run guards (no target facts) as the run's alarms at its start, so the run warns too."""
     return [Alarm("" if f.variant == PLAN_WIDE else f.variant, f.severity, f.code, f"{f.what}: {f.why}")
             for f in plan_findings(plan) if f.severity in ("warning", "error")]
 
 
 def training_gap(trained: float, got: float) -> str | None:
-    """`got` against the training-time accept length, in words, where it is more than FAR_FROM_TRAINING off."""
+    """`got` against the training-time accept length, in words, where it is more than FAR_FROM_TRAINING
+    off."""
     if abs(got / float(trained) - 1.0) <= FAR_FROM_TRAINING:
         return None
     way = "below" if got < trained else "above"
     return f"accept length {got:.2f} is {abs(got / trained - 1):.0%} {way} the {trained:.2f}"
 
 
-def training_findings(plan: Any, measured: dict[str, tuple[str, str, float]]) -> list[Finding]:
-    """`check`'s accept-far-from-training: a drafter's accept length in the newest earlier run that measured it
-    (`measured`: drafter name -> (run id, variant, accept length)) far from its training-time one."""
+def training_findings(plan: Plan, measured: dict[str, tuple[str, str, float]]) -> list[Finding]:
+    """`check`'s accept-far-from-training: a drafter's accept length in the newest earlier run that measured
+    it (`measured`: drafter name -> (run id, variant, accept length)) far from its training-time one."""
     out: list[Finding] = []
     for v in plan.variants:
         d = v.drafter
@@ -195,11 +204,11 @@ def training_findings(plan: Any, measured: dict[str, tuple[str, str, float]]) ->
     return out
 
 
-_GAP_WHY = ("the prompts, their template or sampler, or the serving setup differ from training (a wrong flag or "
-            "aux layers read near 1.0)")
+_GAP_WHY = ("the prompts, their template or sampler, or the serving setup differ from training (a wrong flag "
+            "or aux layers read near 1.0)")
 
 
-def training_alarms(plan: Any, summary: Any) -> list[Alarm]:
+def training_alarms(plan: Plan, summary: pd.DataFrame | None) -> list[Alarm]:
     """accept-far-from-training: a speculative row whose accept length is more than FAR_FROM_TRAINING off
     its drafter's training-time accept length (once per variant)."""
     import pandas as pd
@@ -209,7 +218,7 @@ def training_alarms(plan: Any, summary: Any) -> list[Alarm]:
     out: list[Alarm] = []
     fired: set[str] = set()
     for v in plan.variants:
-        trained = getattr(v.drafter, "training_accept_len", None) if v.drafter is not None else None
+        trained = v.drafter.training_accept_len if v.drafter is not None else None
         if not trained or v.name in fired:
             continue
         rows = summary[summary["variant"].astype(str) == v.name]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 
@@ -43,13 +42,13 @@ MAX_TOKENS = 10**9  # a usage count above this is no count of a real request's t
 ERROR_FINISH = ("abort", "error")  # SGLang and vLLM end a request they dropped with finish_reason "abort"
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     """A server's value in an error text: its JSON-ish repr, cut short."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _bad_usage(usage: dict, finish: Any, *, content: bool) -> str | None:
+def _bad_usage(usage: dict, finish: object, *, content: bool) -> str | None:
     """Why the final usage or finish_reason cannot be believed, or None. Counts must be JSON integers
     (not "8", [8], 8.0 or 1e308) in 0..MAX_TOKENS, and a stream that carried content has generated a token."""
     for name in ("completion_tokens", "prompt_tokens"):
@@ -69,7 +68,7 @@ def _bad_usage(usage: dict, finish: Any, *, content: bool) -> str | None:
     return None
 
 
-def _number(v: Any) -> bool:
+def _number(v: object) -> bool:
     return type(v) in (int, float)
 
 
@@ -106,8 +105,8 @@ def spread_tokens(total: int, n: int) -> list[int]:
 class _Collector:
     """Per-request state fed with (event payload, read timestamp); knows the chat and completions shapes."""
 
-    __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage", "spec",
-                 "finish", "done", "error", "t_end", "t_answer")
+    __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage",
+                 "spec", "finish", "done", "error", "t_end", "t_answer")
 
     def __init__(self, chat: bool):
         self.chat = chat
@@ -118,7 +117,7 @@ class _Collector:
         self.last_cum = 0
         self.cum_everywhere = True
         self.usage: dict | None = None
-        self.spec: Any = None
+        self.spec: object = None  # as the server sent it: checked once the stream ends
         self.finish: str | None = None
         self.done = False
         self.error: str | None = None

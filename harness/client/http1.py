@@ -21,13 +21,17 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import httpx2
 
 from harness.client import rxstamp
 from harness.client.http1_wire import MAX_HEAD, Dechunker, framing, parse_head
 from harness.client.rxstamp import PAUSE_AT, Inbox
+
+if TYPE_CHECKING:  # httpx2's own argument types (not exported at its top level)
+    from httpx2._client import UseClientDefault
+    from httpx2._types import HeaderTypes, RequestContent, TimeoutTypes
 
 __all__ = ["BODY_EXT", "PAUSE_AT", "READ_SIZE", "HTTP1Transport", "Prepared", "StreamingClient"]
 
@@ -256,7 +260,8 @@ class HTTP1Transport(httpx2.AsyncBaseTransport):
             self._slots.release()
             raise
 
-    async def _exchange(self, method: str, key: tuple, head: bytes, connect_s: float | None) -> httpx2.Response:
+    async def _exchange(self, method: str, key: tuple, head: bytes,
+                        connect_s: float | None) -> httpx2.Response:
         # A pooled connection the server has just closed fails before any response byte: the request
         # never reached the application, so it is safe to send it once more on a fresh connection.
         while True:
@@ -359,9 +364,12 @@ class StreamingClient(httpx2.AsyncClient):
         self._http1 = HTTP1Transport(max_connections=max_connections, keepalive_s=keepalive_s)
         super().__init__(transport=self._http1, **kwargs)  # type: ignore[arg-type]
 
-    def build_request(self, method: str, url: httpx2.URL | str, *, content: Any = None,  # type: ignore[override]
-                      headers: Any = None, timeout: Any = httpx2.USE_CLIENT_DEFAULT,
-                      extensions: dict | None = None, **kwargs: Any) -> httpx2.Request:
+    def build_request(  # type: ignore[override]
+        self, method: str, url: httpx2.URL | str, *, content: RequestContent | None = None,
+        headers: HeaderTypes | None = None,
+        timeout: TimeoutTypes | UseClientDefault = httpx2.USE_CLIENT_DEFAULT,
+        extensions: dict | None = None, **kwargs: object,
+    ) -> httpx2.Request:
         if any(v is not None for v in kwargs.values()) or not str(url).startswith(("http://", "https://")):
             return super().build_request(method, url, content=content, headers=headers, timeout=timeout,
                                          extensions=extensions, **kwargs)

@@ -3,12 +3,12 @@
 The request goes through the openai SDK (base URL, auth header, no retries, errors mapped to
 openai.APIStatusError / APIConnectionError) as a custom `client.post()`; the typed `create()` spends about
 a millisecond per request validating params. Later requests to the same path reuse the head the SDK
-built for the first one (`ReplayClient._send`). The response is read raw over `harness.client.http1` (an httpx2
-transport that hands over each network read dechunked in one piece: aiohttp's reader costs as much per
-SSE event as parsing it): one timestamp per read, on the `time.perf_counter()` clock and taken before any
-parsing (the kernel's receive time of the read where the socket gives it, see `harness.client.rxstamp`),
-then the bytes are split into SSE events (`harness.client.sse`) and each event is parsed with orjson. The SDK's
-parsed stream builds a pydantic model per chunk and falls far behind at 64 streams.
+built for the first one (`ReplayClient._send`). The response is read raw over `harness.client.http1` (an
+httpx2 transport that hands over each network read dechunked in one piece: aiohttp's reader costs as much
+per SSE event as parsing it): one timestamp per read, on the `time.perf_counter()` clock and taken before
+any parsing (the kernel's receive time of the read where the socket gives it, see `harness.client.rxstamp`),
+then the bytes are split into SSE events (`harness.client.sse`) and each event is parsed with orjson. The
+SDK's parsed stream builds a pydantic model per chunk and falls far behind at 64 streams.
 docs/performance.md has numbers.
 
 Tokens: the request asks for `stream_options.continuous_usage_stats`, so SGLang (and vLLM) put the
@@ -101,8 +101,8 @@ class ReplayClient:
         if http_client is None:
             # harness.client.http1 rather than the SDK's aiohttp transport: see its module doc.
             # keepalive False: a new connection per request, as sglang.bench_serving opens one
-            http_client = StreamingClient(max_connections=max_connections, keepalive_s=4.0 if keepalive else 0.0,
-                                          timeout=timeout)
+            http_client = StreamingClient(max_connections=max_connections,
+                                          keepalive_s=4.0 if keepalive else 0.0, timeout=timeout)
         # No retries: a retried request would hide the failure and skew the timing of the one we record.
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout,

@@ -35,9 +35,9 @@ async def drain(start: Callable[[Emit], Awaitable[None]], *, name: str) -> Async
 
 
 async def finish(aw: Awaitable[Any]) -> bool:
-    """Await `aw` to its end even when this task is cancelled meanwhile: cleanup (stopping servers) must finish
-    what it started, or a server is left on the GPU. Returns whether a cancellation arrived, so that the
-    caller re-raises it once the rest of its cleanup is done."""
+    """Await `aw` to its end even when this task is cancelled meanwhile: cleanup (stopping servers) must
+    finish what it started, or a server is left on the GPU. Returns whether a cancellation arrived, so that
+    the caller re-raises it once the rest of its cleanup is done."""
     task = asyncio.ensure_future(aw)
     cancelled = False
     while True:

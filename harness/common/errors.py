@@ -64,7 +64,8 @@ class PreflightFailed(HarnessError):
 
 def say(msg: str) -> None:
     """A diagnostic line on stderr, its control characters made visible (they may come from a server or a
-    suite: harness.common.terminal). A closed terminal (SIGHUP, broken pipe) must not turn cleanup into a crash."""
+    suite: harness.common.terminal). A closed terminal (SIGHUP, broken pipe) must not turn cleanup into a
+    crash."""
     try:
         print(clean(msg), file=sys.stderr, flush=True)
     except (OSError, ValueError):

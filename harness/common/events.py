@@ -6,7 +6,23 @@ The runner yields these; the CLI prints them and the TUI turns them into message
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
+
+from harness.common import logwindow
+
+
+class FinishedRequest(Protocol):
+    """What a consumer of RequestDone reads of its record (harness.analysis.records.RequestRecord, a layer
+    above this one, implements it)."""
+
+    variant: str
+    phase: str
+    prompt_id: str
+    ok: bool
+    error: str
+    output_tokens: int | None
+    t_send: float
+    t_end: float
 
 
 @dataclass(frozen=True)
@@ -22,7 +38,8 @@ class RunStarted:
 @dataclass(frozen=True)
 class ServerState:
     variant: str
-    state: str  # "starting" | "adopted" (another run kept it) | "ready" | "failed" | "stopping" | "stopped" | "kept"
+    # "starting" | "adopted" (another run kept it) | "ready" | "failed" | "stopping" | "stopped" | "kept"
+    state: str
     port: int | None = None
     pgid: int | None = None
     detail: str = ""  # e.g. the last log lines when it failed
@@ -37,7 +54,7 @@ class ServerLog:
 @dataclass(frozen=True)
 class LogWindow:
     variant: str
-    window: Any  # harness.engines.sglang.logparse.LogWindow
+    window: logwindow.LogWindow
     phase: str | None  # phase id the window was tagged with, or None (outside any measured phase)
 
 
@@ -52,7 +69,7 @@ class PhaseStarted:
 
 @dataclass(frozen=True)
 class RequestDone:
-    record: Any  # harness.analysis.records.RequestRecord
+    record: FinishedRequest  # a harness.analysis.records.RequestRecord
     done: int  # requests finished in this run so far
     total: int
 

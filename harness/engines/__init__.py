@@ -27,7 +27,7 @@ def get_engine(name: str = "sglang") -> Engine:
 
 def engine_of(plan: Plan, variant: Variant | None = None) -> Engine:
     """The variant's engine when it names one, else the plan's (default SGLang)."""
-    name = getattr(variant, "engine", None) or getattr(plan, "engine", None) or "sglang"
+    name = (variant.engine if variant is not None else None) or plan.engine or "sglang"
     return get_engine(name)
 
 

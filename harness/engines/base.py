@@ -107,13 +107,15 @@ class Engine(Protocol):
     name: str                 # "sglang"
     display_name: str         # "SGLang", as tables and reports print it
     stand_in_version: str     # the version the project's stand-in of this engine reproduces
-    ready_line: str           # the log line that says the server is ready (readiness is still asked over HTTP)
+    ready_line: str           # the log line that says the server is ready (readiness is still asked over
+    #                           HTTP)
     phase_columns: Sequence[str]  # server-side per-phase columns (phase_server_means keys)
     accept_needs_flush: bool  # True: the server's accept length is cumulative until a flush (SGLang);
     #                           False: it is a counter delta over the phase and needs none (vLLM)
     api_key_env: str | None   # the variable the server reads its API key from (vLLM: VLLM_API_KEY); None: it
     #                           reads none and gets it in a 0600 file named by `api_key_file_flag` (SGLang)
-    api_key_file_flag: str | None  # SGLang's `--config FILE` (a JSON of server args); None where api_key_env is set
+    api_key_file_flag: str | None  # SGLang's `--config FILE` (a JSON of server args); None where
+    #                                api_key_env is set
     options_model: type[EngineOptions]  # its options in a plan (`target.<name>:`: launcher, version)
 
     def options(self, node: NodeConfig) -> EngineOptions: ...  # this engine's options on one node

@@ -23,7 +23,8 @@ class AdminSession:
         await self._session.close()
 
     async def _get(self, path: str, timeout: float) -> tuple[int, bytes]:
-        async with self._session.get(self.base_url + path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        limit = aiohttp.ClientTimeout(total=timeout)
+        async with self._session.get(self.base_url + path, timeout=limit) as resp:
             return resp.status, await resp.read()
 
 

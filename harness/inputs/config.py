@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
@@ -73,7 +74,8 @@ class Variant(StrictModel):
         default=None, description="an already running server (http://host:port, as seen from the target) to "
         "measure instead of starting one; its settings are read from /get_server_info; never stopped")
     api_key_env: str | None = Field(
-        default=None, description="environment variable with this arm's API key (default: server.api_key_env)")
+        default=None,
+        description="environment variable with this arm's API key (default: server.api_key_env)")
     extra_args: list[ArgStr] = Field(
         default_factory=list, description="launch_server argv items for this arm"
     )
@@ -84,15 +86,16 @@ class Variant(StrictModel):
         default=None, description="the sampler this arm is measured at (run.sampling gives every variant one "
         "per arm, named <name>-<arm>); unset: run.temperature")
     expect: list[str] = Field(
-        default_factory=list, description="findings this arm is meant to show (a deliberately wrong arm, as in "
-        "the demo): a preflight finding's code or the live alarm it leads to (`drafter-inert`); `draftbench check` "
-        "and the preflight of `run` report such a finding as a note, not an error, and the arm runs")
+        default_factory=list, description="findings this arm is meant to show (a deliberately wrong arm, as "
+        "in the demo): a preflight finding's code or the live alarm it leads to (`drafter-inert`); "
+        "`draftbench check` and the preflight of `run` report such a finding as a note, not an error, and "
+        "the arm runs")
 
     _env_names = field_validator("env")(check_env_names)
 
     @field_validator("expect", mode="before")
     @classmethod
-    def _expect_list(cls, value: Any) -> Any:
+    def _expect_list(cls, value: object) -> object:
         return [value] if isinstance(value, str) else value
 
     @field_validator("expect")
@@ -105,7 +108,7 @@ class Variant(StrictModel):
 
     @field_validator("drafter", mode="before")
     @classmethod
-    def _resolve_drafter(cls, value: Any, info: ValidationInfo) -> Any:
+    def _resolve_drafter(cls, value: object, info: ValidationInfo) -> object:
         if isinstance(value, str):
             return _resolver(info).drafter(value)
         return value
@@ -178,8 +181,9 @@ class Plan(StrictModel):
     target: Target = Field(default_factory=Target, description="where SGLang runs")
     targets: list[Target] = Field(
         default_factory=list,
-        description="several nodes measured at once (each an ssh destination, 'local', or a target mapping whose "
-        "unset fields come from `target`): variants are spread over them and every node measures its own baseline",
+        description="several nodes measured at once (each an ssh destination, 'local', or a target mapping "
+        "whose unset fields come from `target`): variants are spread over them and every node measures its "
+        "own baseline",
     )
     model: Model = Field(description="the served target model")
     server: Server = Field(default_factory=Server, description="server settings shared by all variants")
@@ -191,14 +195,14 @@ class Plan(StrictModel):
 
     @field_validator("targets", mode="before")
     @classmethod
-    def _node_destinations(cls, value: Any) -> Any:
+    def _node_destinations(cls, value: object) -> object:
         if isinstance(value, list):
             return [{"host": v} if isinstance(v, str) else v for v in value]
         return value
 
     @field_validator("suites", mode="before")
     @classmethod
-    def _resolve_suites(cls, value: Any, info: ValidationInfo) -> Any:
+    def _resolve_suites(cls, value: object, info: ValidationInfo) -> object:
         if not isinstance(value, list):
             return value
         out = []
@@ -341,7 +345,8 @@ class Resolver:
     """Finds drafters/ and suites/ files by name or path, in the documented order, loading each once."""
 
     plan_dir: Path | None = None
-    _cache: dict[Path, Any] = field(default_factory=dict)
+    _drafters: dict[Path, Drafter] = field(default_factory=dict)
+    _suites: dict[Path, Suite] = field(default_factory=dict)
 
     def search_dirs(self, kind: str) -> list[Path]:
         """Directories searched for `kind` ("drafters" or "suites"), first match wins."""
@@ -365,16 +370,21 @@ class Resolver:
         raise ValueError(f"{kind[:-1]} {ref!r} not found (looked for {' / '.join(names)} in {where})")
 
     def drafter(self, ref: str) -> Drafter:
-        return self._load(self.find(ref, "drafters"), load_drafter)
+        return _once(self._drafters, self.find(ref, "drafters"), load_drafter)
 
     def suite(self, ref: str) -> Suite:
-        return self._load(self.find(ref, "suites"), load_suite)
+        return _once(self._suites, self.find(ref, "suites"), load_suite)
 
-    def _load(self, path: Path, loader: Any) -> Any:
-        key = path.resolve()
-        if key not in self._cache:
-            self._cache[key] = loader(path)
-        return self._cache[key]
+
+_Loaded = TypeVar("_Loaded")
+
+
+def _once(cache: dict[Path, _Loaded], path: Path, loader: Callable[[Path], _Loaded]) -> _Loaded:
+    """Each file loaded once per plan (a suite named by two variants' arms is one object)."""
+    key = path.resolve()
+    if key not in cache:
+        cache[key] = loader(path)
+    return cache[key]
 
 
 def _resolver(info: ValidationInfo) -> Resolver:

@@ -1,7 +1,7 @@
-"""What a drafters/ file records beyond its path: the target it was trained against (to tell another generation
-of the model apart even where every shape matches) and its lineage (each promotion: the data, the job, the
-checkpoint and the evaluation run that let it in). Written by `draftbench retrain` (harness.retrain.promote),
-read by `check` (harness.checks.compat) and `watch` (harness.retrain.watch)."""
+"""What a drafters/ file records beyond its path: the target it was trained against (to tell another
+generation of the model apart even where every shape matches) and its lineage (each promotion: the data, the
+job, the checkpoint and the evaluation run that let it in). Written by `draftbench retrain`
+(harness.retrain.promote), read by `check` (harness.checks.compat) and `watch` (harness.retrain.watch)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _text_part(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def config_fingerprint(cfg: dict[str, Any]) -> str:
     """sha256 (16 hex digits) of the config's canonical JSON without VOLATILE_KEYS, at every level."""
-    def strip(value: Any) -> Any:
+    def strip(value: object) -> object:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k not in VOLATILE_KEYS}
         if isinstance(value, list):
@@ -45,7 +45,8 @@ class TrainedAgainst(StrictModel):
     hidden_size: int | None = Field(default=None, description="the target's hidden size")
     vocab_size: int | None = Field(default=None, description="the target's vocabulary size")
     num_hidden_layers: int | None = Field(default=None, description="the target's layer count")
-    config_sha256: str | None = Field(default=None, description="config_fingerprint of the target's config.json")
+    config_sha256: str | None = Field(default=None,
+                                      description="config_fingerprint of the target's config.json")
 
     @classmethod
     def of(cls, cfg: dict[str, Any]) -> TrainedAgainst:
@@ -76,12 +77,17 @@ class LineageEntry(StrictModel):
     promoted_at: str = Field(description="when (ISO 8601)")
     path: str = Field(description="the checkpoint directory promoted (on the target)")
     previous_path: str | None = Field(default=None, description="the drafter's path before this promotion")
-    data_manifest: str | None = Field(default=None, description="manifest of the training data (where each row came from)")
+    data_manifest: str | None = Field(default=None,
+                                      description="manifest of the training data (where each row came from)")
     training_data: str | None = Field(default=None, description="the training JSONL")
     job: str | None = Field(default=None, description="the training job's id (draftbench jobs)")
-    checkpoint: str | None = Field(default=None, description="the checkpoint the job saved (before any export)")
+    checkpoint: str | None = Field(default=None,
+                                   description="the checkpoint the job saved (before any export)")
     evaluation_run: str | None = Field(default=None, description="the run directory of the paired evaluation")
-    profile: str | None = Field(default=None, description="speculation_profile.json of that run (what watch compares)")
-    rule: str | None = Field(default=None, description="the promotion rule: faster, or faster-or-equivalent-higher-accept")
-    verdicts: list[str] = Field(default_factory=list, description="the verdict against the drafter it replaced, per concurrency")
+    profile: str | None = Field(default=None,
+                                description="speculation_profile.json of that run (what watch compares)")
+    rule: str | None = Field(default=None,
+                             description="the promotion rule: faster, or faster-or-equivalent-higher-accept")
+    verdicts: list[str] = Field(default_factory=list,
+                                description="the verdict against the drafter it replaced, per concurrency")
     retrain_id: str | None = Field(default=None, description="the `draftbench retrain` loop that produced it")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from harness.common.errors import InputError
@@ -29,13 +31,29 @@ class MissingApiKey(InputError):
     """The plan names an API key variable this environment does not set: bad input (exit 2)."""
 
 
-def api_key_name(plan: object, variant: object) -> str | None:
+class _Keyed(Protocol):  # harness.inputs.plan_parts.Server, and a Variant
+    @property
+    def api_key_env(self) -> str | None: ...
+
+
+class _KeyedVariant(_Keyed, Protocol):  # harness.inputs.config.Variant (config.py imports this module)
+    @property
+    def name(self) -> str: ...
+
+
+class _KeyedPlan(Protocol):  # harness.inputs.config.Plan
+    @property
+    def server(self) -> _Keyed: ...
+    @property
+    def source_path(self) -> Path | None: ...
+
+
+def api_key_name(plan: _KeyedPlan, variant: _KeyedVariant) -> str | None:
     """The environment variable naming `variant`'s API key: its own, else the plan's `server.api_key_env`."""
-    own = getattr(variant, "api_key_env", None)
-    return own or getattr(getattr(plan, "server", None), "api_key_env", None)
+    return variant.api_key_env or plan.server.api_key_env
 
 
-def api_key(plan: object, variant: object) -> str | None:
+def api_key(plan: _KeyedPlan, variant: _KeyedVariant) -> str | None:
     """The key itself, from this process's environment; None when the plan names none. A named variable
     that is unset or empty is an error before anything starts (a server without its key answers 401)."""
     name = api_key_name(plan, variant)
@@ -43,9 +61,9 @@ def api_key(plan: object, variant: object) -> str | None:
         return None
     value = os.environ.get(name, "")
     if not value:
-        own = bool(getattr(variant, "api_key_env", None))
-        field = f"variants.{getattr(variant, 'name', '?')}.api_key_env" if own else "server.api_key_env"
-        raise MissingApiKey(str(getattr(plan, "source_path", "") or "") or None, None, field,
-                            f"variant '{getattr(variant, 'name', '?')}': the API key variable {name} is not set "
+        own = bool(variant.api_key_env)
+        field = f"variants.{variant.name}.api_key_env" if own else "server.api_key_env"
+        raise MissingApiKey(str(plan.source_path or "") or None, None, field,
+                            f"variant '{variant.name}': the API key variable {name} is not set "
                             "in this environment")
     return value

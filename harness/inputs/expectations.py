@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any
 
-from pydantic import ConfigDict, Field, model_serializer, model_validator
+from pydantic import ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from harness.inputs.yamlio import FieldProblem, StrictModel
 
@@ -29,7 +29,7 @@ ANNOTATIONS = {"title", "description", "$schema", "$id", "default", "examples", 
 TYPES = {"object", "array", "string", "integer", "number", "boolean", "null"}
 
 
-def schema_problem(schema: Any, loc: tuple = ()) -> tuple[str, tuple] | None:
+def schema_problem(schema: object, loc: tuple = ()) -> tuple[str, tuple] | None:
     """(message, location) of the first keyword this validator cannot check, or None."""
     if not isinstance(schema, dict):
         return "a schema is a mapping", loc
@@ -64,7 +64,7 @@ def schema_problem(schema: Any, loc: tuple = ()) -> tuple[str, tuple] | None:
     return None
 
 
-def _type_ok(kind: str, value: Any) -> bool:
+def _type_ok(kind: str, value: object) -> bool:
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool) or (
             isinstance(value, float) and value.is_integer())
@@ -74,7 +74,7 @@ def _type_ok(kind: str, value: Any) -> bool:
                               "null": type(None)}[kind])
 
 
-def schema_violation(schema: dict[str, Any], value: Any, where: str = "$") -> str | None:
+def schema_violation(schema: dict[str, Any], value: object, where: str = "$") -> str | None:
     """The first way `value` fails `schema` (keywords of CHECKED), or None."""
     kinds = schema.get("type")
     if kinds is not None:
@@ -150,7 +150,7 @@ class Expect(StrictModel):
         return self
 
     @model_serializer(mode="wrap")
-    def _by_alias(self, handler: Any) -> dict[str, Any]:
+    def _by_alias(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Dumped under the names a suite writes (json, schema): plan.resolved.json reads back as written."""
         return {{"json_": "json", "schema_": "schema"}.get(k, k): v for k, v in handler(self).items()}
 
@@ -179,7 +179,8 @@ def check_response_format(fmt: dict[str, Any]) -> tuple[str, tuple] | None:
     if kind == "json_schema":
         spec = fmt.get("json_schema")
         if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
-            return "json_schema needs a mapping with a 'schema' (OpenAI: {name, schema, strict})", ("json_schema",)
+            return ("json_schema needs a mapping with a 'schema' (OpenAI: {name, schema, strict})",
+                    ("json_schema",))
         if found := schema_problem(spec["schema"], ("json_schema", "schema")):
             return found
     return None

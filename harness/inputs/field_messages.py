@@ -8,14 +8,14 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import ErrorDetails
 
 PathPart = str | int
 
 
-def describe(value: Any) -> str:
+def describe(value: object) -> str:
     """A short, plain description of a YAML value for messages."""
     if value is None:
         return "nothing (null)"
@@ -40,7 +40,7 @@ _TYPE_WORDS = {
 }
 
 
-def field_message(model_cls: type[BaseModel], loc: tuple[PathPart, ...], err: Any) -> str:
+def field_message(model_cls: type[BaseModel], loc: tuple[PathPart, ...], err: ErrorDetails) -> str:
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     if kind == "extra_forbidden":
         name = str(loc[-1]) if loc else "?"
@@ -88,7 +88,7 @@ def field_message(model_cls: type[BaseModel], loc: tuple[PathPart, ...], err: An
     return msg.removeprefix("Value error, ")
 
 
-def _num(v: Any) -> str:
+def _num(v: object) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
@@ -117,7 +117,7 @@ def child_type(tp: object, part: PathPart) -> object:
     return args[-1] if args else None  # list[X] -> X, dict[K, V] -> V
 
 
-def _unwrap(tp: Any) -> Any:
+def _unwrap(tp: object) -> object:
     """Strip Annotated and `X | None` down to the one non-None member, where there is one."""
     while True:
         origin = typing.get_origin(tp)

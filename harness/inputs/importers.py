@@ -1,7 +1,8 @@
-"""Suites from the datasets people use: MT-bench / Spec-Bench `question.jsonl`, SPEED-Bench JSONL (speed_bench.py),
-ShareGPT-style JSON or JSONL (`conversations` of `from`/`value` or `role`/`content`), SpecForge training JSONL (the
-same rows with `role`/`content`, maybe `status: error` rows from regeneration), OpenAI request logs (a chat request's
-body per line, or the batch API's `{"custom_id", "body": {"messages"}}`), and a plain JSONL of prompts.
+"""Suites from the datasets people use: MT-bench / Spec-Bench `question.jsonl`, SPEED-Bench JSONL
+(speed_bench.py), ShareGPT-style JSON or JSONL (`conversations` of `from`/`value` or `role`/`content`),
+SpecForge training JSONL (the same rows with `role`/`content`, maybe `status: error` rows from regeneration),
+OpenAI request logs (a chat request's body per line, or the batch API's `{"custom_id", "body":
+{"messages"}}`), and a plain JSONL of prompts.
 
 Every user turn is kept by default as a live multi-turn conversation (`Prompt.followups`): the recorded
 assistant answers are dropped, the server under test answers each turn itself. What was imported and what
@@ -43,16 +44,18 @@ class ImportReport:
     notes: Counter[str] = field(default_factory=Counter)  # changes that kept the row
 
     def lines(self) -> list[str]:
-        out = [f"{self.source}: {self.format}, {self.rows} rows -> {self.conversations} prompts, {self.turns} "
-               f"turns ({self.multi_turn} multi-turn, replayed live: later turns follow the server's answers)"]
+        out = [f"{self.source}: {self.format}, {self.rows} rows -> {self.conversations} prompts, "
+               f"{self.turns} turns ({self.multi_turn} multi-turn, replayed live: later turns follow the "
+               "server's answers)"]
         out += [f"  dropped {n}: {why}" for why, n in self.dropped.items()]
         out += [f"  note {n}: {why}" for why, n in self.notes.items()]
         return out
 
 
 def import_suite(path: str | Path, *, fmt: str = "auto", name: str | None = None, turns: Turns = "live",
-                 categories: list[str] | None = None, min_chars: int | None = None, max_chars: int | None = None,
-                 sample: int | None = None, seed: int = 1) -> tuple[Suite, ImportReport]:
+                 categories: list[str] | None = None, min_chars: int | None = None,
+                 max_chars: int | None = None, sample: int | None = None,
+                 seed: int = 1) -> tuple[Suite, ImportReport]:
     """Read `path` in `fmt` (auto: from the file and its first row), filter by category and size (characters
     of all user turns), keep a seeded sample of `sample` prompts (in file order), and build a suite."""
     if fmt not in FORMATS:
@@ -144,7 +147,8 @@ def _array_items(text: str, src: str) -> Iterator[tuple[int, Any]]:
 
     i = skip(0)
     if text[i:i + 1] != "[":
-        raise InputError(src, line(i), None, "expected a JSON array of conversations (or JSONL, one per line)")
+        raise InputError(src, line(i), None,
+                         "expected a JSON array of conversations (or JSONL, one per line)")
     i = skip(i + 1)
     if text[i:i + 1] == "]":
         return
@@ -165,7 +169,7 @@ def _array_items(text: str, src: str) -> Iterator[tuple[int, Any]]:
             raise InputError(src, line(i), None, "invalid JSON: expected ',' or ']' after an element")
 
 
-def _detect(row: Any, src: str, lineno: int) -> str:
+def _detect(row: object, src: str, lineno: int) -> str:
     if isinstance(row, str):
         return "prompts"
     if isinstance(row, dict):
@@ -187,7 +191,8 @@ def _detect(row: Any, src: str, lineno: int) -> str:
 # ---------------------------------------------------------------- rows -> prompts
 
 
-def _convert(fmt: str, row: Any, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
+def _convert(fmt: str, row: object, src: str, lineno: int, turns: Turns,
+             report: ImportReport) -> list[Prompt]:
     if fmt == "question":
         qid, category, texts = _parse_row(json.dumps(row), src, lineno)
         return _prompts(qid, category, None, texts, src, lineno, turns, report)
@@ -199,7 +204,8 @@ def _convert(fmt: str, row: Any, src: str, lineno: int, turns: Turns, report: Im
             report.dropped[speed_bench.UNRESOLVED] += 1
             return []
         return _prompts(*got[:2], None, got[2], src, lineno, turns, report)
-    if fmt == "openai" and isinstance(row, dict) and isinstance(row.get("body"), dict):  # the batch API's line
+    # the batch API's line
+    if fmt == "openai" and isinstance(row, dict) and isinstance(row.get("body"), dict):
         row = {**row["body"], "id": row.get("custom_id", row.get("id"))}
     return _conversation(row, src, lineno, turns, report)
 
@@ -221,13 +227,14 @@ def _prompts(pid: str, category: str, system: str | None, texts: list[str], src:
         if len(texts) > 1:
             report.dropped["later user turns (--turns first)"] += len(texts) - 1
         return [validate(Prompt, first, src, lines)]
-    report.notes["later turns as single-turn prompts without their context (--turns separate)"] += len(texts) - 1
+    separate = "later turns as single-turn prompts without their context (--turns separate)"
+    report.notes[separate] += len(texts) - 1
     return [validate(Prompt, first, src, lines)] + [
         validate(Prompt, {"id": f"{pid}-turn{k}", "category": category, "text": t}, src, lines)
         for k, t in enumerate(texts[1:], start=2)]
 
 
-def _label(value: Any, src: str, lineno: int, what: str) -> str | None:
+def _label(value: object, src: str, lineno: int, what: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
@@ -235,7 +242,7 @@ def _label(value: Any, src: str, lineno: int, what: str) -> str | None:
     return str(value)
 
 
-def _plain(row: Any, src: str, lineno: int) -> Prompt:
+def _plain(row: object, src: str, lineno: int) -> Prompt:
     if isinstance(row, str):
         row = {"prompt": row}
     if not isinstance(row, dict):
@@ -243,7 +250,8 @@ def _plain(row: Any, src: str, lineno: int) -> Prompt:
     key = "prompt" if "prompt" in row else "text"
     text = row.get(key)
     if not isinstance(text, str) or not text.strip():
-        raise InputError(src, lineno, key, "missing" if text is None else f"expected non-empty text, got {text!r:.60}")
+        raise InputError(src, lineno, key,
+                         "missing" if text is None else f"expected non-empty text, got {text!r:.60}")
     data: dict[str, Any] = {"id": _label(row.get("id"), src, lineno, "id") or f"line{lineno}", "text": text}
     if row.get("category") is not None:
         data["category"] = row["category"]
@@ -252,7 +260,7 @@ def _plain(row: Any, src: str, lineno: int) -> Prompt:
     return validate(Prompt, data, src, LineMap({(): lineno}))
 
 
-def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
+def _conversation(row: object, src: str, lineno: int, turns: Turns, report: ImportReport) -> list[Prompt]:
     if not isinstance(row, dict):
         raise InputError(src, lineno, None, "expected a JSON object with 'conversations'")
     if row.get("status") == "error":  # a SpecForge regeneration row that failed
@@ -261,7 +269,8 @@ def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportR
     key = "conversations" if "conversations" in row else "messages"
     conv = row.get(key)
     if not isinstance(conv, list):
-        raise InputError(src, lineno, key, "missing" if conv is None else f"expected a list of turns, got {conv!r:.60}")
+        raise InputError(src, lineno, key,
+                         "missing" if conv is None else f"expected a list of turns, got {conv!r:.60}")
     system: str | None = None
     users: list[str] = []
     answered = 0
@@ -297,24 +306,28 @@ def _conversation(row: Any, src: str, lineno: int, turns: Turns, report: ImportR
     return _prompts(pid, category, system, users, src, lineno, turns, report)
 
 
-def _turn(turn: Any, src: str, lineno: int, where: str) -> tuple[str, str]:
+def _turn(turn: object, src: str, lineno: int, where: str) -> tuple[str, str]:
     """(role, text) of a ShareGPT (`from`/`value`) or OpenAI-style (`role`/`content`) turn."""
     if not isinstance(turn, dict):
-        raise InputError(src, lineno, where, f"expected an object with from/value or role/content, got {turn!r:.60}")
+        raise InputError(src, lineno, where,
+                         f"expected an object with from/value or role/content, got {turn!r:.60}")
     role_key, text_key = ("from", "value") if "from" in turn else ("role", "content")
     role = turn.get(role_key)
     if not isinstance(role, str):
-        raise InputError(src, lineno, f"{where}.{role_key}", "missing" if role is None else f"expected a string, got {role!r:.60}")
+        raise InputError(src, lineno, f"{where}.{role_key}",
+                         "missing" if role is None else f"expected a string, got {role!r:.60}")
     role = role.strip().lower()
     if role in USER_ROLES:
         role = "user"
     elif role in ASSISTANT_ROLES:
         role = "assistant"
     elif role != "system":
-        raise InputError(src, lineno, f"{where}.{role_key}", f"unknown role {role!r} (user/human, assistant/gpt, system)")
+        raise InputError(src, lineno, f"{where}.{role_key}",
+                         f"unknown role {role!r} (user/human, assistant/gpt, system)")
     text = turn.get(text_key)
     if isinstance(text, list):  # OpenAI content parts: the text ones
-        text = "".join(p.get("text", "") for p in text if isinstance(p, dict) and p.get("type", "text") == "text")
+        text = "".join(p.get("text", "") for p in text
+                       if isinstance(p, dict) and p.get("type", "text") == "text")
     if text is None:
         text = ""
     if not isinstance(text, str):

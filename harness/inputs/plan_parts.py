@@ -4,7 +4,7 @@ documented where declared) and the value types they share with config.py."""
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -28,7 +28,7 @@ def check_env_names(cls: type, env: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def _algorithm(value: Any) -> Any:
+def _algorithm(value: object) -> object:
     if isinstance(value, str):
         upper = value.strip().upper()
         if upper not in ALGORITHMS:
@@ -37,13 +37,13 @@ def _algorithm(value: Any) -> Any:
     return value
 
 
-def _port(value: Any) -> Any:
+def _port(value: object) -> object:
     if value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535):
         return value
     raise ValueError(f"must be a port number from 1 to 65535 or 'auto', got {value!r}")
 
 
-def _file_name(value: Any) -> Any:
+def _file_name(value: object) -> object:
     if isinstance(value, str) and not NAME_RE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid name: use letters, digits, '.', '_' and '-', "
@@ -72,14 +72,14 @@ class Drafter(StrictModel):
     trained_for: str | None = Field(default=None, description="the target model it was trained against")
     training_data: str | None = Field(default=None, description="what it was trained on, for the record")
     training_categories: list[str] = Field(
-        default_factory=list, description="prompt categories it was trained on, where known: check warns when "
-        "no suite category is among them (harness.checks.realism)")
+        default_factory=list, description="prompt categories it was trained on, where known: check warns "
+        "when no suite category is among them (harness.checks.realism)")
     training_data_file: str | None = Field(
         default=None, description="its SpecForge training JSONL on this machine (relative: to the plan's "
         "directory): the rows' `category` values stand in for training_categories")
     training_accept_len: float | None = Field(
-        default=None, gt=1, description="the accept length it reached at training time (e.g. 1 + the sum over "
-        "positions of the products of SpecForge's acc_i): the run warns when it measures far from it")
+        default=None, gt=1, description="the accept length it reached at training time (e.g. 1 + the sum "
+        "over positions of the products of SpecForge's acc_i): the run warns when it measures far from it")
     notes: str | None = Field(default=None, description="anything else worth knowing")
     trained_against: TrainedAgainst | None = Field(
         default=None, description="the target's config as it was at training (compared by `check`)")

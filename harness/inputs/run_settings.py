@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -10,7 +10,7 @@ from harness.inputs.sampling import SamplingArm, unique_labels
 from harness.inputs.yamlio import FieldProblem, StrictModel
 
 
-def _rate(value: Any) -> Any:
+def _rate(value: object) -> object:
     # YAML reads `inf` as a string (`.inf` is its float); bench_serving spells it inf
     return float("inf") if isinstance(value, str) and value.strip().lower() in ("inf", ".inf") else value
 
@@ -23,7 +23,8 @@ class SLO(StrictModel):
     """Service-level limits for goodput (as guidellm's `slo`, vLLM's --goodput)."""
 
     ttft_ms: float | None = Field(default=None, gt=0, description="time to first token, at most")
-    tpot_ms: float | None = Field(default=None, gt=0, description="time per output token after the first, at most")
+    tpot_ms: float | None = Field(default=None, gt=0,
+                                  description="time per output token after the first, at most")
     e2e_ms: float | None = Field(default=None, gt=0, description="whole request, at most")
 
 
@@ -50,9 +51,9 @@ class RunSettings(StrictModel):
         default=180.0, gt=0, description="the longest a phase may grow by cycling its suite to reach "
         "min_steady_s and 4 x concurrency requests (docs/metrics.md, phase sizing)")
     stop: Literal["fixed", "decided"] = Field(
-        default="fixed", description="fixed: run.repeats, one 95 % interval per row; decided: more repeats of "
-        "the rows still undecided, at looks fixed in advance (repeats, then doubling up to max_repeats), each "
-        "look's interval at its group-sequential level (docs/metrics.md, the stopping rule)")
+        default="fixed", description="fixed: run.repeats, one 95 % interval per row; decided: more repeats "
+        "of the rows still undecided, at looks fixed in advance (repeats, then doubling up to max_repeats), "
+        "each look's interval at its group-sequential level (docs/metrics.md, the stopping rule)")
     equivalence: float = Field(
         default=0.03, gt=0, lt=0.5, description="a speedup whose whole interval lies within 1.00x +- this "
         "is equivalent (decided: speculation does not pay here)")
@@ -67,12 +68,15 @@ class RunSettings(StrictModel):
     request_timeout_s: float = Field(default=600, gt=0, description="per-request timeout")
     retries: int = Field(
         default=1, ge=0, le=10,
-        description="re-sends of a request after a server-side failure (5xx, reset, timeout); only the last is recorded",
+        description="re-sends of a request after a server-side failure (5xx, reset, timeout); only the last "
+        "is recorded",
     )
-    endpoint: Literal["chat", "completions"] = Field(default="chat", description="OpenAI endpoint to replay on")
+    endpoint: Literal["chat", "completions"] = Field(default="chat",
+                                                     description="OpenAI endpoint to replay on")
     connections: Literal["keep-alive", "per-request"] = Field(
-        default="keep-alive", description="reuse connections (as SDK clients do), or open a new one for every "
-        "request (as sglang.bench_serving does); on a real server the choice moves TTFT (docs/real-gpu.md)")
+        default="keep-alive", description="reuse connections (as SDK clients do), or open a new one for "
+        "every request (as sglang.bench_serving does); on a real server the choice moves TTFT "
+        "(docs/real-gpu.md)")
     per_request_spec: Literal["auto", "off"] = Field(
         default="auto", description="ask the server for per-request accept stats where it offers them"
     )
@@ -85,11 +89,13 @@ class RunSettings(StrictModel):
         "this is a near-tie, bf16 numerics (docs/metrics.md says why 0.5)")
     order: Literal["suite", "shuffled"] = Field(
         default="suite",
-        description="request order within a phase; 'shuffled' (seeded) mixes prompt lengths like bench_serving",
+        description="request order within a phase; 'shuffled' (seeded) mixes prompt lengths like "
+        "bench_serving",
     )
     seed: int = Field(default=1, description="seed of the shuffled order (the same for every variant)")
     ignore_eos: bool = Field(
-        default=False, description="generate exactly max_tokens (SGLang's ignore_eos; bench_serving's default)"
+        default=False,
+        description="generate exactly max_tokens (SGLang's ignore_eos; bench_serving's default)"
     )
     request_rate: list[Annotated[float, BeforeValidator(_rate)]] = Field(
         default_factory=list, description="open-loop phases besides the closed-loop ones: requests per "
@@ -99,11 +105,11 @@ class RunSettings(StrictModel):
         "below 1 burstier, above 1 steadier (bench_serving's --burstiness)")
     slo: SLO | None = Field(default=None, description="goodput counts the requests that meet every limit")
     sampling: list[SamplingArm] = Field(
-        default_factory=list, description="sampling arms (harness.inputs.sampling): every variant is measured at "
-        "each, paired with the baseline at the same; empty: run.temperature alone")
+        default_factory=list, description="sampling arms (harness.inputs.sampling): every variant is "
+        "measured at each, paired with the baseline at the same; empty: run.temperature alone")
     context_buckets: list[int] = Field(
-        default_factory=lambda: list(DEFAULT_CONTEXT_BUCKETS), description="upper edges (tokens of prompt plus "
-        "output so far) of the context buckets the deployment serves: acceptance is reported per bucket "
+        default_factory=lambda: list(DEFAULT_CONTEXT_BUCKETS), description="upper edges (tokens of prompt "
+        "plus output so far) of the context buckets the deployment serves: acceptance is reported per bucket "
         "(summary_by_context.csv), tune picks per bucket and warns when the suites leave one empty")
 
     @field_validator("sampling")

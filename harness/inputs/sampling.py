@@ -35,9 +35,9 @@ class SamplingArm(StrictModel):
     temperature: float = Field(ge=0, le=2, description="sampling temperature (0 = greedy)")
     top_p: float | None = Field(default=None, gt=0, le=1, description="nucleus sampling; unset: the server's "
                                 "default (1.0)")
-    thinking: bool | None = Field(default=None, description="reasoning models: thinking on or off through the "
-                                  "chat template's kwargs (chat_template_kwargs.enable_thinking); unset: the "
-                                  "template's own default")
+    thinking: bool | None = Field(default=None, description="reasoning models: thinking on or off through "
+                                  "the chat template's kwargs (chat_template_kwargs.enable_thinking); unset: "
+                                  "the template's own default")
     name: str | None = Field(default=None, description="the arm's label in variant names and tables "
                              "(default: from the values, t0.7-p0.95-think)")
 
@@ -96,7 +96,8 @@ def expand(variants: list[Any], arms: list[SamplingArm]) -> list[Any]:
         if v.sampling is not None:
             out.append(v)
             continue
-        out += [v.model_copy(update={"name": f"{v.name}-{arm.label}", "sampling": arm}, deep=True) for arm in arms]
+        out += [v.model_copy(update={"name": f"{v.name}-{arm.label}", "sampling": arm}, deep=True)
+                for arm in arms]
     return out
 
 
@@ -105,7 +106,8 @@ def suggested_arm(generation_config: dict[str, Any] | None) -> SamplingArm | Non
     None where it recommends nothing beyond greedy."""
     cfg = generation_config or {}
     t, p = cfg.get("temperature"), cfg.get("top_p")
-    if cfg.get("do_sample") is False or not isinstance(t, int | float) or isinstance(t, bool) or not 0 < t <= 2:
+    if cfg.get("do_sample") is False or not isinstance(t, int | float) or isinstance(t, bool) \
+            or not 0 < t <= 2:
         return None
     top_p = float(p) if isinstance(p, int | float) and not isinstance(p, bool) and 0 < p < 1 else None
     return SamplingArm(temperature=float(t), top_p=top_p)

@@ -8,16 +8,14 @@ Its rows (the `qualitative` config and the `throughput_1k` ... `throughput_32k` 
      "src_id": str, "difficulty": str, "multiturn": bool}
 
 `category` is one of eleven domains in `qualitative` (coding, humanities, math, multilingual, qa, rag,
-reasoning, roleplay, stem, summarization, writing) and the entropy tier (low_entropy, mixed, high_entropy) in the
-throughput configs, whose prompts are about 1k to 32k tokens long (the context-length axis). Rows built from
-other datasets ship with a placeholder in place of their text ("FULL BENCHMARK DATA SHOULD BE FETCHED FROM THE
-SOURCE USING SPECDEC_BENCH ..."): NVIDIA's specdec_bench `prepare_data.py` fills them in. A placeholder is never
-replayed as a prompt: such rows are dropped and counted, with that fix.
+reasoning, roleplay, stem, summarization, writing) and the entropy tier (low_entropy, mixed, high_entropy) in
+the throughput configs, whose prompts are about 1k to 32k tokens long (the context-length axis). Rows built
+from other datasets ship with a placeholder in place of their text ("FULL BENCHMARK DATA SHOULD BE FETCHED
+FROM THE SOURCE USING SPECDEC_BENCH ..."): NVIDIA's specdec_bench `prepare_data.py` fills them in. A
+placeholder is never replayed as a prompt: such rows are dropped and counted, with that fix.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from harness.common.errors import InputError
 
@@ -27,11 +25,11 @@ UNRESOLVED = ("rows whose turns are SPEED-Bench placeholders (resolve them first
               "prepare_data.py)")
 
 
-def is_speed_bench(row: Any) -> bool:
+def is_speed_bench(row: object) -> bool:
     return isinstance(row, dict) and "turns" in row and any(k in row for k in MARKERS)
 
 
-def row_turns(row: Any, src: str, lineno: int) -> tuple[str, str, list[str]] | None:
+def row_turns(row: object, src: str, lineno: int) -> tuple[str, str, list[str]] | None:
     """(question_id, category, user turns) of a row; None for a row whose text is still a placeholder."""
     if not isinstance(row, dict):
         raise InputError(src, lineno, None, "expected a JSON object with question_id, category and turns")

@@ -17,7 +17,7 @@ from harness.inputs.yamlio import FieldProblem, LineMap, StrictModel, load_yaml,
 MAX_PROMPT_CHARS = 2_000_000
 
 
-def _id_to_str(value: Any) -> Any:
+def _id_to_str(value: object) -> object:
     # question.jsonl and hand-written suites often use numeric ids; they are labels either way.
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
@@ -41,7 +41,8 @@ class Prompt(StrictModel):
     )
     messages: list[Message] | None = Field(
         default=None,
-        description="chat turns; may be multi-turn with the assistant turns written out; ends with a user turn",
+        description="chat turns; may be multi-turn with the assistant turns written out; ends with a user "
+        "turn",
     )
     text: str | None = Field(
         default=None,
@@ -122,8 +123,8 @@ class Suite(StrictModel):
 
     name: str = Field(min_length=1, description="how plans refer to the suite (defaults to the file name)")
     description: str = Field(default="", description="what the suite exercises")
-    synthetic: bool = Field(default=False, description="generated prompts (import-suite --synthetic): labelled "
-                            "everywhere and warned about by check and run (harness.checks.realism)")
+    synthetic: bool = Field(default=False, description="generated prompts (import-suite --synthetic): "
+                            "labelled everywhere and warned about by check and run (harness.checks.realism)")
     prompts: list[Prompt] = Field(description="the prompts, replayed in this order")
 
     @field_validator("prompts")

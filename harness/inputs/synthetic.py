@@ -1,9 +1,9 @@
-"""Synthetic long-context prompts for the context-length axis, done right (`draftbench import-suite --synthetic
---tokens 4096,16384 --tokenizer PATH`):
+"""Synthetic long-context prompts for the context-length axis, done right (`draftbench import-suite
+--synthetic --tokens 4096,16384 --tokenizer PATH`):
 
   - lengths in the target's own tokens: PATH is its tokenizer.json (or the model directory holding it), read
-    with the `tokenizers` package (an optional dependency: `pip install 'draftbench[synthetic]'`); each prompt's
-    user turn is exactly N tokens by that tokenizer (the chat template adds its own few);
+    with the `tokenizers` package (an optional dependency: `pip install 'draftbench[synthetic]'`); each
+    prompt's user turn is exactly N tokens by that tokenizer (the chat template adds its own few);
   - text, not random token ids: a document (passages of --source, a text file of real prose, else generated
     sentences) followed by a task about it (summarise, list the facts, write an abstract), sent as a chat;
   - labelled: the suite says `synthetic: true` and its description starts with SYNTHETIC, every category is
@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.errors import InputError
 from harness.inputs.suites import Suite
 from harness.inputs.yamlio import LineMap, validate
+
+if TYPE_CHECKING:  # an optional package (draftbench[synthetic]), imported where it is used
+    from tokenizers import Tokenizer
 
 TASKS = (
     "Summarize the document above in five bullet points.",
@@ -38,14 +41,14 @@ _ADJS = ("early large quiet northern careful recent public modest steady narrow 
 _LINKS = ("and", "but", "while", "because", "so", "although")
 
 
-def load_tokenizer(path: str | Path) -> Any:
-    """A `tokenizers.Tokenizer` from tokenizer.json (or a directory holding one); a clear error when the package
-    is missing or the file is not there."""
+def load_tokenizer(path: str | Path) -> Tokenizer:
+    """A `tokenizers.Tokenizer` from tokenizer.json (or a directory holding one); a clear error when the
+    package is missing or the file is not there."""
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise InputError(None, None, "--tokenizer", "needs the `tokenizers` package to count the target's tokens: "
-                         "pip install 'draftbench[synthetic]' (or: pip install tokenizers)") from None
+        raise InputError(None, None, "--tokenizer", "needs the `tokenizers` package to count the target's "
+                         "tokens: pip install 'draftbench[synthetic]' (or: pip install tokenizers)") from None
     p = Path(path).expanduser()
     file = p / "tokenizer.json" if p.is_dir() else p
     if not file.is_file():
@@ -54,7 +57,7 @@ def load_tokenizer(path: str | Path) -> Any:
     try:
         return Tokenizer.from_file(str(file))
     except Exception as exc:  # noqa: BLE001 - the library raises its own exception types for a bad file
-        raise InputError(str(file), None, "--tokenizer", f"not a tokenizer.json the tokenizers package reads: "
+        raise InputError(str(file), None, "--tokenizer", "not a tokenizer.json the tokenizers package reads: "
                          f"{exc}") from None
 
 
@@ -70,8 +73,8 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _filler(rng: random.Random, chars: int, source: str | None) -> str:
-    """At least `chars` characters of document: consecutive passages of `source` from a seeded offset (wrapping
-    round), else generated paragraphs of plain sentences."""
+    """At least `chars` characters of document: consecutive passages of `source` from a seeded offset
+    (wrapping round), else generated paragraphs of plain sentences."""
     if source:
         start = rng.randrange(len(source))
         text = source[start:] + "\n\n" + source
@@ -86,7 +89,7 @@ def _filler(rng: random.Random, chars: int, source: str | None) -> str:
     return "\n\n".join(paras)
 
 
-def fit_tokens(tok: Any, n: int, rng: random.Random, task: str, source: str | None) -> str:
+def fit_tokens(tok: Tokenizer, n: int, rng: random.Random, task: str, source: str | None) -> str:
     """A document and `task` whose text is exactly `n` tokens by `tok` (within a token where a boundary merge
     leaves no exact cut)."""
     tail = "\n\n" + task
@@ -135,7 +138,8 @@ def synthetic_suite(tokens: list[int], tokenizer: str | Path, *, count: int = 4,
                             "messages": [{"role": "user", "content": fit_tokens(tok, n, rng, task, text)}]})
     made_from = f"passages of {Path(source).name}" if source is not None else "generated sentences"
     data = {"name": name, "synthetic": True,
-            "description": f"SYNTHETIC: {count} prompts each of {', '.join(map(str, tokens))} tokens ({made_from}, "
-                           f"counted with {Path(tokenizer).name}) for the context-length axis; not real traffic",
+            "description": f"SYNTHETIC: {count} prompts each of {', '.join(map(str, tokens))} tokens "
+                           f"({made_from}, counted with {Path(tokenizer).name}) for the context-length axis; "
+                           "not real traffic",
             "prompts": prompts}
     return validate(Suite, data, "synthetic", LineMap())

@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic_core import ErrorDetails
 from yaml.constructor import SafeConstructor
 
 from harness.common.errors import InputError
@@ -157,21 +158,22 @@ def _check_expansion(root: yaml.Node, text_len: int, path: str | None) -> None:
         if done:
             open_.discard(key)
             kids = _children(node)
-            size[key] = 1 + (len(node.value) if isinstance(node, yaml.ScalarNode) else sum(size[id(k)] for k in kids))
+            size[key] = 1 + (len(node.value) if isinstance(node, yaml.ScalarNode)
+                             else sum(size[id(k)] for k in kids))
             continue
         if key in size:
             continue
         if key in open_:
-            raise InputError(path, node.start_mark.line + 1, None, "an alias refers to a node that contains it "
-                             "(a document that expands forever)")
+            raise InputError(path, node.start_mark.line + 1, None, "an alias refers to a node that contains "
+                             "it (a document that expands forever)")
         open_.add(key)
         nodes[key] = node
         stack.append((node, True))
         for kid in _children(node):
             refs[id(kid)] = refs.get(id(kid), 0) + 1
             if id(kid) in open_:
-                raise InputError(path, kid.start_mark.line + 1, None, "an alias refers to a node that contains "
-                                 "it (a document that expands forever)")
+                raise InputError(path, kid.start_mark.line + 1, None, "an alias refers to a node that "
+                                 "contains it (a document that expands forever)")
             if id(kid) not in size:
                 stack.append((kid, False))
     total = size[id(root)]
@@ -199,7 +201,7 @@ def _describe_marked(exc: yaml.MarkedYAMLError, text: str) -> tuple[int | None, 
     return line, None, f"invalid YAML: {problem}"
 
 
-def _key_value(node: yaml.Node, constructor: SafeConstructor) -> Any:
+def _key_value(node: yaml.Node, constructor: SafeConstructor) -> object:
     """The Python value of a scalar mapping key (`1:` is an int key, `a:` a str)."""
     if not isinstance(node, yaml.ScalarNode):
         return None
@@ -246,16 +248,17 @@ def _walk(
                 _walk(value_node, (*path, key), lines, src, seen, constructor)
 
 
-def refuse_nul(data: Any, lines: LineMap, src: str | None) -> None:
+def refuse_nul(data: object, lines: LineMap, src: str | None) -> None:
     """A NUL byte ("\\0" in a quoted YAML string) in any value of a plan: no path, environment variable or
     argument can hold one (the OS would refuse it later, as a traceback)."""
-    stack: list[tuple[tuple[PathPart, ...], Any]] = [((), data)]
+    stack: list[tuple[tuple[PathPart, ...], object]] = [((), data)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, str):
             if "\x00" in value:
                 raise InputError(src, lines.line_of(path), format_field(path),
-                                 "contains a NUL byte (\\0): no path, environment value or argument can hold one")
+                                 "contains a NUL byte (\\0): no path, environment value or argument can "
+                                 "hold one")
         elif isinstance(value, dict):
             for k, v in value.items():
                 stack.append(((*path, k), k) if isinstance(k, str) and "\x00" in k else ((*path, k), v))
@@ -268,7 +271,7 @@ def refuse_nul(data: Any, lines: LineMap, src: str | None) -> None:
 
 def validate(
     model_cls: type[M],
-    data: Any,
+    data: object,
     path: str | Path | None,
     linemap: LineMap,
     *,
@@ -310,7 +313,7 @@ def _explained(missing: InputError, misspelt: list[InputError]) -> bool:
 
 
 def _problem(
-    model_cls: type[BaseModel], data: Any, err: Any, src: str | None, linemap: LineMap
+    model_cls: type[BaseModel], data: object, err: ErrorDetails, src: str | None, linemap: LineMap
 ) -> InputError:
     loc = _data_loc(data, tuple(err["loc"]), model_cls)
     ctx = err.get("ctx") or {}
@@ -321,7 +324,7 @@ def _problem(
     return InputError(src, linemap.line_of(loc), format_field(loc), message)
 
 
-def _data_loc(data: Any, loc: tuple[PathPart, ...], model_cls: object = None) -> tuple[PathPart, ...]:
+def _data_loc(data: object, loc: tuple[PathPart, ...], model_cls: object = None) -> tuple[PathPart, ...]:
     """Keep the parts of a pydantic location that exist in the data (drops union tags and the like). A field
     the data gave under its old key (a model's `moved_keys`: old key -> the path where it lives now) is placed
     at that key, as written."""
@@ -333,7 +336,7 @@ def _data_loc(data: Any, loc: tuple[PathPart, ...], model_cls: object = None) ->
         if moved is not None:
             old, width = moved
             out.append(old)
-            cur, tp, i = cur[old], None, i + width
+            cur, tp, i = cur[old] if isinstance(cur, dict) else None, None, i + width
             continue
         part = loc[i]
         tp = child_type(tp, part)
@@ -371,7 +374,7 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-def scalar_to_str(value: Any) -> Any:
+def scalar_to_str(value: object) -> object:
     """Let argv items and env values be written as bare numbers (`- 4096`, `CUDA_VISIBLE_DEVICES: 0`)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)

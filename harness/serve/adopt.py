@@ -14,16 +14,34 @@ stopped before a fresh start when the plan does not say they fit; the others sta
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from harness.analysis.rundir import redact_argv
 from harness.common import events as ev
-from harness.serve.kept import KeptServer, gpu_has_room, make_room, record_stopped, still_ours
+from harness.serve.existing import ExistingServer
+from harness.serve.kept import KeptServer, VariantServer, gpu_has_room, make_room, record_stopped, still_ours
+from harness.serve.server import Server
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 
-def matches(kept: KeptServer, server: Any) -> bool:
-    """Would `server` (harness.serve.server.Server) launch exactly the command `kept` was started with?"""
-    if kept.port is None or not kept.argv or not hasattr(server, "launch_argv"):
+class AdoptingRun(Protocol):
+    """What `launch` reads and changes of a run (harness.bench.runner's `_Run`)."""
+
+    plan: Plan
+    target: Target
+    run_id: str
+    offered: list[KeptServer]  # other runs' kept servers, not adopted yet
+    kept: list[VariantServer]  # this run's kept servers, oldest first
+    emit: Callable[[ev.ServerState], None]
+
+
+def matches(kept: KeptServer, server: Server) -> bool:
+    """Would `server` launch exactly the command `kept` was started with?"""
+    if kept.port is None or not kept.argv:
         return False
     return list(kept.argv) == redact_argv(server.launch_argv(int(kept.port)))
 
@@ -37,24 +55,33 @@ def hand_over(kept: KeptServer, run_id: str) -> None:
                              "to": run_id}) + "\n")
 
 
-async def stop_offered(run: Any, kept: KeptServer, why: str) -> None:
+async def stop_offered(run: AdoptingRun, kept: KeptServer, why: str) -> None:
     gone = await run.target.kill_group(kept.pgid) if await run.target.alive(kept.pgid) else True
     record_stopped(kept, gone, by=run.run_id)
     run.emit(ev.ServerState(kept.variant, "stopped" if gone else "failed", kept.port, kept.pgid, why))
 
 
-async def launch(run: Any, server: Any, variant: Any) -> None:
-    """Bring up `server` for `variant` in `run` (harness.bench.runner._Run): adopt an offered server with its
-    exact command, else make GPU room (offered servers first, then the run's own kept ones) and start it."""
+async def _adopt_offered(run: AdoptingRun, server: Server, variant: Variant) -> bool:
+    """Adopt the first offered server started with `server`'s exact command that is still alive and ours."""
     for kept in list(run.offered):
         if not matches(kept, server):
             continue
         run.offered.remove(kept)
         if not (await run.target.alive(kept.pgid) and await still_ours(run.target, kept)):
             continue
-        run.emit(ev.ServerState(variant.name, "adopted", kept.port, kept.pgid, f"left running by {kept.started_by}"))
+        run.emit(ev.ServerState(variant.name, "adopted", kept.port, kept.pgid,
+                                f"left running by {kept.started_by}"))
         hand_over(kept, run.run_id)
         await server.adopt(kept)
+        return True
+    return False
+
+
+async def launch(run: AdoptingRun, server: Server | ExistingServer, variant: Variant) -> None:
+    """Bring up `server` for `variant` in `run`: adopt an offered server with its exact command (an existing
+    server has no command to match), else make GPU room (offered servers first, then the run's own kept ones)
+    and start it."""
+    if not isinstance(server, ExistingServer) and await _adopt_offered(run, server, variant):
         return
     run.emit(ev.ServerState(variant.name, "starting",
                             detail=f"connecting to {variant.endpoint}" if variant.is_existing else ""))

@@ -8,14 +8,20 @@ import json
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.analysis.records import RequestRecord
 from harness.analysis.store import VariantMeta
 from harness.common import events as ev
 from harness.engines import engine_of
 from harness.inputs.endpoints import parse_endpoint
+from harness.serve.kept import VariantServer
 from harness.serve.server import TAIL_LINES, ServerFailed
+
+if TYPE_CHECKING:
+    from harness.engines.base import EngineAdmin
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 
 class ExistingServer:
@@ -23,8 +29,10 @@ class ExistingServer:
 
     has_log = False
     key_in_log = False  # it was started with its key by someone else: no log of ours holds it
+    stop_lines = 0  # never stopped by draftbench: no shutdown lines of ours
 
-    def __init__(self, target: Any, plan: Any, variant: Any, *, run_dir: Path, api_key: str | None = None):
+    def __init__(self, target: Target, plan: Plan, variant: Variant, *, run_dir: Path,
+                 api_key: str | None = None):
         self.target = target
         self.plan = plan
         self.variant = variant
@@ -36,7 +44,7 @@ class ExistingServer:
         self.pgid: int | None = None
         self.argv: list[str] = []
         self.base_url = ""
-        self.admin: Any = None
+        self.admin: EngineAdmin | None = None
         self.last_lines: deque[str] = deque(maxlen=TAIL_LINES)
         self.lines_seen = 0
 
@@ -56,8 +64,8 @@ class ExistingServer:
             if await self.admin.healthy(timeout=min(30.0, max(1.0, deadline - time.monotonic()))):
                 return time.monotonic() - t0
             if time.monotonic() >= deadline:
-                raise ServerFailed(self.name, f"endpoint {self.variant.endpoint} did not answer /health_generate",
-                                   [])
+                raise ServerFailed(self.name,
+                                   f"endpoint {self.variant.endpoint} did not answer /health_generate", [])
 
     async def alive(self) -> bool:
         """Any HTTP answer from /health means the server is there (a 503 while busy included)."""
@@ -73,7 +81,7 @@ class ExistingServer:
         return True
 
 
-def declared_vs_served(variant: Any, meta: VariantMeta) -> tuple[list[str], list[str]]:
+def declared_vs_served(variant: Variant, meta: VariantMeta) -> tuple[list[str], list[str]]:
     """(errors, warnings) of the plan's variant against the server's own resolved settings (`meta` holds
     the engine's server provenance: server_speculative_algorithm, ...). Fills the variant's columns from
     the server where the plan left them out."""
@@ -101,7 +109,8 @@ def declared_vs_served(variant: Any, meta: VariantMeta) -> tuple[list[str], list
         meta.algorithm = served
     steps, topk, ndt = meta.num_steps, meta.eagle_topk, meta.num_draft_tokens
     if served and topk == 1 and steps is not None and ndt is not None and int(ndt) != int(steps) + 1:
-        warnings.append(f"topk 1 with {ndt} draft tokens for {steps} steps: SGLang uses steps+1 = {int(steps) + 1}")
+        warnings.append(f"topk 1 with {ndt} draft tokens for {steps} steps: SGLang uses steps+1 = "
+                        f"{int(steps) + 1}")
     if facts.get("server_disable_cuda_graph") is True:
         meta.cuda_graph = False
         warnings.append("the server runs without CUDA graphs (--disable-cuda-graph): decode is slower")
@@ -112,17 +121,18 @@ def declared_vs_served(variant: Any, meta: VariantMeta) -> tuple[list[str], list
     return errors, warnings
 
 
-def check_existing(variant: Any, meta: VariantMeta) -> list[Any]:
+def check_existing(variant: Variant, meta: VariantMeta) -> list[ev.Alarm]:
     """Preflight of an existing server's resolved settings: a mismatch with the plan fails the variant
     (ServerFailed); the rest are warning alarms. Labels the variant as not started by draftbench."""
     meta.started_by_draftbench, meta.endpoint, meta.launch_command = False, variant.endpoint, ""
     errors, warnings = declared_vs_served(variant, meta)
     if errors:
-        raise ServerFailed(variant.name, f"at {variant.endpoint} does not match the plan: " + "; ".join(errors), [])
+        mismatch = "; ".join(errors)
+        raise ServerFailed(variant.name, f"at {variant.endpoint} does not match the plan: {mismatch}", [])
     return [ev.Alarm(variant.name, "warning", "existing-server", w) for w in warnings]
 
 
-async def require_auth(server: Any) -> None:
+async def require_auth(server: VariantServer) -> None:
     """A wrong or missing API key is an error before the first measured request, not 0 tok/s later."""
     authorized = getattr(server.admin, "authorized", None)
     if authorized is not None and not await authorized():
@@ -137,19 +147,10 @@ def unauthorized(variant: str, record: RequestRecord) -> None:
                            "(plan: api_key_env)", [])
 
 
-class _Served:
-    """A plan variant seen with the algorithm its existing server runs (the plan may leave it out)."""
-
-    def __init__(self, variant: Any, algorithm: str | None):
-        self._variant = variant
-        self.spec_algorithm = algorithm
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._variant, name)
-
-
-def as_served(variant: Any, meta: VariantMeta) -> Any:
-    """`variant` as the engine should treat it: for an existing server, with the server's own algorithm."""
+def as_served(variant: Variant, meta: VariantMeta) -> Variant:
+    """`variant` as the engine should treat it: for an existing server, a copy whose algorithm is the one the
+    server runs (the plan may leave it out); a server that runs none reads as one with no drafter either."""
     if not variant.is_existing:
         return variant
-    return _Served(variant, meta.algorithm or None)
+    served = meta.algorithm or None
+    return variant.model_copy(update={"algorithm": served, "drafter": variant.drafter if served else None})

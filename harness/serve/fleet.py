@@ -1,8 +1,8 @@
 """The long-lived servers of a plan (the TUI's Servers section, or any front end that keeps servers up).
 
 Start, stop and restart one variant or all, each built on `harness.serve.server.Server`; every change is
-reported through one callback as `harness.common.events` events (ServerState, ServerLog, LogWindow, Alarm), so a
-front end renders the same events whether they come from here or from a run.
+reported through one callback as `harness.common.events` events (ServerState, ServerLog, LogWindow, Alarm), so
+a front end renders the same events whether they come from here or from a run.
 Logs go to `<results>/servers/<session>/logs/<variant>.log` in full; the callback gets them as batches.
 """
 
@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.alarms import AlarmTracker
 from harness.analysis.live_speed import LiveSpeed
@@ -22,10 +22,15 @@ from harness.analysis.rundir import new_run_dir
 from harness.checks import run_checks
 from harness.common import events as ev
 from harness.common.errors import HarnessError
+from harness.common.findings import Finding
 from harness.engines import engine_of
-from harness.serve.kept import kept_servers, record_stopped, still_ours, workdir_servers
+from harness.serve.kept import KeptServer, kept_servers, record_stopped, still_ours, workdir_servers
 from harness.serve.server import Server, ServerFailed
 from harness.targets import open_target
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 EventCallback = Callable[[Any], None]
 GPU_QUERY = ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"]
@@ -47,7 +52,7 @@ class MemberStatus:
 
 @dataclass
 class _Member:
-    variant: Any
+    variant: Variant
     state: str = "stopped"
     server: Server | None = None
     started_at: float | None = None
@@ -57,7 +62,7 @@ class _Member:
     pgid: int | None = None
     starts: int = 0
     starting: asyncio.Task | None = None
-    adopted: Any = None  # a harness.serve.kept.KeptServer: started by an earlier draftbench, stopped by pgid
+    adopted: KeptServer | None = None  # started by an earlier draftbench, stopped by pgid
     url: str | None = None  # an adopted server's base URL
 
 
@@ -78,16 +83,16 @@ def parse_gpu_memory(smi_csv: str, ps_out: str, pgids: dict[str, int]) -> dict[s
     return {name: used[g] for name, g in pgids.items() if g in used}
 
 
-def finding_to_alarm(finding: Any) -> ev.Alarm:
+def finding_to_alarm(finding: Finding | ev.Alarm) -> ev.Alarm:
     """A preflight finding (harness.checks) as the Alarm event a variant row shows."""
     if isinstance(finding, ev.Alarm):
         return finding
-    what = getattr(finding, "what", None) or getattr(finding, "message", None) or str(finding)
-    fix = getattr(finding, "fix", "")
+    what = finding.what or str(finding)
+    fix = finding.fix
     return ev.Alarm(
-        getattr(finding, "variant", "") or "",
-        getattr(finding, "severity", "warning"),
-        getattr(finding, "code", "") or "preflight",
+        finding.variant or "",
+        finding.severity,
+        finding.code or "preflight",
         f"{what}" + (f" (fix: {fix})" if fix else ""),
     )
 
@@ -97,11 +102,11 @@ class Fleet:
 
     def __init__(
         self,
-        plan: Any,
+        plan: Plan,
         *,
         on_event: EventCallback,
         results_dir: str | Path = "results",
-        target: Any = None,
+        target: Target | None = None,
     ):
         self.plan = plan
         self.on_event = on_event
@@ -157,7 +162,7 @@ class Fleet:
 
             if self.target is None:
                 t = self.plan.target
-                self.target = open_target(t.host, ssh_port=getattr(t, "ssh_port", None))
+                self.target = open_target(t.host, ssh_port=t.ssh_port)
             await self.target.connect()
             self.version = await engine_of(self.plan).detect_version(self.plan, self.target)
             for v in self.plan.variants:
@@ -199,8 +204,9 @@ class Fleet:
             adopted.append(k.variant)
         return adopted
 
-    async def check(self) -> list[Any]:
-        """`draftbench check` on this plan's target: the preflight findings (harness.checks.Finding) as they are."""
+    async def check(self) -> list[Finding]:
+        """`draftbench check` on this plan's target: the preflight findings (harness.checks.Finding) as they
+        are."""
         await self.connect()
         return await run_checks(self.plan, self.target, versions=self.versions)
 
@@ -359,7 +365,7 @@ class Fleet:
         return parse_gpu_memory(smi.stdout, ps.stdout, pgids)
 
     # ---- events --------------------------------------------------------------------------------------
-    def _set(self, m: _Member, state: str, **changes: Any) -> None:
+    def _set(self, m: _Member, state: str, **changes: object) -> None:
         for key, value in changes.items():
             setattr(m, key, value)
         if m.server is not None:

@@ -8,27 +8,33 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from harness.common import events as ev
 from harness.common.errors import HarnessError
+from harness.common.findings import Finding
 from harness.serve.fleet import EventCallback, Fleet, MemberStatus
 from harness.serve.nodes import node_name, sub_plan, tag_node
 
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
-def server_names(plan: Any) -> list[str]:
+
+def server_names(plan: Plan) -> list[str]:
     """The Servers section's rows: the variants, or every variant on every node for a plan with targets."""
-    if not getattr(plan, "targets", None):
+    if not plan.targets:
         return [v.name for v in plan.variants]
     return [f"{v.name}@{node_name(t)}" for t in plan.node_targets() for v in plan.variants]
 
 
 class NodeFleet:
-    def __init__(self, plan: Any, *, on_event: EventCallback, results_dir: str | Path = "results",
-                 fleet_factory: Any = Fleet):
+    def __init__(self, plan: Plan, *, on_event: EventCallback, results_dir: str | Path = "results",
+                 fleet_factory: Callable[..., Fleet] = Fleet):
         self.plan = plan
         self.on_event = on_event
-        self.fleets: dict[str, Any] = {}
+        self.fleets: dict[str, Fleet] = {}
         for t in plan.node_targets():
             node = node_name(t)
             sub = sub_plan(plan, t, [v.name for v in plan.variants])
@@ -36,7 +42,7 @@ class NodeFleet:
                                               results_dir=results_dir)
         self.members = {f"{v}@{n}": None for n, f in self.fleets.items() for v in f.members}
 
-    def _split(self, name: str) -> tuple[Any, str]:
+    def _split(self, name: str) -> tuple[Fleet, str]:
         variant, _, node = name.rpartition("@")
         if node not in self.fleets or not variant:
             raise HarnessError(f"no server named {name!r}: names are variant@node ({', '.join(self.fleets)})")
@@ -71,14 +77,14 @@ class NodeFleet:
         return [f"{v}@{n}" for n, got in zip(self.fleets, found, strict=True)
                 if not isinstance(got, BaseException) for v in got]
 
-    async def check(self) -> list[Any]:
-        out: list[Any] = []
+    async def check(self) -> list[Finding]:
+        out: list[Finding] = []
         for f in self.fleets.values():
             out += await f.check()
         return out
 
-    async def preflight(self) -> list[Any]:
-        out: list[Any] = []
+    async def preflight(self) -> list[ev.Alarm]:
+        out: list[ev.Alarm] = []
         for f in self.fleets.values():
             out += await f.preflight()
         return out
@@ -109,6 +115,7 @@ class NodeFleet:
         await asyncio.gather(*(f.close(keep=keep) for f in self.fleets.values()), return_exceptions=True)
 
     async def gpu_memory(self) -> dict[str, int]:
-        per_node = await asyncio.gather(*(f.gpu_memory() for f in self.fleets.values()), return_exceptions=True)
+        per_node = await asyncio.gather(*(f.gpu_memory() for f in self.fleets.values()),
+                                        return_exceptions=True)
         return {f"{v}@{n}": mib for n, got in zip(self.fleets, per_node, strict=True)
                 if isinstance(got, dict) for v, mib in got.items()}

@@ -13,15 +13,40 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.analysis.rundir import append_jsonl, leftover_servers
 from harness.common import events as ev
 from harness.targets import open_target
 
+if TYPE_CHECKING:
+    from harness.engines.base import Engine, EngineAdmin
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
+
 LIVE_STATES = ("started", "kept")  # last entry of a process group that nobody stopped
+
+
+class VariantServer(Protocol):
+    """What a run asks of a variant's server, whether draftbench started it (`harness.serve.server.Server`,
+    which imports this module) or only measures it (`harness.serve.existing.ExistingServer`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def pgid(self) -> int | None: ...
+    @property
+    def admin(self) -> EngineAdmin | None: ...
+    @property
+    def stop_lines(self) -> int: ...  # the engine's crash-looking shutdown lines seen since our TERM
+    async def stop(self, *, keep: bool = False, term_timeout: float = 20.0) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +81,8 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
     files = [*root.glob("*/servers.jsonl"), *root.glob("servers/*/servers.jsonl")]
     if plan_name is not None:
         slug = _slug(plan_name)
-        files = [f for f in files if re.fullmatch(rf"\d{{8}}-\d{{6}}-{re.escape(slug)}(-\d+)?", f.parent.name)]
+        stamped = rf"\d{{8}}-\d{{6}}-{re.escape(slug)}(-\d+)?"
+        files = [f for f in files if re.fullmatch(stamped, f.parent.name)]
     out: list[KeptServer] = []
     for path in files:
         last: dict[int, dict[str, Any]] = {}
@@ -79,8 +105,9 @@ def kept_servers(results_dir: str | Path, plan_name: str | None = None) -> list[
         for pgid, entry in last.items():
             if pgid in started and entry.get("state") in LIVE_STATES:
                 s = started[pgid]
-                out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"), str(s.get("target", "local")),
-                                      float(s.get("wall") or mtime), path, str(entry["state"]),
+                out.append(KeptServer(str(s.get("variant", "")), pgid, s.get("port"),
+                                      str(s.get("target", "local")), float(s.get("wall") or mtime), path,
+                                      str(entry["state"]),
                                       str(s.get("pid_path") or ""), tuple(s.get("argv") or ()),
                                       str(s.get("remote_log") or "")))
     return sorted(out, key=lambda k: -k.started_wall)
@@ -106,7 +133,7 @@ def server_port(args: str) -> int | None:
     return None
 
 
-async def workdir_servers(target: Any, workdir: str, plan_name: str | None = None) -> list[KeptServer]:
+async def workdir_servers(target: Target, workdir: str, plan_name: str | None = None) -> list[KeptServer]:
     """Live engine servers named by the pgid files under `<workdir>/runs/` on the target, whatever results
     dir their run used: the pid file names the group, the group is alive and its leader's argv is an engine
     server's (the port comes from there). Newest first."""
@@ -136,7 +163,7 @@ async def workdir_servers(target: Any, workdir: str, plan_name: str | None = Non
     return sorted(out, key=lambda k: -k.started_wall)
 
 
-async def still_ours(target: Any, kept: KeptServer) -> bool:
+async def still_ours(target: Target, kept: KeptServer) -> bool:
     """Alive, and the target's workdir still names this process group for it (a reboot can hand the same
     pgid to another program: then the pid file is gone or differs)."""
     if not await target.alive(kept.pgid):
@@ -157,45 +184,47 @@ def record_stopped(kept: KeptServer, gone: bool, by: str) -> None:
                               "state": "stopped" if gone else "stop-failed", "by": by})
 
 
-def gpu_has_room(plan: Any, servers_up: int) -> bool:
+def gpu_has_room(plan: Plan, servers_up: int) -> bool:
     """May `servers_up` servers stay up next to one more? Only when the plan says so: the stand-in uses no
     GPU, or server.mem_fraction_static leaves room for every one of them (at most 0.9 in all)."""
     if plan.target.simulated:
         return True
-    frac = getattr(plan.server, "mem_fraction_static", None)
+    frac = plan.server.mem_fraction_static
     return frac is not None and (servers_up + 1) * frac <= 0.9
 
 
-async def reap_leftovers(target: Any, run_dir: Path, emit: Any) -> None:
+async def reap_leftovers(target: Target, run_dir: Path, emit: Callable[[ev.ServerState], None]) -> None:
     """Servers the interrupted run started and never stopped (the harness itself was killed): stop them
     now, so a resumed run never leaves a GPU server behind. Servers kept on purpose stay."""
     for entry in leftover_servers(run_dir / "servers.jsonl"):
         pgid = int(entry["pgid"])
         gone = await target.kill_group(pgid) if await target.alive(pgid) else True
         append_jsonl(run_dir / "servers.jsonl", {"variant": entry["variant"], "pgid": pgid,
-                                                 "state": "stopped" if gone else "stop-failed", "by": "resume"})
+                                                 "state": "stopped" if gone else "stop-failed",
+                                                 "by": "resume"})
         emit(ev.ServerState(entry["variant"], "stopped" if gone else "failed", entry.get("port"), pgid,
                             "left running by the interrupted run"))
 
 
-async def make_room(plan: Any, kept: list[Any], emit: Any) -> None:
+async def make_room(plan: Plan, kept: list[VariantServer], emit: Callable[[ev.ServerState], None]) -> None:
     """A kept server stays up while the next variant is measured only when the plan says the GPU has room
     (gpu_has_room); else it is stopped now, so only the last variant's stays."""
     while kept and not gpu_has_room(plan, len(kept)):
         server = kept.pop(0)
-        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid, "the next variant needs the GPU"))
+        emit(ev.ServerState(server.name, "stopping", server.port, server.pgid,
+                            "the next variant needs the GPU"))
         gone = await server.stop()
         emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                             "stopped: no GPU room for a kept server (server.mem_fraction_static)"))
 
 
-async def stop_kept_servers(plan: Any, target: Any, kept: list[KeptServer], *, by: str) -> None:
+async def stop_kept_servers(plan: Plan, target: Target | None, kept: list[KeptServer], *, by: str) -> None:
     """Stop these kept servers by process group, each checked against its pid file first (a reused pgid is
     never killed), and record it in its servers.jsonl. `target` None: the plan's, opened for this."""
     if not kept:
         return
     own = target is None
-    target = target or open_target(plan.target.host, ssh_port=getattr(plan.target, "ssh_port", None))
+    target = target or open_target(plan.target.host, ssh_port=plan.target.ssh_port)
     try:
         await target.connect()
         for k in kept:

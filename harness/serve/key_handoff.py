@@ -13,33 +13,39 @@ from __future__ import annotations
 
 import json
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from harness.common.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.engines.base import Engine
+    from harness.targets.base import Target
 
 # $0: the env file; "$@": the server's argv. The file is gone before the server starts.
 _ENV_WRAPPER = 'set -a && . "$0" && set +a && rm -f -- "$0" && exec "$@"'
 
 
-async def hand_over(target: Any, engine: Any, argv: list[str], key: str, stem: str) -> tuple[list[str], str | None]:
+async def hand_over(target: Target, engine: Engine, argv: list[str], key: str,
+                    stem: str) -> tuple[list[str], str | None]:
     """(the argv to spawn, the key file to delete once the server has read it, or None). `stem`: a path in a
     private (0700) directory on the target, without suffix."""
-    if getattr(engine, "api_key_env", None):
+    if engine.api_key_env:
         path = f"{stem}.key.env"
         await target.write_private(path, f"{engine.api_key_env}={shlex.quote(key)}\n".encode())
         return ["sh", "-c", _ENV_WRAPPER, path, *argv], None
-    flag = getattr(engine, "api_key_file_flag", None)
+    flag = engine.api_key_file_flag
     if not flag:
         raise HarnessError(f"{engine.display_name} takes its API key neither from a variable nor from a file")
     if flag in argv:
         raise HarnessError(f"the launch command already has {flag}: the API key is handed to "
-                           f"{engine.display_name} in a {flag} file of its own; move those settings to extra_args")
+                           f"{engine.display_name} in a {flag} file of its own; move those settings to "
+                           "extra_args")
     path = f"{stem}.key.json"
     await target.write_private(path, json.dumps({"api-key": key}).encode())
     return [*argv, flag, path], path
 
 
-async def remove_key_file(target: Any, path: str | None) -> None:
+async def remove_key_file(target: Target, path: str | None) -> None:
     if path:
         try:
             await target.run(["rm", "-f", "--", path], timeout=30)
@@ -47,6 +53,13 @@ async def remove_key_file(target: Any, path: str | None) -> None:
             pass
 
 
-def key_in_log_warning(server: Any) -> str:
+class _LoggingServer(Protocol):  # harness.serve.server.Server (which imports this module)
+    @property
+    def target(self) -> Target: ...
+    @property
+    def remote_log(self) -> str: ...
+
+
+def key_in_log_warning(server: _LoggingServer) -> str:
     return (f"the server wrote the API key into its own log on {server.target.name}: {server.remote_log} "
             f"(the run directory's copy is scrubbed); delete that file or keep it private")

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ def stop_command(target: str, pgid: int, ssh_port: int | None = None) -> str:
 
 def left_line(variant: str, pgid: int, target: str, ssh_port: int | None = None, why: str = "") -> str:
     where = "this machine" if target == "local" else target
-    return (f"warning: [{variant}] its server may still be running{why}: pgid {pgid} on {where}; stop it with "
-            f"`{stop_command(target, pgid, ssh_port)}`")
+    return (f"warning: [{variant}] its server may still be running{why}: pgid {pgid} on {where}; stop it "
+            f"with `{stop_command(target, pgid, ssh_port)}`")
 
 
-def _alive_here(n: int, probe: Any = os.kill) -> bool:
+def _alive_here(n: int, probe: Callable[[int, int], None] = os.kill) -> bool:
     """Signal 0 to a pid (os.kill) or a process group (os.killpg) on this host: does it exist?"""
     try:
         probe(n, 0)
@@ -63,7 +64,8 @@ def _not_stopped(path: Path) -> list[dict[str, Any]]:
                 last[entry["pgid"]] = entry
                 if entry.get("state") == "started":
                     started[entry["pgid"]] = entry
-    return [started[p] for p, e in last.items() if p in started and e.get("state") in ("started", "stop-failed")]
+    return [started[p] for p, e in last.items()
+            if p in started and e.get("state") in ("started", "stop-failed")]
 
 
 def run_dir_notices(run_dir: str | Path, *, ours: bool = False) -> list[str]:
@@ -81,9 +83,10 @@ def run_dir_notices(run_dir: str | Path, *, ours: bool = False) -> list[str]:
             pgid, target = int(entry["pgid"]), str(entry.get("target") or "local")
             if target == "local" and not _alive_here(pgid, os.killpg):
                 continue
+            left_by = Path(run_dir).name
             why = "" if ours else \
-                f" (left by {Path(run_dir).name}: its draftbench was killed before it stopped it)" if gone else \
-                f" (left by {Path(run_dir).name}, started from {entry.get('harness_host')})"
+                f" (left by {left_by}: its draftbench was killed before it stopped it)" if gone else \
+                f" (left by {left_by}, started from {entry.get('harness_host')})"
             out.append(left_line(str(entry.get("variant", "?")), pgid, target, entry.get("ssh_port"), why))
     return out
 
@@ -93,5 +96,6 @@ def results_dir_notices(results_dir: str | Path, *, limit: int = 200) -> list[st
     root = Path(results_dir)
     if not root.is_dir():
         return []
-    runs = sorted((p.parent for p in root.glob("*/servers.jsonl")), key=lambda p: p.name, reverse=True)[:limit]
+    runs = sorted((p.parent for p in root.glob("*/servers.jsonl")), key=lambda p: p.name,
+                  reverse=True)[:limit]
     return [line for run in runs for line in run_dir_notices(run)]

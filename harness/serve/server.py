@@ -10,19 +10,25 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from harness.analysis.rundir import REDACTED, append_jsonl, redact_argv, scrub, secret_values
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
+from harness.serve.kept import KeptServer, VariantServer
 from harness.serve.key_handoff import hand_over, remove_key_file
 from harness.targets.base import free_port
+
+if TYPE_CHECKING:
+    from harness.engines.base import Engine, EngineAdmin
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 TAIL_LINES = 50
 STOP_NOTE = "  [draftbench: expected on our SIGTERM, a normal stop, not a crash]"
 
 
-def label_stop_lines(engine: Any, lines: list[str], stopping: bool) -> tuple[list[str], int]:
+def label_stop_lines(engine: Engine, lines: list[str], stopping: bool) -> tuple[list[str], int]:
     """The lines as shown (log pane, failure tails) with the engine's crash-looking shutdown lines marked as
     the expected stop, only once draftbench itself has sent the TERM; and how many were marked. The log
     file keeps the engine's own words."""
@@ -34,14 +40,13 @@ def label_stop_lines(engine: Any, lines: list[str], stopping: bool) -> tuple[lis
 LinesCallback = Callable[[list[str]], Awaitable[None] | None]
 
 
-def stopped_detail(server: Any) -> str:
+def stopped_detail(server: VariantServer) -> str:
     """What a stopped server's state says: that its crash-looking shutdown lines were the expected stop."""
-    n = getattr(server, "stop_lines", 0)
-    if not n:
+    if not server.stop_lines:
         return ""
-    name = getattr(getattr(server, "engine", None), "display_name", "the engine")
-    return (f"{name} logged its usual 'Subprocess ... crashed with exit code -15' on our SIGTERM: the expected "
-            "shutdown, not a crash")
+    name = server.engine.display_name
+    return (f"{name} logged its usual 'Subprocess ... crashed with exit code -15' on our SIGTERM: the "
+            "expected shutdown, not a crash")
 
 
 class ServerFailed(HarnessError):
@@ -50,14 +55,18 @@ class ServerFailed(HarnessError):
         self.reason = reason
         self.last_lines = last_lines
         tail = "\n".join(last_lines[-TAIL_LINES:])
-        super().__init__(f"server for variant '{variant}' {reason}" + (f"; last log lines:\n{tail}" if tail else ""))
+        super().__init__(f"server for variant '{variant}' {reason}"
+                         + (f"; last log lines:\n{tail}" if tail else ""))
 
 
 class Server:
     """Lifecycle of one variant's server. The process group id is recorded on the target and locally."""
 
-    def __init__(self, target: Any, plan: Any, variant: Any, *, run_id: str, run_dir: Path,
-                 engine_version: str | None, on_lines: LinesCallback | None = None, api_key: str | None = None):
+    has_log = True  # its log is followed into the run directory (an ExistingServer has none)
+
+    def __init__(self, target: Target, plan: Plan, variant: Variant, *, run_id: str, run_dir: Path,
+                 engine_version: str | None, on_lines: LinesCallback | None = None,
+                 api_key: str | None = None):
         self.target = target
         self.plan = plan
         self.variant = variant
@@ -67,15 +76,17 @@ class Server:
         self.engine = engine_of(plan, variant)
         self.engine_version = engine_version
         self.on_lines = on_lines
-        self.api_key = api_key  # from the environment (inputs.endpoints): handed over by file (key_handoff), scrubbed
+        # from the environment (inputs.endpoints): handed over by file (key_handoff), scrubbed
+        self.api_key = api_key
         self.key_file: str | None = None  # the 0600 file the server reads its key from, deleted once it is up
-        self.key_in_log = False  # the server wrote the key into its own log on the target (SGLang's ServerArgs)
+        # the server wrote the key into its own log on the target (SGLang's ServerArgs)
+        self.key_in_log = False
         self.port: int | None = None
         self.pgid: int | None = None
         self.argv: list[str] = []
         self.remote_log = ""
         self.base_url = ""  # http://host:port reachable from here (through a forward when remote)
-        self.admin: Any = None  # the engine's EngineAdmin once started
+        self.admin: EngineAdmin | None = None  # once started
         self.ready_seen = asyncio.Event()
         self.stopping = False  # set when draftbench sends the TERM: the engine's shutdown lines are expected
         self.stop_lines = 0  # how many of them were seen (and marked) since
@@ -90,12 +101,14 @@ class Server:
     # ---- start ---------------------------------------------------------------------------------
     def launch_argv(self, port: int) -> list[str]:
         """The command this variant's server runs on `port`, as recorded and matched for adoption: an API key
-        shows as `--api-key <redacted>` (it is handed over by file, harness.serve.key_handoff, never in argv)."""
+        shows as `--api-key <redacted>` (it is handed over by file, harness.serve.key_handoff, never in
+        argv)."""
         argv = self.engine.launch_argv(self.plan, self.variant, port, self.engine_version)
         return argv + ["--api-key", REDACTED] if self.api_key else argv
 
     def _env(self) -> dict[str, str]:
-        return {str(k): str(v) for k, v in {**(self.plan.target.env or {}), **(self.variant.env or {})}.items()}
+        env = {**(self.plan.target.env or {}), **(self.variant.env or {})}
+        return {str(k): str(v) for k, v in env.items()}
 
     async def start(self) -> None:
         plan = self.plan
@@ -145,7 +158,7 @@ class Server:
         got = await self.target.run(["test", "-s", path], timeout=10)
         return got.rc == 0
 
-    async def adopt(self, kept: Any) -> None:
+    async def adopt(self, kept: KeptServer) -> None:
         """Take over a server an earlier run left running with this variant's exact launch command
         (harness.serve.adopt): its process group becomes this run's (recorded as started here, with
         `adopted_from`, so that stopping, reaping on --resume and the kept-server lists all see it), and its
@@ -163,11 +176,12 @@ class Server:
         found = set(secret_values(env, self.argv)) | ({self.api_key} if self.api_key else set())
         return sorted(found - {REDACTED}, key=len, reverse=True)  # argv shows the key as <redacted>
 
-    def _record_start(self, pid_path: str, **extra: Any) -> None:
-        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port, "argv": redact_argv(self.argv),
-                      "remote_log": self.remote_log, "pid_path": pid_path, "target": self.target.name,
-                      "ssh_port": getattr(self.plan.target, "ssh_port", None), "harness_pid": os.getpid(),
-                      "harness_host": platform.node(), "state": "started", **extra, "wall": round(time.time(), 3)})
+    def _record_start(self, pid_path: str, **extra: str) -> None:
+        self._record({"variant": self.name, "pgid": self.pgid, "port": self.port,
+                      "argv": redact_argv(self.argv), "remote_log": self.remote_log, "pid_path": pid_path,
+                      "target": self.target.name, "ssh_port": self.plan.target.ssh_port,
+                      "harness_pid": os.getpid(), "harness_host": platform.node(), "state": "started",
+                      **extra, "wall": round(time.time(), 3)})
 
     async def _attach(self, *, offset: int) -> None:
         """Follow its log from byte `offset` into the run directory, and reach its port (forwarded)."""
@@ -193,7 +207,7 @@ class Server:
                     fh.write(scrub(self._partial, self.secrets))
                     self._partial = b""
 
-    async def _follow_into(self, fh: Any, offset: int = 0) -> None:
+    async def _follow_into(self, fh: BinaryIO, offset: int = 0) -> None:
         async for block in self.target.tail(self.remote_log, offset=offset):
             *complete, self._partial = (self._partial + block).split(b"\n")
             if not complete:
@@ -257,7 +271,8 @@ class Server:
             if self.pgid is not None and not keep:
                 self.stopping = True
                 gone = await self.target.kill_group(self.pgid, term_timeout=term_timeout)
-                self._record({"variant": self.name, "pgid": self.pgid, "state": "stopped" if gone else "stop-failed"})
+                self._record({"variant": self.name, "pgid": self.pgid,
+                              "state": "stopped" if gone else "stop-failed"})
             elif keep and self.pgid is not None:
                 self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
         finally:  # also when the target is gone: the follower and the admin session never outlive the server

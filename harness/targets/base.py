@@ -64,7 +64,8 @@ class Target(Protocol):
 
     async def read_file(self, path: str, *, max_bytes: int | None = None) -> bytes: ...
 
-    async def write_private(self, path: str, data: bytes) -> None: ...  # mode 0600, data never on a command line
+    # mode 0600, the data never on a command line
+    async def write_private(self, path: str, data: bytes) -> None: ...
 
     async def close(self) -> None: ...
 
@@ -135,7 +136,8 @@ def spawn_script(argv: list[str], *, env: dict[str, str], cwd: str, log_path: st
             "i=0",
             f"while [ ! -s {pid} ]; do",
             "  i=$((i+1))",
-            '  if [ "$i" -gt 400 ]; then echo "draftbench: the process wrote no pid file in 20s" >&2; exit 1; fi',
+            '  if [ "$i" -gt 400 ]; then'
+            ' echo "draftbench: the process wrote no pid file in 20s" >&2; exit 1; fi',
             "  sleep 0.05 2>/dev/null || sleep 1",
             "done",
             f"cat {pid}",

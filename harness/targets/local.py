@@ -112,7 +112,8 @@ class LocalTarget(ShellTarget):
             raise HarnessError(f"local: cannot read {path}: {exc.strerror}") from None
 
     async def write_private(self, path: str, data: bytes) -> None:
-        """Write a file only its owner can read (a secret handed to a server): created 0600, replaced whole."""
+        """Write a file only its owner can read (a secret handed to a server): created 0600, replaced
+        whole."""
         path = os.path.expanduser(path)
         try:
             with contextlib.suppress(FileNotFoundError):

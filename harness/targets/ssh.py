@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncssh
+from asyncssh.known_hosts import KnownHostsArg
 
 from harness.common.errors import HarnessError
 from harness.targets.base import _MISSING_RC, CommandResult, ShellTarget, command_line, quote_path
@@ -40,7 +41,8 @@ class _Client(asyncssh.SSHClient):
     def __init__(self) -> None:
         self.untrusted: tuple[str, int, asyncssh.SSHKey] | None = None
         self.addr = ""
-        self.known_hosts: Any = None  # what the key was checked against (to tell a changed key from a new one)
+        # what the key was checked against (to tell a changed key from a new one)
+        self.known_hosts: KnownHostsArg = None
         self.lost = False
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
@@ -146,9 +148,9 @@ class SSHTarget(ShellTarget):
                 entry = f"[{host}]:{port}" if port != 22 else host
                 return _NoRetry(
                     f"{dest}: the host key of {host}:{port} CHANGED: known_hosts has another key for it and "
-                    f"the host offered {offered}. Someone may be intercepting the connection, or the host was "
-                    f"reinstalled: confirm that fingerprint with its administrator before removing the old "
-                    f"entry (`ssh-keygen -R '{entry}'`) and connecting once with `ssh`."
+                    f"the host offered {offered}. Someone may be intercepting the connection, or the host "
+                    f"was reinstalled: confirm that fingerprint with its administrator before removing the "
+                    f"old entry (`ssh-keygen -R '{entry}'`) and connecting once with `ssh`."
                 )
             scan = f"ssh-keyscan -p {port} {host}" if port != 22 else f"ssh-keyscan {host}"
             return _NoRetry(
@@ -275,7 +277,8 @@ class SSHTarget(ShellTarget):
         return out
 
     async def write_private(self, path: str, data: bytes) -> None:
-        """Write a file only its owner can read: the bytes go over the channel's stdin, never on a command line."""
+        """Write a file only its owner can read: the bytes go over the channel's stdin, never on a command
+        line."""
         q = quote_path(path)
         cmd = command_line(["sh", "-c", f"umask 077 && rm -f {q} && cat > {q}"], timeout=60)
 
@@ -286,7 +289,8 @@ class SSHTarget(ShellTarget):
         try:
             rc, err = await self._call(op)
         except (asyncssh.Error, OSError) as exc:
-            raise HarnessError(f"ssh {self.name}: cannot write {path}: {getattr(exc, 'reason', None) or exc}") from None
+            why = getattr(exc, "reason", None) or exc
+            raise HarnessError(f"ssh {self.name}: cannot write {path}: {why}") from None
         if rc != 0:
             raise HarnessError(f"ssh {self.name}: cannot write {path}: {err.strip()[:300]}")
 
@@ -355,9 +359,10 @@ class SSHTarget(ShellTarget):
         except (asyncssh.Error, OSError, HarnessError):
             local_w.close()  # the target refused (server not up yet) or the link is gone: client sees EOF
             return
-        writers: list[Any] = [local_w, remote_w]
+        writers: list[asyncio.StreamWriter | asyncssh.SSHWriter[bytes]] = [local_w, remote_w]
 
-        async def copy(src: Any, dst: Any) -> None:
+        async def copy(src: asyncio.StreamReader | asyncssh.SSHReader[bytes],
+                       dst: asyncio.StreamWriter | asyncssh.SSHWriter[bytes]) -> None:
             try:
                 while data := await src.read(_BUF):
                     dst.write(data)

@@ -26,8 +26,8 @@ READY_LINE = "The server is fired up and ready to roll!"
 
 _PROVENANCE_KEYS = ("version", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                     "speculative_num_draft_tokens", "speculative_draft_model_path", "max_running_requests",
-                    "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "disable_cuda_graph", "attention_backend",
-                    "decode_log_interval", "tp_size")
+                    "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "disable_cuda_graph",
+                    "attention_backend", "decode_log_interval", "tp_size")
 
 
 class SGLangEngine:
@@ -50,7 +50,8 @@ class SGLangEngine:
         """The version that decides flag spellings: the stand-in's, the plan's pin, or asked on the target."""
         t = plan.target
         pinned = t.sglang.pinned
-        if t.simulated:  # the stand-in answers as 0.5.15, or as a later release the plan pins (sim resolve.py)
+        # the stand-in answers as 0.5.15, or as a later release the plan pins (sim resolve.py)
+        if t.simulated:
             return pinned or STAND_IN_VERSION
         if pinned:
             return pinned

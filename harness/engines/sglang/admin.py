@@ -48,7 +48,8 @@ class Admin(AdminSession):
         return None
 
     async def histograms(self, timeout: float = 10.0) -> Totals | None:
-        """SGLang's latency histograms from /metrics (harness.engines.sglang.prom); None without --enable-metrics."""
+        """SGLang's latency histograms from /metrics (harness.engines.sglang.prom); None without
+        --enable-metrics."""
         try:
             status, body = await self._get("/metrics", timeout)
         except (TimeoutError, aiohttp.ClientError, OSError):

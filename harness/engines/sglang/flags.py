@@ -75,7 +75,8 @@ FLAG_HISTORY: dict[str, FlagHistory] = {
 
 
 def flag_values(argv: list[str]) -> dict[str, str | None]:
-    """`--flag value` / `--flag=value` / bare `--flag` -> {flag: value or None}; the last one wins, as in argparse."""
+    """`--flag value` / `--flag=value` / bare `--flag` -> {flag: value or None}; the last one wins, as in
+    argparse."""
     out: dict[str, str | None] = {}
     for i, tok in enumerate(argv):
         if not tok.startswith("--") or tok == "--":
@@ -175,7 +176,7 @@ def check_spec_params(
                 f"set num_draft_tokens ≤ {steps * topk + 1}, or raise num_steps / eagle_topk",
             )
         )
-    configured = getattr(variant, "num_draft_tokens", None)
+    configured = variant.num_draft_tokens
     if topk == 1 and configured is not None and configured != steps + 1:
         out.append(
             info(
@@ -290,7 +291,8 @@ def check_cuda_graphs(
 def check_aux_capture_bug(
     variant_name: str, ids: list[Any] | None, target_layers: int | None, version: str | None, graphs_on: bool
 ) -> list[Finding]:
-    """Custom aux layer ids under CUDA graphs on 0.4.9-0.5.10: the graph capture reset them (sglang #22836)."""
+    """Custom aux layer ids under CUDA graphs on 0.4.9-0.5.10: the graph capture reset them (sglang
+    #22836)."""
     if not ids or not target_layers or not graphs_on or version is None:
         return []
     if not (version_lt(version, "0.5.11") and not version_lt(version, "0.4.9")):

@@ -122,7 +122,8 @@ def write_log_csv(path: str | os.PathLike[str], out: str | os.PathLike[str] | IO
             gc.enable()
 
 
-def _write(path: str | os.PathLike[str], write: Callable[[bytes], object], chunk_size: int, block_size: int) -> int:  # fmt: skip
+def _write(path: str | os.PathLike[str], write: Callable[[bytes], object], chunk_size: int,
+           block_size: int) -> int:
     # A line read whole here has less than carry_max + block_size - chunk_size bytes before any read end.
     carry_max = _MAX_PENDING + chunk_size - block_size
     scanner = _Scanner()
@@ -380,7 +381,8 @@ def _compile_block(layouts: tuple[_Layout, ...]) -> _Block:
     taken = " or ".join(f"t[{time}]" for time in times)  # a layout took the line: its head matched
     source = f"def rows(found, no):\n return [{rows} for n, t in enumerate(found, no) if {taken}]"
     exec(compile(source, f"<logcsv rows {len(_blocks)}>", "exec"), namespace)
-    return _Block(regex.findall, itemgetter(n), tuple(map(itemgetter, times)), namespace["rows"])  # type: ignore[arg-type]
+    times_of = tuple(map(itemgetter, times))
+    return _Block(regex.findall, itemgetter(n), times_of, namespace["rows"])  # type: ignore[arg-type]
 
 
 def _extra_format(keys: list[str]) -> bytes:

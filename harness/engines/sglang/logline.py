@@ -97,7 +97,7 @@ _FIELD_KEYS = (
     ("#cached-token",),
 )
 FIELD_NAMES = ("running_req", "queue_req", "token_usage", "num_tokens", "accept_len", "accept_rate",
-               "cuda_graph", "gen_throughput", "input_throughput", "new_seq", "new_token", "cached_token")  # fmt: skip
+               "cuda_graph", "gen_throughput", "input_throughput", "new_seq", "new_token", "cached_token")
 _Plan = tuple[itemgetter, tuple[str, ...], tuple[int, ...]]
 # A log repeats a handful of key sequences, so where each field sits is worked out once per
 # sequence; False marks sequences without #running-req/#queue-req.

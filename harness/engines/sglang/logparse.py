@@ -4,8 +4,8 @@
 here lines are cut out of files and byte streams. Line numbers follow ``grep -n``: only ``\\n``
 ends a line; ``\\r`` (tqdm redraws, CRLF) splits a physical line into segments that share its
 number, and every segment is parsed. Invalid UTF-8 becomes U+FFFD; gzip files are read as such.
-A whole file to CSV: ``harness.engines.sglang.logcsv.write_log_csv`` writes what ``write_windows_csv(parse_file())``
-writes, several times faster (no LogWindow objects).
+A whole file to CSV: ``harness.engines.sglang.logcsv.write_log_csv`` writes what
+``write_windows_csv(parse_file())`` writes, several times faster (no LogWindow objects).
 """
 
 from __future__ import annotations

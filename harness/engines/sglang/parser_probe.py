@@ -3,9 +3,9 @@
 PROBE_SNIPPET runs on the target as `python -c PROBE_SNIPPET REQUEST_JSON`: it builds the installed
 SGLang's argument parser (`ServerArgs.add_cli_args`) and runs its server-args post-processing
 (`ServerArgs.from_cli_args`, `check_server_args`), which read config.json files but load no weights.
-For the stand-in (`backend: sim`) it uses harness.sim.sglang.args.build_parser and harness.sim.sglang.resolve.resolve,
-which mirror SGLang 0.5.15. It prints
-one marked JSON line; `interpret` turns that into findings (pure).
+For the stand-in (`backend: sim`) it uses harness.sim.sglang.args.build_parser and
+harness.sim.sglang.resolve.resolve, which mirror SGLang 0.5.15. It prints one marked JSON line; `interpret`
+turns that into findings (pure).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def _flag(dest: str) -> str:
     return "--" + dest.replace("_", "-")
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.upper() == b.upper() or (a.upper() == "NEXTN" and b.upper() == "EAGLE")
     return False
@@ -172,8 +172,9 @@ def _rejection_fix(message: str) -> str:
 
 
 def decode_graph_max_bs(resolved: dict[str, Any]) -> int | None:
-    """Largest decode batch captured in CUDA graphs, from the resolved server args (None when disabled/unknown).
-    0.5.14+ resolves it into cuda_graph_config (a repr string from SGLang, a dict from the stand-in)."""
+    """Largest decode batch captured in CUDA graphs, from the resolved server args (None when
+    disabled/unknown). 0.5.14+ resolves it into cuda_graph_config (a repr string from SGLang, a dict from the
+    stand-in)."""
     cfg = resolved.get("cuda_graph_config")
     if isinstance(cfg, dict) and isinstance(cfg.get("decode"), dict):
         dec = cfg["decode"]

@@ -38,7 +38,7 @@ def request_spec(spec: dict | None, output_tokens: int | None) -> dict[str, Any]
 
 def spec_mode(run: RunSettings, variant: Variant, version: str | None) -> str:
     """How to get per-request spec stats from this server (REFERENCE §4): stream | meta_info | off."""
-    if getattr(run, "per_request_spec", "auto") == "off" or not variant.spec_algorithm:
+    if run.per_request_spec == "off" or not variant.spec_algorithm:
         return "off"
     if version_at_least(version, "0.5.19"):
         return "stream"

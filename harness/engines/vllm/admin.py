@@ -17,7 +17,7 @@ _ERRORS = (TimeoutError, aiohttp.ClientError, OSError)
 class Admin(AdminSession):
     """vLLM's endpoints on one server; what it lacks (flush outside dev mode) answers False/None."""
 
-    async def _json(self, path: str, timeout: float) -> Any:
+    async def _json(self, path: str, timeout: float) -> object:  # parsed JSON, None when unreadable
         try:
             status, body = await self._get(path, timeout)
             return orjson.loads(body) if status == 200 else None

@@ -20,7 +20,8 @@ DEFAULT_LAUNCHER = ["vllm", "serve"]
 METHODS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NGRAM": "ngram", "STANDALONE": "draft_model",
            "DFLASH": "dflash", "NEXTN": "mtp"}
 PER_REQUEST_SINCE = "0.29.0"  # --per-request-spec-decode-metrics (vllm-project/vllm#48915)
-CAPTURE_SIZE_SINCE = "0.22.0"  # --max-cudagraph-capture-size present in 0.22.1 .. 0.33.0 (older: not verified)
+# --max-cudagraph-capture-size present in 0.22.1 .. 0.33.0 (older: not verified)
+CAPTURE_SIZE_SINCE = "0.22.0"
 
 
 def launcher_argv(node: NodeConfig) -> list[str]:

@@ -99,7 +99,8 @@ def _spec_v1(text: str, line_no: int) -> LogWindow | None:
 def _spec_v0(text: str, line_no: int) -> LogWindow | None:
     time, prefix, body = _head(text, _V0_MARK)  # type: ignore[misc]
     keys = (("Draft acceptance rate", "draft_acceptance_rate"), ("System efficiency", "system_efficiency"),
-            ("Number of speculative tokens", "num_spec_tokens"), ("Number of accepted tokens", "accepted_tokens"),
+            ("Number of speculative tokens", "num_spec_tokens"),
+            ("Number of accepted tokens", "accepted_tokens"),
             ("Number of draft tokens", "drafted_tokens"), ("Number of emitted tokens", "emitted_tokens"))
     vals = [(key, _field(body, label)) for label, key in keys]
     if any(v is None for _, v in vals) or not body.rstrip().endswith("."):

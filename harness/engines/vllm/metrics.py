@@ -127,6 +127,7 @@ def phase_means(before: Scrape | None, after: Scrape | None) -> dict[str, float 
         row["server_spec_accepted_tokens"] = d["accepted"]
         row["server_accept_len"] = accept_len(d["drafts"], d["accepted"])
         if after.per_pos and d["drafts"] > 0:
-            rates = [(after.per_pos[p] - before.per_pos.get(p, 0.0)) / d["drafts"] for p in sorted(after.per_pos)]
+            rates = [(after.per_pos[p] - before.per_pos.get(p, 0.0)) / d["drafts"]
+                     for p in sorted(after.per_pos)]
             row["server_accept_per_pos"] = " ".join(f"{r:.4f}" for r in rates)
     return row

@@ -34,8 +34,9 @@ async def ask_parser(pre: PreflightInput) -> ParserAnswer:
         version = res.stdout.strip().splitlines()[-1] if res.rc == 0 and res.stdout.strip() else None
         if version is None:
             findings.append(error(PLAN_WIDE, "vllm-missing", f"vLLM is not importable by '{t.python}'",
-                                  (res.stderr or res.stdout).strip()[-300:], "install vLLM for target.python, "
-                                  "or set target.vllm.launcher and target.vllm.version"))
+                                  (res.stderr or res.stdout).strip()[-300:],
+                                  "install vLLM for target.python, or set target.vllm.launcher and "
+                                  "target.vllm.version"))
     if version is None:
         findings.append(warning(PLAN_WIDE, "vllm-version-unknown", "vLLM version unknown",
                                 "the argv is built for the newest formats draftbench knows",
@@ -96,13 +97,15 @@ def launch_findings(check: LaunchCheck) -> list[Finding]:
 
 
 def vllm_default_layers(L: int) -> list[int]:
-    """vLLM's fallback capture layers for a Llama-family target (get_eagle3_default_aux_hidden_state_layers)."""
+    """vLLM's fallback capture layers for a Llama-family target
+    (get_eagle3_default_aux_hidden_state_layers)."""
     return [2, L // 2, L - 3]
 
 
 def drafter_findings(check: DrafterCheck) -> list[Finding]:
-    """EAGLE-3 aux layers as vLLM reads them (0.22.1 .. 0.33.0, v1/worker/gpu/spec_decode/eagle/eagle3_utils.py):
-    only the head config's top-level `eagle_aux_hidden_state_layer_ids`, id k capturing the hidden state that
+    """EAGLE-3 aux layers as vLLM reads them (0.22.1 .. 0.33.0,
+    v1/worker/gpu/spec_decode/eagle/eagle3_utils.py): only the head config's top-level
+    `eagle_aux_hidden_state_layer_ids`, id k capturing the hidden state that
     enters decoder layer k (the output of layer k - 1). Without it vLLM captures the target's default layers
     (2, L // 2, L - 3) and says so in one INFO line (vllm-project/vllm#50170). The SpecForge / SGLang layout
     keeps the ids under `eagle_config` (`aux_ids` here), in SGLang's convention (id k = output of layer k):
@@ -122,16 +125,17 @@ def drafter_findings(check: DrafterCheck) -> list[Finding]:
         trained = [k + 1 for k in nested] if nested and ints(nested) else None
         if trained is not None and default is not None and trained != default:
             out.append(error(variant, "vllm-aux-ignored", "vLLM will not use the head's aux layers",
-                             f"the ids {nested} sit under eagle_config (SpecForge's layout, output of layer k); "
-                             f"vLLM reads only a top-level eagle_aux_hidden_state_layer_ids and falls back to "
-                             f"layers {where}, not the {trained} the head was trained on: accept length near 1 "
-                             "and slower than the baseline (vllm-project/vllm#50170: 1.036, 0.70-0.79x)",
+                             f"the ids {nested} sit under eagle_config (SpecForge's layout, output of layer "
+                             f"k); vLLM reads only a top-level eagle_aux_hidden_state_layer_ids and falls "
+                             f"back to layers {where}, not the {trained} the head was trained on: accept "
+                             "length near 1 and slower than the baseline (vllm-project/vllm#50170: 1.036, "
+                             "0.70-0.79x)",
                              f'add "eagle_aux_hidden_state_layer_ids": {trained} at the top of the head\'s '
                              "config.json (vLLM's convention: input of layer k)"))
         elif trained is None:
             out.append(warning(variant, "vllm-aux-default", "the head's config names no aux layers",
-                               f"vLLM falls back to the target's default layers {where} and says so only in an "
-                               "INFO line; a head trained on other layers then accepts almost nothing "
+                               f"vLLM falls back to the target's default layers {where} and says so only in "
+                               "an INFO line; a head trained on other layers then accepts almost nothing "
                                "(vllm-project/vllm#50170: accept length 1.036, 0.70-0.79x the baseline)",
                                "write the layers the head was trained on into its config.json"))
         return out
@@ -148,7 +152,7 @@ def drafter_findings(check: DrafterCheck) -> list[Finding]:
                              "use the ids the head was trained with, in vLLM's convention"))
     if nested and ints(nested) and [k + 1 for k in nested] != top:
         out.append(warning(variant, "vllm-aux-disagree", "the head's two aux layer lists disagree",
-                           f"top-level {top} (vLLM: input of layer k) vs eagle_config {nested} (SGLang: output "
-                           f"of layer k, i.e. input of {[k + 1 for k in nested]}): vLLM and SGLang tap "
-                           "different layers with this head", "keep one list, converted for each engine"))
+                           f"top-level {top} (vLLM: input of layer k) vs eagle_config {nested} (SGLang: "
+                           f"output of layer k, i.e. input of {[k + 1 for k in nested]}): vLLM and SGLang "
+                           "tap different layers with this head", "keep one list, converted for each engine"))
     return out

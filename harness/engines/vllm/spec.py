@@ -33,6 +33,6 @@ def request_spec(spec: dict | None, output_tokens: int | None) -> dict[str, Any]
 
 def spec_mode(run: RunSettings, variant: Variant, version: str | None) -> str:
     """stream (the final usage chunk carries the stats) from 0.29.0; off before, or when asked."""
-    if getattr(run, "per_request_spec", "auto") == "off" or not variant.spec_algorithm:
+    if run.per_request_spec == "off" or not variant.spec_algorithm:
         return "off"
     return "stream" if version is None or version_at_least(version, PER_REQUEST_SINCE) else "off"
