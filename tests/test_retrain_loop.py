@@ -163,7 +163,7 @@ def test_a_retrain_that_does_not_help_is_refused_and_nothing_changes(tmp_path):
         {"role": "user", "content": f"Share a tip about gardening, number {i}."}]}}) + "\n" for i in range(6)))
     res = _cli("retrain", str(plan_path), "--variant", "coder", "--by", "prompt", "--rest-share", "0",
                "--traffic", str(chat), "--results-dir", str(results), cwd=tmp_path)
-    assert res.returncode == 1, res.stderr[-3000:]
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-1500:]
     assert "REFUSED, nothing changes" in res.stdout and "\n  c1: " in res.stdout
     assert "[gate] not promoted:" in res.stderr
     assert (tmp_path / "drafters" / "weak-coder.yaml").read_bytes() == before

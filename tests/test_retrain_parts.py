@@ -115,6 +115,20 @@ def test_gate_rule_words():
     ok, why = gate._rule("faster", "undecided", None, "95% CI 0.9-1.3x")
     assert not ok and why.startswith("undecided, not faster: 95% CI")
     assert not gate._rule("faster-or-equivalent-higher-accept", "slower", (1.5, 1.4, 1.6), "")[0]
+    # same step cost (a retrain keeps the head's shape): faster without a decided acceptance gain is noise
+    ok, why = gate._rule("faster", "faster", (1.02, 0.99, 1.05), "", same_shape=True)
+    assert not ok and "noise between the phases" in why
+    assert gate._rule("faster", "faster", (1.02, 0.99, 1.05), "")[0]  # another shape may be cheaper per step
+    assert gate._rule("faster", "faster", (1.3, 1.2, 1.4), "", same_shape=True)[0]
+
+
+def test_same_step_cost_compares_the_servers_shape():
+    a = {"engine": "sglang", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
+         "cuda_graph": True, "drafter_path": "old"}
+    assert gate.same_step_cost(a, {**a, "drafter_path": "new"})
+    assert not gate.same_step_cost(a, {**a, "num_steps": 5})
+    assert not gate.same_step_cost(a, {**a, "cuda_graph": False})
+    assert not gate.same_step_cost(a, None)
 
 
 def test_promotion_rewrites_the_drafter_file_with_lineage(tmp_path):

@@ -43,7 +43,9 @@ async def test_noisy_run_gets_intervals_and_verdicts(tmp_path: Path):
     s = pd.read_csv(run_dir / "summary.csv").set_index(["variant", "concurrency"])
     assert set(s.loc["baseline", "verdict"]) == {"baseline"}
     for (name, conc), row in s.drop(index="baseline", level=0).iterrows():
-        assert row.ci_method == ("bootstrap-prompts" if conc == 1 else "t-repeats"), (name, conc)
+        # at concurrency 1 the prompt bootstrap, widened where the repeats disagree beyond the prompts' noise
+        assert row.ci_method in ({"bootstrap-prompts", "bootstrap-prompts+repeats"} if conc == 1
+                                 else {"t-repeats"}), (name, conc)
         assert row.speedup_ci_low <= row.speedup <= row.speedup_ci_high
         assert row.repeats == 3 and not row.too_short
         assert 0 < row.mean_in_flight <= conc and row.steady_tok_s > 0

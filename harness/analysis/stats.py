@@ -135,6 +135,47 @@ def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndar
     return _bootstrap_t(float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum())), ratio, n - 1, level)
 
 
+def between_repeat_variance(log_ratios: list[float] | np.ndarray,
+                            within_vars: list[float] | np.ndarray) -> float:
+    """DerSimonian-Laird estimate of tau^2, the variance of the true log ratio from one repeat to the next
+    (each repeat's log ratio `log_ratios[i]` measured with its own within-repeat variance `within_vars[i]`).
+
+    A prompt bootstrap sees only the noise between prompts; a load change on the machine, a warmer GPU or a
+    different server start shifts every prompt of a phase together, which resampling prompts cannot see. When
+    the repeats disagree by more than their own noise allows (Cochran's Q above k - 1), the excess is tau^2;
+    0 when they agree. Meta-analysis's standard moment estimator (DerSimonian & Laird 1986)."""
+    y = np.asarray(log_ratios, dtype=float)
+    v = np.asarray(within_vars, dtype=float)
+    ok = np.isfinite(y) & np.isfinite(v) & (v > 0)
+    y, v = y[ok], v[ok]
+    if len(y) < 2:
+        return 0.0
+    w = 1.0 / v
+    mean = float((w * y).sum() / w.sum())
+    q = float((w * (y - mean) ** 2).sum())
+    c = float(w.sum() - (w**2).sum() / w.sum())
+    return max(0.0, (q - (len(y) - 1)) / c) if c > 0 else 0.0
+
+
+def paired_bootstrap_log_sd(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndarray, time_b: np.ndarray, *,
+                            samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED
+                            ) -> tuple[float, float] | None:
+    """(log of the paired ratio, bootstrap sd of its log) over prompts, resampled as paired_bootstrap_ratio
+    does."""
+    arrays = [np.asarray(a, dtype=float) for a in (tok_v, time_v, tok_b, time_b)]
+    n = len(arrays[0])
+    if n < 2 or any(len(a) != n for a in arrays):
+        return None
+    tv, sv, tb, sb = arrays
+    idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
+    ratio = (tv[idx].sum(1) / sv[idx].sum(1)) / (tb[idx].sum(1) / sb[idx].sum(1))
+    logs = np.log(ratio[np.isfinite(ratio) & (ratio > 0)])
+    est = float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum()))
+    if est <= 0 or len(logs) < 2:
+        return None
+    return math.log(est), float(logs.std(ddof=1))
+
+
 def two_sample_bootstrap_ratio(a: np.ndarray, b: np.ndarray, *, samples: int = BOOTSTRAP_SAMPLES,
                                seed: int = BOOTSTRAP_SEED,
                                level: float = 0.95) -> tuple[float, float, float] | None:

@@ -149,7 +149,8 @@ COLUMNS = Registry([
     _v("too_short", "", "bool", "the minimum-measurement guard tripped for this row's own phases"),
     _v("speedup_ci_low", "x", "float", "low end of the speedup's interval at ci_level"),
     _v("speedup_ci_high", "x", "float", "high end of the speedup's interval at ci_level"),
-    _v("ci_method", "", "str", "bootstrap-prompts, t-repeats or bootstrap-windows"),
+    _v("ci_method", "", "str",
+       "bootstrap-prompts (+repeats where they disagree), t-repeats or bootstrap-windows"),
     _v("verdict", "", "str", "baseline, faster, slower, equivalent, undecided or too-short",
        shown=Shown(140, "verdict", default=True)),
     _v("verdict_reason", "", "str", "the interval with its level and method, or why there is no decision "

@@ -128,6 +128,41 @@ def _per_prompt_pair(requests: pd.DataFrame, name: str, base: str, conc: int
     return v.loc[common], b.loc[common]
 
 
+def _between_repeats(requests: pd.DataFrame, name: str, base: str, conc: int,
+                     est: tuple[float, float, float] | None, prompts: int, level: float
+                     ) -> tuple[tuple[float, float, float], float, int] | None:
+    """The prompt bootstrap's interval widened by the spread between repeats (stats.between_repeat_variance),
+    or None where there is nothing to add: one repeat, repeats that agree within their prompts' noise.
+
+    Each repeat's paired ratio and its prompt-bootstrap sd give tau^2; the pooled log ratio's variance becomes
+    sd_prompts^2 + tau^2 / repeats, at the same t quantile. Two repeats that disagree in direction (a load
+    spike on the machine during one arm's phase) no longer decide a row their prompts alone would have."""
+    if est is None or est[0] <= 0 or "repeat" not in requests or prompts < 2:
+        return None
+    rep = pd.to_numeric(requests["repeat"], errors="coerce")
+    at = requests["concurrency"] == conc
+    reps = sorted(set(rep[at & (requests["variant"] == name)].dropna())
+                  & set(rep[at & (requests["variant"] == base)].dropna()))
+    if len(reps) < 2:
+        return None
+    ys, vs = [], []
+    for r in reps:
+        v, b = _per_prompt_pair(requests[rep == r], name, base, conc)
+        got = stats.paired_bootstrap_log_sd(v["tok"].to_numpy(), v["secs"].to_numpy(), b["tok"].to_numpy(),
+                                            b["secs"].to_numpy())
+        if got is None:
+            return None
+        ys.append(got[0])
+        vs.append(got[1] ** 2)
+    tau2 = stats.between_repeat_variance(ys, vs)
+    if tau2 <= 0:
+        return None
+    q = stats.t_quantile(level, prompts - 1)
+    sd = (math.log(est[2]) - math.log(est[1])) / (2 * q)
+    half = q * math.sqrt(sd**2 + tau2 / len(reps))
+    return (est[0], est[0] * math.exp(-half), est[0] * math.exp(half)), math.sqrt(tau2), len(reps)
+
+
 def _per_repeat_tok_s(phases: pd.DataFrame, name: str, conc: int) -> pd.Series:
     ph = phases[(phases["variant"] == name) & (phases["concurrency"] == conc)]
     g = ph.assign(tok=pd.to_numeric(ph["output_tokens"]), wall=pd.to_numeric(ph["wall_s"])).groupby("repeat")
@@ -143,6 +178,12 @@ def _interval(requests: pd.DataFrame, phases: pd.DataFrame, prof_v: pd.DataFrame
         v, b = _per_prompt_pair(requests, name, base, conc)
         est = stats.paired_bootstrap_ratio(v["tok"].to_numpy(), v["secs"].to_numpy(), b["tok"].to_numpy(),
                                            b["secs"].to_numpy(), level=level)
+        widened = _between_repeats(requests, name, base, conc, est, len(v), level)
+        if widened is not None:
+            est, tau, reps = widened
+            basis = f"{len(v)} paired prompts over {reps} repeats that differ beyond their prompts' noise " \
+                f"(tau {tau:.1%})"
+            return est, "bootstrap-prompts+repeats", basis, reps
         return est, "bootstrap-prompts", f"{len(v)} paired prompts", len(v)
     rv, rb = _per_repeat_tok_s(phases, name, conc), _per_repeat_tok_s(phases, base, conc)
     common = rv.index.intersection(rb.index)

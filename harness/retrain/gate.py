@@ -7,6 +7,9 @@ usually stands): faster / slower / equivalent / undecided / too-short. The rule 
   faster                              decided faster at every concurrency the plan lists;
   faster-or-equivalent-higher-accept  faster, or equivalent with an accept length decidedly higher (the 95 %
                                       interval of the accept-length ratio, paired over prompts, above 1.00).
+Between two servers of the same shape (same_step_cost: a retrained draft keeps the head's) only the accept
+length can move the speed, so a `faster` row whose paired accept-length interval does not lie above 1.00 is
+refused as noise between phases (CI once promoted a retrain with accept length 1.30 against 1.30 that way).
 Where the summary has the lossless audit's `lossless_verdict` column, every candidate row must read
 `lossless`; where it is absent or empty the audit is skipped and the result says so. Nothing here writes.
 """
@@ -120,7 +123,8 @@ def judge(run_dir: str | Path, candidate: str, current: str, concurrencies: list
     if rule not in RULES:
         raise ValueError(f"rule: one of {', '.join(RULES)}, not {rule!r}")
     run_dir = Path(run_dir)
-    requests, phases, windows, _variants, probe = read_tables(run_dir)
+    requests, phases, windows, variants, probe = read_tables(run_dir)
+    same_shape = same_step_cost(variants.get(candidate), variants.get(current))
     requests, phases, windows, probe = closed_loop(requests, phases, windows, probe)
     summary = load_summary(run_dir)
     if summary.empty:
@@ -150,7 +154,7 @@ def judge(run_dir: str | Path, candidate: str, current: str, concurrencies: list
         acc = _accept_ratio(spec_rq, candidate, current, conc)
         lossless = _lossless_cell(summary, candidate, conc)
         audits.append(lossless)
-        passed, why = _rule(rule, verdict, acc, str(got.get("verdict_reason") or ""))
+        passed, why = _rule(rule, verdict, acc, str(got.get("verdict_reason") or ""), same_shape=same_shape)
         if passed and lossless is not None and lossless != LOSSLESS_PASS:
             passed, why = False, f"lossless audit reads {lossless!r}"
         rows.append(GateRow(conc, verdict, speedup, _float(got.get("speedup_ci_low")),
@@ -169,8 +173,28 @@ def judge(run_dir: str | Path, candidate: str, current: str, concurrencies: list
     return GateResult(passed, rule, candidate, current, tuple(rows), audit)
 
 
-def _rule(rule: Rule, verdict: str, acc: tuple[float, float, float] | None, reason: str) -> tuple[bool, str]:
+SHAPE_FIELDS = ("engine", "algorithm", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph",
+                "forced_acceptance")
+
+
+def same_step_cost(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Do two variants' servers pay the same per step (variants.jsonl: the same engine, algorithm, steps, top-k,
+    draft tokens and CUDA graphs)? A retrained draft keeps the head's shape, so between such two servers only
+    the accept length can move the speed."""
+    if not a or not b:
+        return False
+    return all(a.get(k) == b.get(k) for k in SHAPE_FIELDS)
+
+
+def _rule(rule: Rule, verdict: str, acc: tuple[float, float, float] | None, reason: str, *,
+          same_shape: bool = False) -> tuple[bool, str]:
     if verdict == "faster":
+        if same_shape and acc is not None and acc[1] <= 1.0:
+            # same step cost and no decided acceptance gain: the speed difference came from the phases' timing
+            # (a load change on the machine between the two arms), not from the drafter
+            return False, (f"decided faster, but the accept length is not decidedly higher (x{acc[0]:.2f}, low "
+                           f"{acc[1]:.2f}) and both servers pay the same per step: a speed gain that acceptance "
+                           "cannot explain is noise between the phases, not the new draft")
         return True, "decided faster than the current drafter"
     if verdict == "equivalent" and rule == "faster-or-equivalent-higher-accept":
         if acc is not None and acc[1] > 1.0:
