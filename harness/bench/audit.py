@@ -29,8 +29,16 @@ from harness.common.events import Alarm
 from harness.engines import engine_of
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from harness.analysis.logprob_paths import Tok
+    from harness.bench.run_state import RunState
     from harness.client.stream import ReplayClient
     from harness.inputs.config import Plan, Variant
+    from harness.inputs.suites import Prompt, Suite
+
+    Answer = tuple[str, list[Tok]]  # an answer's text and its tokens with their logprobs (none without)
+    Ask = Callable[..., Awaitable[Answer | None]]
 
 AUDIT_TOP = 5  # alternatives per position: the margin is exact when the variant's token is among them
 MAX_ANCHORS = 4  # continuations per timed answer (each passes one more point where the answers part)
@@ -93,7 +101,7 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
         if (exp := prompt.expectation) is not None and (sname, pid) not in audit.expects:
             out.write({"kind": "expect", "suite": sname, "prompt_id": pid, "expect": exp.as_dict()})
 
-    async def ask(suite: Any, item: Any, extra: dict[str, Any], **changes: Any) -> tuple[str, list] | None:
+    async def ask(suite: Suite, item: Prompt, extra: dict[str, Any], **changes: object) -> Answer | None:
         req = to_request(item, suite, plan, request_id=f"audit/{suite.name}/{item.id}")
         if changes:
             req = dataclasses.replace(req, **changes)
@@ -142,7 +150,8 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
                 timed[key].discard(text)  # no answer, or one that went no further: this text stays partly scored
 
 
-async def _anchor(ask: Any, where: tuple, text: str, at: tuple[int, int], plan: Plan, chat: bool) -> Any:
+async def _anchor(ask: Ask, where: tuple[Suite, Prompt], text: str, at: tuple[int, int], plan: Plan,
+                  chat: bool) -> Answer | None:
     suite, prompt = where
     chars, tokens = at
     prefix = text[:chars]
@@ -182,7 +191,7 @@ def baseline_for(plan: Plan, variant: Variant) -> str | None:
     return next((v.name for v in plan.variants if v.is_baseline and engine_of(plan, v).name == engine), None)
 
 
-async def after_measure(run: Any, variant: Variant, client: ReplayClient) -> None:
+async def after_measure(run: RunState, variant: Variant, client: ReplayClient) -> None:
     """The runner's hook after a variant's phases (harness.bench.runner): a baseline's audit pass on its server,
     a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
     meta = run.metas.get(variant.name)

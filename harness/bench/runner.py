@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import attempts as tries
 from harness.analysis.alarms import AlarmTracker
@@ -48,13 +48,22 @@ from harness.serve.kept import gpu_has_room, reap_leftovers
 from harness.serve.key_handoff import key_in_log_warning
 from harness.serve.server import Server, ServerFailed, stopped_detail
 
+if TYPE_CHECKING:
+    from harness.bench.run_phases import Phase
+    from harness.client.stream import ReplayClient
+    from harness.common.aio import Emit
+    from harness.inputs.config import Plan, Variant
+    from harness.inputs.suites import Prompt, Suite
+    from harness.serve.kept import KeptServer, VariantServer
+    from harness.targets.base import Target
 
-async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
-                   resume_dir: str | Path | None = None, target: Any = None,
-                   adopt: list[Any] | None = None) -> AsyncIterator[Any]:
+
+async def run_plan(plan: Plan, *, results_dir: str | Path = "results", keep_servers: bool = False,
+                   resume_dir: str | Path | None = None, target: Target | None = None,
+                   adopt: list[KeptServer] | None = None) -> AsyncIterator[Any]:
     """Run the plan; yields events from harness.common.events. Closing the generator stops every server.
     `adopt`: other runs' kept servers that a variant with the same command takes over (harness.serve.adopt)."""
-    def start(emit: Any) -> Any:
+    def start(emit: Emit) -> Awaitable[None]:
         return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers, adopt=adopt,
                     resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit).main()
 
@@ -64,8 +73,8 @@ async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_serve
 
 
 class _Run:
-    def __init__(self, plan: Any, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
-                 target: Any, emit: Any, adopt: list[Any] | None = None):
+    def __init__(self, plan: Plan, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
+                 target: Target | None, emit: Emit, adopt: list[KeptServer] | None = None):
         self.plan = plan
         self.emit = emit
         self.keep = keep_servers or bool(plan.server.keep_running)
@@ -73,21 +82,21 @@ class _Run:
         self.results_dir = results_dir
         self.target = target
         self.own_target = target is None
-        self.servers: list[Server] = []
-        self.kept: list[Server] = []  # kept servers, oldest first: stopped when the next variant needs the GPU
+        self.servers: list[Server | ExistingServer] = []
+        self.kept: list[VariantServer] = []  # kept servers, oldest first: stopped when the next variant needs the GPU
         self.offered = list(adopt or [])  # other runs' kept servers, for a variant to adopt (harness.serve.adopt)
-        self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
+        self._log_owner: dict[str, Server | ExistingServer] = {}  # never pruned: the last log lines arrive after the stop
         self.phase_tag: dict[str, str | None] = {}
         self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
         self.alarms = AlarmTracker(plan)
         self.versions: dict[str, str | None] = {}  # engine name -> version, asked once per engine
-        self.parked: dict[str, Server] = {}  # run.stop: decided keeps servers up between looks (GPU room rules)
+        self.parked: dict[str, Server | ExistingServer] = {}  # run.stop: decided keeps servers up between looks (GPU room rules)
         self.metas: dict[str, VariantMeta] = {}  # a parked server's metadata, for the next look's record
         self.pass_count: dict[tuple[str, str, int], int] = {}  # (variant, suite, conc) -> passes its phases run
         self.warmed: set[str] = set()
         self.probed: set[tuple[str, str]] = set()  # (variant, "suite@cN"): greedy acceptance is probed once
         budget = plan.run.budget_s
-        self.deadline = time.monotonic() + float(budget) if budget else None  # run.budget_s (harness.bench.decide)
+        self.deadline: float | None = time.monotonic() + float(budget) if budget else None  # run.budget_s (harness.bench.decide)
         self.failures = 0
         self.failed: set[str] = set()
         self.request_errors = 0
@@ -177,7 +186,7 @@ class _Run:
         self.emit(ev.RunDone(str(self.run_dir), complete and bool(summary_csv), self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
 
-    async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None,
+    async def _run_variant(self, variant: Variant, version: str | None, repeats: list[int] | None = None,
                            only: set[int] | None = None, park: bool = False) -> None:
         """Measure `variant`'s phases (those of `repeats` at the concurrencies `only`, default all). `park`:
         leave its server up afterwards for the stopping rule's next look (harness.bench.decide)."""
@@ -248,14 +257,14 @@ class _Run:
         self.metas[name] = meta.model_copy(deep=True)
         await self._measure_on(variant, server, meta, todo, park)
 
-    def _failed(self, server: Server, meta: VariantMeta, exc: ServerFailed) -> None:
+    def _failed(self, server: Server | ExistingServer, meta: VariantMeta, exc: ServerFailed) -> None:
         self.failures += 1
         self.failed.add(server.name)
         meta.status, meta.failure, meta.last_log_lines = "failed", exc.reason, exc.last_lines[-50:]
         self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
         self.emit(ev.VariantDone(server.name, False, exc.reason))
 
-    async def _measure_on(self, variant: Any, server: Server, meta: VariantMeta, todo: list,
+    async def _measure_on(self, variant: Variant, server: Server | ExistingServer, meta: VariantMeta, todo: list[Phase],
                           park: bool) -> None:
         name = variant.name
         up = False
@@ -277,7 +286,7 @@ class _Run:
             else:
                 await self._stop(server)
 
-    async def _stop(self, server: Server) -> None:
+    async def _stop(self, server: Server | ExistingServer) -> None:
         if server not in self.servers:
             return
         self.servers.remove(server)
@@ -291,7 +300,7 @@ class _Run:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      stopped_detail(server) if gone else "processes left after SIGKILL"))
 
-    async def _measure(self, variant: Any, server: Server, meta: VariantMeta, todo: list) -> None:
+    async def _measure(self, variant: Variant, server: Server | ExistingServer, meta: VariantMeta, todo: list[Phase]) -> None:
         from harness.bench.replay import warmup
         from harness.client.stream import ReplayClient
 
@@ -321,8 +330,8 @@ class _Run:
         finally:
             await client.aclose()
 
-    async def _phase(self, variant: Any, server: Server, client: Any, pid: str, suite: Any, c: int,
-                     repeat: int, prompts: list, probe: str) -> None:
+    async def _phase(self, variant: Variant, server: Server | ExistingServer, client: ReplayClient, pid: str,
+                     suite: Suite, c: int, repeat: int, prompts: list[Prompt], probe: str) -> None:
         from harness.bench.replay import probe_meta, replay_phase
 
         name = variant.name
