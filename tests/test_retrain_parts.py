@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +13,7 @@ from harness.checks import compat
 from harness.common.errors import InputError
 from harness.inputs.config import load_drafter, load_plan
 from harness.inputs.drafter_record import LineageEntry, TrainedAgainst, config_fingerprint
+from harness.inputs.plan_parts import Drafter
 from harness.retrain import fake_trainer, gate
 from harness.retrain.profile import AcceptStats
 from harness.retrain.promote import drafter_file, promote
@@ -92,7 +92,7 @@ def test_generation_mismatch_names_the_retrain_command():
     assert (rec.architecture, rec.hidden_size, rec.vocab_size) == ("KimiK25ForConditionalGeneration", 7168, 163840)
     assert config_fingerprint({**TARGET, "_name_or_path": "/local/copy", "transformers_version": "5"}) == \
         rec.config_sha256  # where it lives and the tooling's version are not the model
-    drafter = SimpleNamespace(name="k2", trained_for="moonshotai/Kimi-K2.5", trained_against=rec)
+    drafter = Drafter(name="k2", path="k2-eagle3", trained_for="moonshotai/Kimi-K2.5", trained_against=rec)
     assert compat.check_trained_for("v", drafter, "/models/Kimi-K2.5", None, TARGET, plan_path="p.yaml") == []
     k26 = {**TARGET, "text_config": {**TARGET["text_config"], "rope_theta": 1e5}}  # same shapes, another model
     found = compat.check_trained_for("v", drafter, "/models/Kimi-K2.5", None, k26, plan_path="plans/k.yaml")
@@ -100,7 +100,7 @@ def test_generation_mismatch_names_the_retrain_command():
     assert "config_sha256" in found[0].what and "draftbench retrain plans/k.yaml --variant v" in found[0].fix
     wider = {**TARGET, "text_config": {**TARGET["text_config"], "hidden_size": 8192}}
     assert "hidden_size 7168 -> 8192" in compat.check_trained_for("v", drafter, "x", None, wider)[0].what
-    by_name = SimpleNamespace(name="k2", trained_for="moonshotai/Kimi-K2-Instruct", trained_against=None)
+    by_name = Drafter(name="k2", path="k2-eagle3", trained_for="moonshotai/Kimi-K2-Instruct")
     found = compat.check_trained_for("v", by_name, "/models/Kimi-K2.5", None, None, plan_path="my plan.yaml")
     assert "another target" in found[0].what and "'my plan.yaml' --variant v" in found[0].fix
 

@@ -29,8 +29,8 @@ import re
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 VOCAB = 48  # hashed word buckets of the toy model
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -198,7 +198,7 @@ def save(
     print(f"Saved model configuration to {out}", flush=True)
 
 
-def final_save(args: argparse.Namespace, global_step: int, epoch: int, save: Any) -> None:
+def final_save(args: argparse.Namespace, global_step: int, epoch: int, save: Callable[[int], None]) -> None:
     """SpecForge's end of training: a last checkpoint, unless the last step has just written one."""
     if global_step % args.save_interval != 0:
         print(f"Training completed at step {global_step}, saving final checkpoint...", flush=True)

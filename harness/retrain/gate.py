@@ -192,7 +192,7 @@ def run_settings(run_dir: Path) -> dict[str, Any]:
     return {k: v for k, v in run.items() if v is not None} if isinstance(run, dict) else {}
 
 
-def _float(v: Any) -> float | None:
+def _float(v: object) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):

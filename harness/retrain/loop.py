@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import HarnessError, InputError
 from harness.retrain import loop_eval as le
@@ -32,6 +32,11 @@ from harness.retrain.loop_state import (
     save_record,
     unfinished,
 )
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.retrain.progress import TrainProgress
+    from harness.targets.base import Target
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,9 @@ class LoopStep:
         return "\n".join((self.text, *self.lines))
 
 
-async def retrain_loop(plan: Any, variant: str, *, settings: RetrainSettings | None = None,
+async def retrain_loop(plan: Plan, variant: str, *, settings: RetrainSettings | None = None,
                        results_dir: str | Path = "results", resume: str | None = None, new: bool = False,
-                       target: Any = None) -> AsyncIterator[Any]:
+                       target: Target | None = None) -> AsyncIterator[Any]:
     """Run (or resume) the loop for `variant`; see the module. `resume`: a loop id; else the newest unfinished
     loop of this plan and variant is resumed unless `new`."""
     from harness.retrain.loop_state import find_record
@@ -89,7 +94,7 @@ async def retrain_loop(plan: Any, variant: str, *, settings: RetrainSettings | N
 
 
 class _Loop:
-    def __init__(self, plan: Any, variant: str, rec: LoopRecord, results_dir: Path, target: Any):
+    def __init__(self, plan: Plan, variant: str, rec: LoopRecord, results_dir: Path, target: Target):
         self.plan, self.variant, self.rec, self.results_dir, self.target = plan, variant, rec, results_dir, target
         self.s = rec.settings
         self.dir = loop_dir(rec, results_dir)
@@ -285,7 +290,7 @@ class _Loop:
                 if k.jsonl is not None and k.jsonl.parent.resolve() == here]
         await stop_kept_servers(self.plan, self.target, mine, by="retrain")
 
-    async def _measure(self, bench: Any, look: int, looks: int) -> AsyncIterator[Any]:
+    async def _measure(self, bench: Plan, look: int, looks: int) -> AsyncIterator[Any]:
         from harness.bench.gate import require_preflight
         from harness.bench.runner import run_plan
         from harness.common import events as ev
@@ -367,8 +372,8 @@ def _local(path: str | None) -> str | None:
     return str(Path(path).resolve()) if path else None
 
 
-def _train_line(p: Any) -> str:
-    def f(v: Any, spec: str = "{}") -> str:
+def _train_line(p: TrainProgress) -> str:
+    def f(v: object, spec: str = "{}") -> str:
         return "-" if v is None else spec.format(v)
 
     return (f"train [{p.state}] epoch {f(p.epoch)}/{f(p.num_epochs)} step {f(p.global_step)}/{f(p.total_steps)} "

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common.errors import InputError
-from harness.inputs.config import Plan
+from harness.inputs.config import Plan, Variant
 from harness.inputs.plan_parts import Drafter
 from harness.retrain.dataset import Manifest, held_out_suites
 from harness.retrain.loop_state import LoopRecord, RetrainSettings
@@ -16,7 +16,7 @@ STAND_IN_TRAINER = ["{python}", "-m", "harness.retrain.fake_trainer"]  # simulat
 EVAL_SUFFIX = "-retrain-eval"
 
 
-def spec_variant(plan: Plan, variant: str) -> Any:
+def spec_variant(plan: Plan, variant: str) -> Variant:
     v = plan.variant(variant)
     if v.is_baseline or v.drafter is None:
         raise InputError(str(plan.source_path or ""), None, "variant",

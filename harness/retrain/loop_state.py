@@ -9,12 +9,15 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.common.errors import InputError
 from harness.retrain.gate import Rule
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 STAGES = ("select", "regen", "train", "export", "evaluate", "gate", "promote")
 Stage = Literal["select", "regen", "train", "export", "evaluate", "gate", "promote"]
@@ -108,7 +111,7 @@ def loops_dir(results_dir: str | Path) -> Path:
     return Path(results_dir) / "retrain"
 
 
-def new_record(plan: Any, variant: str, settings: RetrainSettings, results_dir: str | Path) -> LoopRecord:
+def new_record(plan: Plan, variant: str, settings: RetrainSettings, results_dir: str | Path) -> LoopRecord:
     rid = f"retrain-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     rec = LoopRecord(retrain_id=rid, plan=str(plan.source_path or ""), plan_name=plan.name, variant=variant,
                      created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), settings=settings)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def measure_profile(run_dir: str | Path, variant: str) -> dict[str, Any]:
         raise InputError(str(run_dir), None, "variant", f"{variant}: no requests with speculative stats in this run")
     meta = read_variants(Path(run_dir)).get(variant, {})
 
-    def summed(rows: Any) -> list[int]:
+    def summed(rows: Iterable[object]) -> list[int]:
         return tm.add_histograms(tm.parse_histogram(x) for x in rows) if "spec_histogram" in rq else []
 
     h = summed(rq.get("spec_histogram", []))

@@ -13,13 +13,13 @@ from typing import Any
 import yaml
 
 from harness.common.errors import InputError
-from harness.inputs.config import Resolver, load_drafter
+from harness.inputs.config import Plan, Resolver, load_drafter
 from harness.inputs.drafter_record import LineageEntry, TrainedAgainst
 from harness.inputs.plan_parts import Drafter
 from harness.inputs.yamlio import load_yaml
 
 
-def drafter_file(plan: Any, variant: str) -> Path:
+def drafter_file(plan: Plan, variant: str) -> Path:
     """The drafters/ file the plan's variant names (found as the plan found it). A drafter written inline in
     the plan has no file of its own: promotion refuses it, with what to do."""
     source = plan.source_path

@@ -13,15 +13,20 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from harness.common.errors import HarnessError, InputError
 from harness.serve.server import Server, ServerFailed
 from harness.targets.base import free_port
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 ROUTER_MODULE = "sglang_router.launch_router"
 ROUTER_READY_S = 120.0
@@ -85,14 +90,14 @@ class WorkerStats:
 class RouterFleet:
     """The workers and the router of one regeneration."""
 
-    def __init__(self, target: Any, plan: Any, workers: int, *, run_id: str, run_dir: Path, version: str | None,
+    def __init__(self, target: Target, plan: Plan, workers: int, *, run_id: str, run_dir: Path, version: str | None,
                  router_port: int | None = None):
         if workers < 1:
             raise InputError(None, None, "workers", f"must be at least 1, got {workers}")
         self.target, self.plan, self.run_id, self.run_dir = target, plan, run_id, Path(run_dir)
         self.router_port = router_port
         env = {str(k): str(v) for k, v in (plan.target.env or {}).items()}
-        mem = getattr(plan.server, "mem_fraction_static", None)
+        mem = plan.server.mem_fraction_static
         envs = worker_envs(env, workers, int(plan.model.tp_size), bool(plan.target.simulated), mem)
         # servers sharing a GPU start one after the other: each sizes its memory from what is free
         self.one_by_one = shares_gpus(env, workers, int(plan.model.tp_size))
@@ -135,7 +140,7 @@ class RouterFleet:
     def progress(self) -> tuple[str, ...]:
         return tuple(s.note() for s in self.stats)
 
-    async def start(self, on_state: Any = None) -> str:
+    async def start(self, on_state: Callable[[str], None] | None = None) -> str:
         """Start every worker, wait until all are ready, then the router; returns the router's base URL."""
         timeout = self.plan.server.startup_timeout_s
         if self.one_by_one:

@@ -16,13 +16,17 @@ against the job's working directory on the target (the plan's `target.workdir`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, field_validator
 
 from harness.common.errors import HarnessError, InputError
 from harness.inputs.yamlio import StrictModel
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 ERAS = ("script", "script-v0.1", "cli")
 Era = Literal["script", "script-v0.1", "cli"]
@@ -105,7 +109,7 @@ class TrainSpec(StrictModel):
         return env
 
 
-def spec_from_plan(plan: Any, **fields: Any) -> TrainSpec:
+def spec_from_plan(plan: Plan, **fields: object) -> TrainSpec:
     """A TrainSpec for the plan's target model, run by the plan's target python; `fields` set the rest
     (data_path and output_dir are required). Raises pydantic's ValidationError on bad fields."""
     base = {"target_model_path": str(plan.model.path), "python": str(plan.target.python)}
@@ -162,7 +166,7 @@ def era_from_probe(output: str, *, specforge_dir: str | None) -> Era:
     raise HarnessError(f"SpecForge not found on the target: no `specforge.cli` module and {where}; {hint}")
 
 
-async def detect_era(target: Any, spec: TrainSpec, *, workdir: str) -> Era:
+async def detect_era(target: Target, spec: TrainSpec, *, workdir: str) -> Era:
     """Ask the target which SpecForge it has (CLI module, or a checkout with the training script)."""
     if spec.era != "auto":
         return spec.era

@@ -21,11 +21,15 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import InputError
 from harness.retrain.profile import AcceptStats, SpeculationProfile, read_profile
 from harness.retrain.weak_spots import overall, spots, variant_requests
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 COLLAPSED = 1.05
 NO_INTERVAL_FACTOR = 0.9
@@ -123,7 +127,7 @@ def compare(profile: SpeculationProfile, run_dir: str | Path, variant: str, plan
                       tuple(rows))
 
 
-def recorded_profile(plan: Any, variant: str) -> str:
+def recorded_profile(plan: Plan, variant: str) -> str:
     """speculation_profile.json of the variant's drafter's last promotion."""
     v = plan.variant(variant)
     lineage = list(v.drafter.lineage) if v.drafter is not None else []
@@ -135,7 +139,7 @@ def recorded_profile(plan: Any, variant: str) -> str:
     return found
 
 
-def check_plan(plan: Any, variant: str, profile: SpeculationProfile) -> Any:
+def check_plan(plan: Plan, variant: str, profile: SpeculationProfile) -> Plan:
     """The plan cut to its baseline and the variant, the profile run's prompts (the plan's own suites when that
     run is gone), the lowest concurrency, one repeat."""
     from harness.inputs.config import Plan
@@ -181,9 +185,9 @@ def last_check(results_dir: str | Path, plan_name: str, variant: str) -> dict[st
         return None
 
 
-async def watch(plan: Any, variant: str, *, results_dir: str | Path = "results", run_dir: str | None = None,
+async def watch(plan: Plan, variant: str, *, results_dir: str | Path = "results", run_dir: str | None = None,
                 profile: str | None = None, every_s: float | None = None, keep_going: bool = False,
-                rounds: int | None = None, target: Any = None) -> AsyncIterator[Any]:
+                rounds: int | None = None, target: Target | None = None) -> AsyncIterator[Any]:
     """Checks (see the module): one on `run_dir`, else a check run now, and with `every_s` one every interval
     until an alarm (or for ever with `keep_going`; `rounds` caps the count). Yields the check runs' events,
     then a DriftCheck (and an Alarm event when it alarms) per check."""
