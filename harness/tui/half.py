@@ -46,7 +46,7 @@ def work(*, group: str, thread: bool = False, exclusive: bool = False) -> Callab
     """textual's @work(group=..., exit_on_error=False) for a half's method: the worker runs on the App."""
     def decorator(method: Callable[..., Any]) -> Callable[..., Worker[Any]]:
         @wraps(method)
-        def start(half: Half, *args: Any, **kwargs: Any) -> Worker[Any]:
+        def start(half: Half, *args: object, **kwargs: object) -> Worker[Any]:
             return half.app.run_worker(partial(method, half, *args, **kwargs), name=method.__name__, group=group,
                                        description=method.__name__, exclusive=exclusive, exit_on_error=False,
                                        thread=thread)

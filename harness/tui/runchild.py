@@ -19,6 +19,7 @@ import pickle
 import signal
 import sys
 import traceback
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
 from harness.common.errors import PreflightFailed
@@ -26,7 +27,7 @@ from harness.common.errors import PreflightFailed
 HEADER = 4  # bytes of big-endian frame length
 
 
-def frame(obj: Any) -> bytes:
+def frame(obj: object) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return len(data).to_bytes(HEADER, "big") + data
 
@@ -48,7 +49,7 @@ CALLS = {"harness.bench.runner:run_plan", "harness.bench.gate:checked_run_plan",
          "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
 
 
-def resolve_call(name: str) -> Any:
+def resolve_call(name: str) -> Callable[..., AsyncIterator[Any]]:
     if name not in CALLS:
         raise ValueError(f"not a run the TUI starts: {name}")
     module, _, attr = name.partition(":")

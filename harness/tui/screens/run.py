@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +18,9 @@ from harness.tui.state import ProgressSnapshot, RunChoice
 from harness.tui.widgets.charts import SeriesPanel
 from harness.tui.widgets.progress_panel import ProgressPanel
 from harness.tui.widgets.toggles import Checkbox, SelectionList
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 ACTIVE = ("preparing", "running", "cancelling")
 
@@ -69,7 +72,7 @@ class RunScreen(SectionScreen):
         self.watch(self.app, "nodes", self._show_nodes)
 
     # ---- attributes down ----------------------------------------------------------------------------------
-    def _show_plan(self, plan: Any) -> None:
+    def _show_plan(self, plan: Plan | None) -> None:
         if plan is None:
             return
         suites = self.query_one("#pick-suites", SelectionList)
@@ -110,7 +113,7 @@ class RunScreen(SectionScreen):
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)
 
-    def _show_progress(self, _: Any = None) -> None:
+    def _show_progress(self, _: object = None) -> None:
         p: ProgressSnapshot | None = self.app.progress
         self.query_one(ProgressPanel).show_progress(p, self.app.clock(), self.app.run_verdicts)
         if p is not None:
