@@ -98,8 +98,8 @@ def max_connections(plan: Plan) -> int:
     return widest + 8
 
 
-async def replay_rate_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite, rate: float,
-                            extra: dict | None, phase: str
+async def replay_rate_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite,
+                            rate: float, extra: dict | None, phase: str
                             ) -> AsyncIterator[tuple[ReplayRequest, Prompt, StreamResult]]:
     """Open loop: conversation i starts at its seeded arrival time (seed: run.seed and the phase id, the
     same for every variant); yields (request, prompt, result) per turn as each finishes."""

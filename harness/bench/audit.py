@@ -122,8 +122,8 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
         error = None if scored else "the baseline's server answered no request" if not answered \
             else "the baseline's server answered without logprobs"
         head = {"kind": "audit", "variant": name, "concurrency": c_a, "top_logprobs": AUDIT_TOP,
-                "margin": float(plan.run.lossless_margin), "endpoint": client.endpoint, "prompts": len(prompts),
-                "answered": answered, "scored": scored, "error": error}
+                "margin": float(plan.run.lossless_margin), "endpoint": client.endpoint,
+                "prompts": len(prompts), "answered": answered, "scored": scored, "error": error}
         out.write(head)
         audit.add(head)
     timed, reasoning = _baseline_answers(run_dir, name)
@@ -139,15 +139,18 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
                     jobs.append((key, text, at))
         if not jobs:
             return
-        got = await asyncio.gather(*(_anchor(ask, prompts[key], text, at, plan, chat) for key, text, at in jobs))
+        got = await asyncio.gather(*(_anchor(ask, prompts[key], text, at, plan, chat)
+                                     for key, text, at in jobs))
         for (key, text, (chars, tokens)), answer in zip(jobs, got, strict=True):
             if answer is not None and answer[1]:
                 line = _path_line(name, key[0], key[1], "anchor", text[:chars] + answer[0], answer[1], chars,
                                   tokens)
                 out.write(line)
                 audit.add(line)
-            if not (answer and answer[1]) or next_anchor(audit.paths.get((name, *key), []), text) == (chars, tokens):
-                timed[key].discard(text)  # no answer, or one that went no further: this text stays partly scored
+            if not (answer and answer[1]) \
+                    or next_anchor(audit.paths.get((name, *key), []), text) == (chars, tokens):
+                # no answer, or one that went no further: this text stays partly scored
+                timed[key].discard(text)
 
 
 async def _anchor(ask: Ask, where: tuple[Suite, Prompt], text: str, at: tuple[int, int], plan: Plan,
@@ -192,8 +195,8 @@ def baseline_for(plan: Plan, variant: Variant) -> str | None:
 
 
 async def after_measure(run: RunState, variant: Variant, client: ReplayClient) -> None:
-    """The runner's hook after a variant's phases (harness.bench.runner): a baseline's audit pass on its server,
-    a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
+    """The runner's hook after a variant's phases (harness.bench.runner): a baseline's audit pass on its
+    server, a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
     meta = run.metas.get(variant.name)
     if not wanted(run.plan) or (meta is not None and meta.forced_acceptance is not None):
         return  # a forced copy's answers are not the model's

@@ -64,7 +64,8 @@ def _spec_rows(run: RunState) -> list[tuple[str, int]]:
             for c in run.plan.run.concurrency]
 
 
-def write_look(run: RunState, look: int, looks: int, level: float, rows: list[tuple[str, int]], repeats: int) -> None:
+def write_look(run: RunState, look: int, looks: int, level: float, rows: list[tuple[str, int]],
+               repeats: int) -> None:
     from harness.analysis.summary import DECISIONS_FILE
 
     with open(run.run_dir / DECISIONS_FILE, "a", encoding="utf-8") as fh:
@@ -87,7 +88,8 @@ def _round_cost(run: RunState, rows: list[tuple[str, int]], more: int) -> float:
     cost = 0.0
     if not ph.empty:
         sel = ph[ph["variant"].isin(names) & ph["concurrency"].isin(concs)]
-        cost += float(pd.to_numeric(sel["wall_s"], errors="coerce").groupby([sel["variant"], sel["concurrency"]])
+        cost += float(pd.to_numeric(sel["wall_s"], errors="coerce").groupby([sel["variant"],
+                                                                             sel["concurrency"]])
                       .mean().sum()) * more
     meta = read_variants(run.run_dir)
     for n in names - set(run.parked):
@@ -118,14 +120,15 @@ async def _decided(run: RunState, ordered: list[Variant]) -> None:
                     if not concs or variant.name in run.failed:
                         continue
                     run.total_requests += _requests_of(run, concs) * len(reps)
-                    await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], reps, concs,
-                                           park=True)
+                    await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], reps,
+                                           concs, park=True)
             open_rows = [r for r in open_rows if r[0] not in run.failed]
         level = sequential.look_level(look, looks)
         write_look(run, look, looks, level, open_rows, repeats)
         summary = summarise_dir(run.run_dir)
         still = undecided_rows(summary)
-        verdicts = {(str(r["variant"]), int(r["concurrency"])): str(r["verdict"]) for _, r in summary.iterrows()}
+        verdicts = {(str(r["variant"]), int(r["concurrency"])): str(r["verdict"])
+                    for _, r in summary.iterrows()}
         decided = tuple(f"{v}@c{c} {verdicts.get((v, c))}" for v, c in open_rows if (v, c) not in still)
         open_rows = [r for r in open_rows if r in still]
         detail = ""
@@ -135,13 +138,14 @@ async def _decided(run: RunState, ordered: list[Variant]) -> None:
             if deadline is not None and time.monotonic() + cost > deadline:
                 detail = (f"budget: the next look ({nxt} repeats) needs ~{cost:.0f} s, "
                           f"{max(0.0, deadline - time.monotonic()):.0f} s are left")
-                run.emit(ev.Look(look, looks, level, repeats, decided, tuple(f"{v}@c{c}" for v, c in open_rows),
-                                 detail))
+                run.emit(ev.Look(look, looks, level, repeats, decided,
+                                 tuple(f"{v}@c{c}" for v, c in open_rows), detail))
                 return
             detail = f"next look after {nxt} repeats (~{cost:.0f} s)"
         elif open_rows:
             detail = f"run.max_repeats ({settings.max_repeats}) reached"
-        run.emit(ev.Look(look, looks, level, repeats, decided, tuple(f"{v}@c{c}" for v, c in open_rows), detail))
+        run.emit(ev.Look(look, looks, level, repeats, decided, tuple(f"{v}@c{c}" for v, c in open_rows),
+                         detail))
         if not open_rows:
             return
 

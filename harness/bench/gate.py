@@ -91,8 +91,9 @@ async def require_preflight(plan: Plan, where: str | None = None, *, target: Tar
 
 
 def earlier_accept_lengths(results_dir: str | Path) -> dict[str, tuple[str, str, float]]:
-    """Per drafter, the accept length the newest run under `results_dir` measured for it (its first speculative
-    row that has one; forced-acceptance rows never count): what `check` holds against training time."""
+    """Per drafter, the accept length the newest run under `results_dir` measured for it (its first
+    speculative row that has one; forced-acceptance rows never count): what `check` holds against training
+    time."""
     from harness.analysis.forced import is_forced
     from harness.analysis.runs import list_runs
     from harness.analysis.summary import load_summary, read_variants
@@ -116,6 +117,6 @@ async def checked_run_plan(plan: Plan, *, results_dir: str | Path = "results", k
                            adopt: list[KeptServer] | None = None) -> AsyncIterator[Any]:
     """require_preflight, then harness.bench.runner.run_plan with the same arguments (the TUI's Run)."""
     await require_preflight(plan, target=target, resume_dir=resume_dir)
-    async for event in run_plan(plan, results_dir=results_dir, keep_servers=keep_servers, resume_dir=resume_dir,
-                                target=target, adopt=adopt):
+    async for event in run_plan(plan, results_dir=results_dir, keep_servers=keep_servers,
+                                resume_dir=resume_dir, target=target, adopt=adopt):
         yield event

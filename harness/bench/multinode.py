@@ -170,7 +170,8 @@ class _Multi:
         lost = [n for n, r in results.items() if r is None]
         failures = sum(r.failures for r in results.values() if r is not None) + len(lost)
         prov = json.loads((self.run_dir / "provenance.json").read_text(encoding="utf-8"))
-        write_json(self.run_dir / "provenance.json", {**prov, "status": "complete" if failures == 0 else "incomplete",
+        write_json(self.run_dir / "provenance.json",
+                   {**prov, "status": "complete" if failures == 0 else "incomplete",
                                                       "lost_nodes": lost})
         errors = sum(int(r.extra.get("request_errors", 0)) for r in results.values() if r is not None)
         self.emit(ev.RunDone(str(self.run_dir), failures == 0, failures, summary,

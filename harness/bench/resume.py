@@ -51,13 +51,15 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *,
     read: PlanReader = load or (lambda path, _results: load_plan(path))
     prov = _read_json(run_dir / "provenance.json", run_dir, "not a run directory (no provenance.json)")
     resolved_path = run_dir / RESOLVED
-    if not resolved_path.exists():  # a run directory from before plan.resolved.json: its plan file is all there is
+    # a run directory from before plan.resolved.json: its plan file is all there is
+    if not resolved_path.exists():
         return ResumePlan(_legacy_plan(run_dir, prov, plan_path, read))
     # a run from before the engines owned their options says target.launcher / sglang_version: compare (and
     # restore redacted values) in today's shape
     stored = upgraded_plan(_read_json(resolved_path, resolved_path, "cannot be read"))
     original = prov.get("plan_file") or ""
-    source = Path(plan_path) if plan_path else (Path(original) if original and Path(original).is_file() else None)
+    source = Path(plan_path) if plan_path else \
+        (Path(original) if original and Path(original).is_file() else None)
     current, unreadable = None, ""
     if source is not None:
         try:
@@ -83,7 +85,8 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *,
             file_differs = [describe(d) for d in harmful]
         data = _restore(data, current.resolved_dict(), ())
     else:
-        _no_secrets(stored, resolved_path, unreadable or (f"the run's plan file is gone ({original})" if original
+        _no_secrets(stored, resolved_path,
+                    unreadable or (f"the run's plan file is gone ({original})" if original
                                                           else "the run names no plan file"))
     plan = _validate(Plan, data, resolved_path)
     plan._source_path = source if source is not None else (Path(original) if original else None)
@@ -172,11 +175,13 @@ def _restore(stored: object, current: object, path: tuple) -> object:
     """Redacted values of the stored plan, taken from the plan file at the same place."""
     if stored == REDACTED:
         if current is _MISSING or current == REDACTED:
-            raise InputError(RESOLVED, None, render(path), "is redacted in the run directory and the plan file "
+            raise InputError(RESOLVED, None, render(path),
+                             "is redacted in the run directory and the plan file "
                              "has no value here: pass the plan that holds it with --plan")
         return current
     if isinstance(stored, dict):
-        return {k: _restore(v, current.get(k, _MISSING) if isinstance(current, dict) else _MISSING, (*path, k))
+        return {k: _restore(v, current.get(k, _MISSING) if isinstance(current, dict) else _MISSING,
+                            (*path, k))
                 for k, v in stored.items()}
     if isinstance(stored, list):
         keyed = _keyed(stored)

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     # a phase still to measure: (phase id, suite, concurrency, repeat, its prompts in replay order)
     Phase = tuple[str, Suite, int, int, list[Prompt]]
 
-COMPILE_MIN_S = 20.0  # a first decode this slow, and COMPILE_RATIO x the rest, is a compile (docs/real-gpu.md)
+# a first decode this slow, and COMPILE_RATIO x the rest, is a compile (docs/real-gpu.md)
+COMPILE_MIN_S = 20.0
 COMPILE_RATIO = 10.0
 
 
@@ -64,11 +65,13 @@ def one_off(run: RunState, name: str, meta: VariantMeta, timing: dict[str, Any])
         return
     meta.compile_s = round(first - rest, 1)
     run.emit(ev.Alarm(name, "info", "one-off-compile",
-                       f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the warmup: "
-                       "a one-off compile, charged once per machine and kept out of every measured phase"))
+                       f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the "
+                       "warmup: a one-off compile, charged once per machine and kept "
+                       "out of every measured phase"))
 
 
-def sizer_for(run: RunState, name: str, pid: str, suite: Suite, c: int, prompts: list[Prompt]) -> Sizer | None:
+def sizer_for(run: RunState, name: str, pid: str, suite: Suite, c: int,
+              prompts: list[Prompt]) -> Sizer | None:
     """Phase sizing (harness.bench.sizing) for a closed-loop phase over its whole suite (a resumed phase is
     replayed whole: harness.analysis.attempts)."""
     settings = run.plan.run

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def write_provenance(run: RunState, versions: dict[str, str | None], status: str) -> None:
-    if not (run.resume_dir and (run.run_dir / "plan.resolved.json").exists()):  # a resume keeps the run's plan
+    # a resume keeps the run's plan
+    if not (run.resume_dir and (run.run_dir / "plan.resolved.json").exists()):
         write_json(run.run_dir / "plan.resolved.json", redact_plan(run.plan.resolved_dict()))
     write_json(run.run_dir / "provenance.json", {
         "draftbench_version": harness.__version__, "run_id": run.run_id, "status": status,
@@ -40,7 +41,8 @@ def write_provenance(run: RunState, versions: dict[str, str | None], status: str
 
 
 async def log_catch_up(server: Server | ExistingServer, mark: int, timeout: float = 2.0) -> None:
-    """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
+    """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its
+    tag."""
     deadline = time.monotonic() + timeout if server.has_log else 0.0
     while time.monotonic() < deadline:
         new = server.lines_seen - mark

@@ -22,7 +22,8 @@ class SamplingClient:
         self.temperature = float(arm.temperature)
 
     def _at_arm(self, req: ReplayRequest) -> ReplayRequest:
-        return replace(req, temperature=self.temperature, extra_body={**(req.extra_body or {}), **self.fields})
+        return replace(req, temperature=self.temperature,
+                       extra_body={**(req.extra_body or {}), **self.fields})
 
     async def stream(self, req: ReplayRequest) -> StreamResult:
         return await self.client.stream(self._at_arm(req))
