@@ -313,7 +313,8 @@ async def evaluate_checkpoint(
 ) -> AsyncIterator[Any]:
     """[export ->] register -> preflight -> benchmark against the baseline (and the earlier drafters).
     Yields CheckpointExported (CLI-era checkpoints, which need `draft_config`), CheckpointRegistered,
-    PreflightDone, then harness.common.events from run_plan (none when preflight found errors). `python` runs the
+    PreflightDone, then harness.common.events from run_plan (none when preflight found errors). `python` runs
+    the
     export (the interpreter with SpecForge; default: the plan's target python)."""
     from harness.bench.runner import run_plan
     from harness.checks import has_errors

@@ -74,7 +74,8 @@ async def regen(
     if workers < 1:
         raise InputError(None, None, "workers", f"must be at least 1, got {workers}")
     if workers > 1 and endpoints:
-        raise InputError(None, None, "workers", "give either endpoints (servers you run) or workers (started here)")
+        raise InputError(None, None, "workers",
+                         "give either endpoints (servers you run) or workers (started here)")
     if max_tokens < 1:
         raise InputError(None, None, "max_tokens", f"must be at least 1, got {max_tokens}")
     if reasoning not in REASONING_MODES:
@@ -150,7 +151,8 @@ async def _main(
         version = await sglang_version(plan, target)
         run_id, run_dir = new_run_dir(results_dir / "regen", plan.name)
         if workers > 1:
-            await _behind_router(job, plan, target, workers, run_id, run_dir, version, timeout_s, max_retries, emit)
+            await _behind_router(job, plan, target, workers, run_id, run_dir, version, timeout_s, max_retries,
+                                 emit)
             return
         server = Server(target, plan, plan.baseline, run_id=run_id, run_dir=run_dir, engine_version=version)
         emit(replace(job.state, state="starting-server", detail=f"{plan.baseline.name} on {target.name}"))
@@ -182,7 +184,8 @@ async def _behind_router(job: RowEngine, plan: Plan, target: Target, workers: in
     from harness.retrain.router import RouterFleet
 
     fleet = RouterFleet(target, plan, workers, run_id=run_id, run_dir=run_dir, version=version)
-    emit(replace(job.state, state="starting-server", detail=f"{workers} x {plan.baseline.name} behind sglang-router"))
+    emit(replace(job.state, state="starting-server",
+                 detail=f"{workers} x {plan.baseline.name} behind sglang-router"))
 
     plain_emit = job.emit
     job.emit = lambda state: plain_emit(replace(state, workers=fleet.progress()))  # the workers' own numbers

@@ -66,7 +66,8 @@ class DriftRow:
                 return "-"
             return f"{v:.2f}" + (f" [{lo:.2f}-{hi:.2f}]" if lo is not None and hi is not None else "")
 
-        return f"{self.category}\t{self.state}\trecorded {iv(self.recorded, self.recorded_low, self.recorded_high)}" \
+        return f"{self.category}\t{self.state}\trecorded " \
+            f"{iv(self.recorded, self.recorded_low, self.recorded_high)}" \
             f"\tnow {iv(self.now, self.now_low, self.now_high)}\t{self.requests} requests"
 
 
@@ -133,15 +134,16 @@ def recorded_profile(plan: Plan, variant: str) -> str:
     lineage = list(v.drafter.lineage) if v.drafter is not None else []
     found = next((e.profile for e in reversed(lineage) if e.profile), None)
     if not found:
-        raise InputError(str(plan.source_path or ""), None, "variant", f"{variant}'s drafter has no recorded profile "
-                         "(none is written before a promotion by `draftbench retrain`): give --profile FILE, a "
-                         "speculation_profile.json (harness.retrain.profile)")
+        raise InputError(str(plan.source_path or ""), None, "variant",
+                         f"{variant}'s drafter has no recorded profile "
+                         "(none is written before a promotion by `draftbench retrain`): give --profile FILE, "
+                         "a speculation_profile.json (harness.retrain.profile)")
     return found
 
 
 def check_plan(plan: Plan, variant: str, profile: SpeculationProfile) -> Plan:
-    """The plan cut to its baseline and the variant, the profile run's prompts (the plan's own suites when that
-    run is gone), the lowest concurrency, one repeat."""
+    """The plan cut to its baseline and the variant, the profile run's prompts (the plan's own suites when
+    that run is gone), the lowest concurrency, one repeat."""
     from harness.inputs.config import Plan
     from harness.retrain.dataset import run_suites
 
