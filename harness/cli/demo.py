@@ -34,7 +34,8 @@ def write_demo_models(workdir: str | Path) -> Path:
 
 
 def _copy_rope(target_cfg: Path, draft_cfg: Path) -> None:
-    """SpecForge copies the target's rope settings into the draft config; so do we (the check compares them)."""
+    """SpecForge copies the target's rope settings into the draft config; so do we (the check compares
+    them)."""
     target, draft = json.loads(target_cfg.read_text()), json.loads(draft_cfg.read_text())
     for key in ("rope_theta", "rope_scaling", "rope_parameters"):
         if key in target:
@@ -59,8 +60,10 @@ def load_ready_plan(path: str | Path, results_dir: str | Path) -> Plan:
 
 
 def ready_demo_models(plan: Plan, results_dir: str | Path) -> Plan:
-    """Point a simulated plan that lacks its relative checkpoints at results/.demo-target, written if needed."""
-    if not plan.target.simulated or plan.target.host != "local" or not _missing_relative(plan, plan.target.workdir):
+    """Point a simulated plan that lacks its relative checkpoints at results/.demo-target, written if
+    needed."""
+    if not plan.target.simulated or plan.target.host != "local" \
+            or not _missing_relative(plan, plan.target.workdir):
         return plan
     workdir = (Path(results_dir) / ".demo-target").resolve()
     if _missing_relative(plan, str(workdir)):
