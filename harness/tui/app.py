@@ -87,7 +87,8 @@ class DraftbenchApp(App[int]):
     plan: var[Plan | None] = var(None)
     plan_line: var[str] = var("loading the plan...")
     servers: var[dict[str, ServerView]] = var(dict)
-    live_alarms: var[tuple[str, ...]] = var(tuple)  # live alarms of runs and Servers, as the Run tab lists them
+    # live alarms of runs and Servers, as the Run tab lists them
+    live_alarms: var[tuple[str, ...]] = var(tuple)
     # the run going or last gone (run_control.py)
     run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
@@ -110,7 +111,8 @@ class DraftbenchApp(App[int]):
     tune_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+r (r resumes)")
     tune_stage: var[tuple[str, float, float]] = var(("", 0.0, 0.0))  # stage, spent_s, budget_s
-    tune_stage_at: float | None = None  # the clock when tune_stage's spent_s held (the view counts on from it)
+    # the clock when tune_stage's spent_s held (the view counts on from it)
+    tune_stage_at: float | None = None
     tune_dir: var[str | None] = var(None)
     tune_progress: var[ProgressSnapshot | None] = var(None)
     tune_candidates: var[dict[str, str]] = var(dict)  # config -> its latest TuneCandidate status
@@ -218,7 +220,7 @@ class DraftbenchApp(App[int]):
             plan = prepare_demo(self.results_dir)
         self.post_message(msg.PlanLoaded(plan, str(self.plan_path or "demo plan")))
 
-    # ---- actions: the keys and the palette; each one half's ---------------------------------------------------
+    # ---- actions: the keys and the palette; each one half's ------------------------------------------------
     def action_refresh_runs(self) -> None:
         self.results_control.refresh_runs()
 
@@ -237,7 +239,7 @@ class DraftbenchApp(App[int]):
     async def action_quit(self) -> None:
         await self.session_control.quit()
 
-    # ---- sections, help, palette -----------------------------------------------------------------------------
+    # ---- sections, help, palette ---------------------------------------------------------------------------
     def action_section(self, name: str) -> None:
         if isinstance(self.screen, SectionScreen) and self.screen is not self.get_screen(name):
             first_visit = not self.get_screen(name).is_mounted
@@ -265,7 +267,8 @@ class DraftbenchApp(App[int]):
             )
         yield SystemCommand(
             "Preflight: draftbench check",
-            "the plan's checks (flags, drafter against algorithm, shapes); the findings as the CLI prints them",
+            "the plan's checks (flags, drafter against algorithm, shapes); the "
+            "findings as the CLI prints them",
             self.action_preflight,
         )
         for name, title, cls in SECTIONS:
@@ -281,7 +284,8 @@ class DraftbenchApp(App[int]):
         await self.get_screen(section).run_action(action)
 
     async def on_unmount(self) -> None:
-        """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI started."""
+        """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI
+        started."""
         gc.unfreeze()  # what was frozen for the app's lifetime can be collected again
         if self.tune_control.proc is not None:  # its process stops the tune's servers on SIGTERM
             self.tune_control.proc.cancel()

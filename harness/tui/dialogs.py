@@ -77,7 +77,8 @@ class HelpScreen(ModalScreen[None]):
 
     def on_resize(self) -> None:
         """As many keys to a line as the dialog holds: never a description wrapped onto the next line."""
-        width = self.query_one("#help-text").content_region.width or self.query_one("#help-box").size.width - 6
+        width = self.query_one("#help-text").content_region.width \
+            or self.query_one("#help-box").size.width - 6
         text = key_help(self.sections, width)
         if text.plain != self.text.plain:
             self.text = text

@@ -92,7 +92,8 @@ class LoopProcess(RunProcess):
     def __init__(self, call: str, args: tuple, kwargs: dict[str, Any], *, post: Callable[[Message], Any],
                  target_factory: Callable[[], Target] | None = None,
                  flush_interval: float = FLUSH_INTERVAL_S) -> None:
-        super().__init__(call, args, kwargs, post=post, target_factory=target_factory, flush_interval=flush_interval)
+        super().__init__(call, args, kwargs, post=post, target_factory=target_factory,
+                         flush_interval=flush_interval)
         self.feed = LoopFeed(self.post, source="run")
 
     def ended(self, status: str, detail: str) -> None:
@@ -159,5 +160,5 @@ class LoopControl(Half):
         m = build_input(run_dir, variant, chosen, "category", out)
         lines = [line.replace("\t", "  ") for line in ws.spot_lines(found, chosen, ref)]
         self.app.post_message(msg.RetrainNote("\n".join([
-            f"weak spots of {variant}: {len(m.rows)} rows -> {out / REGEN_INPUT} ({len(m.held_out)} prompts held "
-            "out); g in Retrain regenerates them, L runs the whole loop", *lines, *m.notes])))
+            f"weak spots of {variant}: {len(m.rows)} rows -> {out / REGEN_INPUT} ({len(m.held_out)} prompts "
+            "held out); g in Retrain regenerates them, L runs the whole loop", *lines, *m.notes])))

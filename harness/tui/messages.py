@@ -303,7 +303,8 @@ class RegenProgressed(AppMessage):
 
 
 class LoopEnded(AppMessage):
-    """A retrain loop's or drift check's process ended: "done" | "cancelled" | "crashed" (harness.tui.loop_control)."""
+    """A retrain loop's or drift check's process ended: "done" | "cancelled" | "crashed"
+    (harness.tui.loop_control)."""
 
     def __init__(self, status: str, detail: str) -> None:
         super().__init__()

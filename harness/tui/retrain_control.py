@@ -63,7 +63,8 @@ def train_spec(values: dict[str, str]) -> TrainSpec:
     """The dialog's text -> TrainSpec; pydantic's errors name the field."""
     from harness.retrain.train import TrainSpec, parse_gpus
 
-    numbers = {"epochs": int, "max_steps": int, "save_interval": int, "batch_size": int, "learning_rate": float}
+    numbers = {"epochs": int, "max_steps": int, "save_interval": int, "batch_size": int,
+               "learning_rate": float}
     data: dict[str, Any] = {k: v for k, v in values.items() if v and k not in ("gpus", "launcher", *numbers)}
     data["gpus"] = parse_gpus(values.get("gpus") or "1")
     values = {**values, "epochs": values.get("epochs") or "1"}
@@ -226,8 +227,8 @@ class RetrainControl(Half):
         app = self.app
         # registered where the user keeps their own drafters, never inside the checkout; benchmarked
         # against the baseline only: two server loads, not the whole plan again
-        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")), "results_dir": str(app.results_dir),
-                  "keep_existing": False}
+        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")),
+                  "results_dir": str(app.results_dir), "keep_existing": False}
         app.run_control.start_run(
             RunProcess(
                 EVALUATE,

@@ -1,13 +1,13 @@
 """The benchmark's own process: `python -m harness.tui.runchild`, started by the TUI for every run.
 
-The TUI process renders; this one measures. It runs the same `harness.bench.runner.run_plan` as the CLI with its
-own interpreter (own GIL, own event loop), so nothing the UI does can delay a network read here.
-Protocol: stdin carries one pickle of (call, args, kwargs, target_factory or None) where call names a core
-async generator of events ("harness.bench.runner:run_plan", its several-node form
-"harness.bench.multinode:run_multi", "harness.retrain.checkpoints:evaluate_checkpoint",
-which ends in run_plan, or "harness.studies.tune:tune", a search made of run_plans); stdout carries
-length-prefixed pickles of ("event", event) ... then ("end", status, detail) with status one of "done" |
-"cancelled" | "crashed". SIGTERM or SIGHUP cancels the run (servers stopped unless kept), as in the CLI. No textual here.
+The TUI process renders; this one measures. It runs the same `harness.bench.runner.run_plan` as the CLI with
+its own interpreter (own GIL, own event loop), so nothing the UI does can delay a network read here. Protocol:
+stdin carries one pickle of (call, args, kwargs, target_factory or None) where call names a core async
+generator of events ("harness.bench.runner:run_plan", its several-node form
+"harness.bench.multinode:run_multi", "harness.retrain.checkpoints:evaluate_checkpoint", which ends in
+run_plan, or "harness.studies.tune:tune", a search made of run_plans); stdout carries length-prefixed pickles
+of ("event", event) ... then ("end", status, detail) with status one of "done" | "cancelled" | "crashed".
+SIGTERM or SIGHUP cancels the run (servers stopped unless kept), as in the CLI. No textual here.
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ def unframe(buf: bytearray) -> list[Any]:
     return out
 
 
-CALLS = {"harness.bench.runner:run_plan", "harness.bench.gate:checked_run_plan", "harness.bench.multinode:run_multi",
-         "harness.retrain.checkpoints:evaluate_checkpoint", "harness.studies.tune:tune",
-         "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
+CALLS = {"harness.bench.runner:run_plan", "harness.bench.gate:checked_run_plan",
+         "harness.bench.multinode:run_multi", "harness.retrain.checkpoints:evaluate_checkpoint",
+         "harness.studies.tune:tune", "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
 
 
 def resolve_call(name: str) -> Callable[..., AsyncIterator[Any]]:

@@ -211,7 +211,8 @@ class ProgressModel:
         if e.phase == self.phase and e.variant == self.variant:
             self.phase_wall += float(e.wall_s)
             self.phase_requests += self.phase_done
-            if e.passes > 1 and self.concurrency is not None:  # the passes it ran: its later repeats run as many
+            # the passes it ran: its later repeats run as many
+            if e.passes > 1 and self.concurrency is not None:
                 self.passes[(e.variant, e.phase.rpartition("@")[0], int(self.concurrency))] = int(e.passes)
 
     def _eta(self, now: float) -> float | None:

@@ -99,8 +99,9 @@ class RetrainScreen(SectionScreen):
                 )
                 yield Static("no regeneration yet", id="regen-progress", markup=False)
                 yield Static(
-                    "L runs the whole loop for a variant: its weak spots in the newest run, regeneration, training, "
-                    "the A/B against the current drafter, promotion only if it passes; D checks its drift.",
+                    "L runs the whole loop for a variant: its weak spots in the newest run, regeneration, "
+                    "training, the A/B against the current drafter, promotion only if it "
+                    "passes; D checks its drift.",
                     classes="pane-title",
                 )
                 yield Static("", id="loop-status", markup=False)
@@ -340,8 +341,9 @@ class RetrainScreen(SectionScreen):
             if values:
                 self.app.loop_control.retrain(values)
 
-        self.app.push_screen(FormDialog("Retrain: weak spots -> regenerate -> train -> A/B -> promote only if it "
-                                        "passes", loop_fields(self.app.plan), ok="Start the loop"), done)
+        self.app.push_screen(FormDialog("Retrain: weak spots -> regenerate -> train -> A/B -> promote only "
+                                        "if it passes", loop_fields(self.app.plan), ok="Start the loop"),
+                             done)
 
     def action_drift(self) -> None:
         if self.app.plan is None:
@@ -355,8 +357,10 @@ class RetrainScreen(SectionScreen):
             if values:
                 self.app.loop_control.check_drift(values.get("variant", ""))
 
-        self.app.push_screen(FormDialog("Check drift: acceptance per category against the promotion's profile",
-                                        [("variant", "variant", names[0] if names else "")], ok="Check"), done)
+        self.app.push_screen(FormDialog("Check drift: acceptance per category "
+                                        "against the promotion's profile",
+                                        [("variant", "variant", names[0] if names else "")], ok="Check"),
+                             done)
 
 
 def default_drafter_name(plan_name: str, ckpt: Checkpoint) -> str:

@@ -77,7 +77,8 @@ class RunScreen(SectionScreen):
             return
         suites = self.query_one("#pick-suites", SelectionList)
         suites.clear_options()
-        mine = {s.name for s in plan.suites}  # the plan's suites picked, every other one under suites/ offered
+        # the plan's suites picked, every other one under suites/ offered
+        mine = {s.name for s in plan.suites}
         suites.add_options([(n, n, n in mine) for n in suite_names(plan)])
         variants = self.query_one("#pick-variants", SelectionList)
         variants.clear_options()
@@ -101,13 +102,15 @@ class RunScreen(SectionScreen):
     def _show_alarms(self, lines: tuple[str, ...]) -> None:
         shown = self.query_one("#run-alarms", Static)
         shown.display = bool(lines)
-        shown.update("\n".join(f"! {clean(ln, one_line=True)}" for ln in lines[-4:]))  # the newest; all are in Servers' detail
+        # the newest; all are in Servers' detail
+        shown.update("\n".join(f"! {clean(ln, one_line=True)}" for ln in lines[-4:]))
 
     def _show_nodes(self, nodes: dict[str, tuple[str, tuple[str, ...], str]]) -> None:
         """A plan with several targets: each node's state and the variants it measures."""
         shown = self.query_one("#run-nodes", Static)
         shown.display = bool(nodes)
-        shown.update(clean("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}" + (f"  ({detail})" if detail else "")
+        shown.update(clean("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}"
+                                     + (f"  ({detail})" if detail else "")
                                      for node, (state, variants, detail) in nodes.items())))
 
     def _show_status(self, text: str) -> None:

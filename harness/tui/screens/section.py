@@ -19,7 +19,8 @@ SUB_TAB_KEYS = [
 
 class SectionScreen(Screen):
     SECTION = ""
-    HELP_KEYS: list[tuple[str, str]] = []  # keys its widgets own (a table's enter), said in `?` help and README
+    # keys its widgets own (a table's enter), said in `?` help and README
+    HELP_KEYS: list[tuple[str, str]] = []
 
     def __init__(self) -> None:
         super().__init__()

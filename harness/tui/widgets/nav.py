@@ -114,12 +114,13 @@ class SectionFooter(Footer):
         keys, compact, palette = self._keys()
         self.compact = compact
         for binding, enabled, tooltip in keys:
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
+                            binding.action, disabled=not enabled,
+                            tooltip=tooltip).data_bind(compact=Footer.compact)
         if palette is not None:
             _node, binding, enabled, tooltip = palette
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            classes="-command-palette", disabled=not enabled,
+            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
+                            binding.action, classes="-command-palette", disabled=not enabled,
                             tooltip=binding.tooltip or binding.description)
 
     def bindings_changed(self, screen: Screen) -> None:
