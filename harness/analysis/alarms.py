@@ -2,15 +2,17 @@
 
 `AlarmTracker.feed(variant, window)` watches each `Decode batch` window as it arrives:
   drafter-inert    accept len exactly 1.00 for several windows in a row (no draft token accepted) from a
-                   drafter that has accepted nothing so far: one that accepted drafts before is not inert (on the
-                   H200 a phase's last request, generating past its answer under ignore_eos, read 1.00 for ten
-                   windows in a row from a head that accepts 4.6 tokens per step everywhere else);
+                   drafter that has accepted nothing so far: one that accepted drafts before is not inert (on
+                   the H200 a phase's last request, generating past its answer under ignore_eos, read 1.00 for
+                   ten windows in a row from a head that accepts 4.6 tokens per step everywhere else);
   cuda-graph-off   `cuda graph: False` windows while the variant runs with CUDA graphs enabled.
 `AlarmTracker.compare(summary)` looks at the finished comparison:
-  slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the break-even accept
-                         length and the measured cost per verify step next to the accept length it got;
-  lossless-suspect       a greedy variant whose lossless_verdict is `suspect` (harness.analysis.lossless): raised live
-                         as the variant finishes (harness.bench.audit, through `raise_once`), else here.
+  slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the
+                         break-even accept length and the measured cost per verify step next to the accept
+                         length it got;
+  lossless-suspect       a greedy variant whose lossless_verdict is `suspect` (harness.analysis.lossless):
+                         raised live as the variant finishes (harness.bench.audit, through `raise_once`),
+                         else here.
 Each alarm fires once per variant (per concurrency for the comparison); `counts` keeps the tallies.
 """
 
