@@ -36,7 +36,8 @@ def _wide(tmp_path: Path) -> Path:
 def _tune(tmp_path: Path) -> SimpleNamespace:
     """What tune_context reads of a tune (harness.studies.tune's), over a real Plan and its tuned Variant."""
     plan = Plan.model_validate({
-        "name": "tune-context", "model": {"path": "/m"}, "run": {"context_buckets": EDGES, "temperature": 0.0},
+        "name": "tune-context", "model": {"path": "/m"},
+        "run": {"context_buckets": EDGES, "temperature": 0.0},
         "variants": [{"name": "base"}, {"name": "eagle", "algorithm": "EAGLE3",
                                          "drafter": {"name": "d", "path": "/d"}}],
         "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
