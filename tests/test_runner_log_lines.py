@@ -14,8 +14,8 @@ from harness.inputs.config import load_plan
 from harness.serve.server import Server
 from harness.targets.local import LocalTarget
 
-DECODE = ("[2026-11-29 14:41:53] Decode batch, #running-req: 1, #token: 237, token usage: 0.00, accept len: 1.00, "
-          "accept rate: 0.00, cuda graph: True, gen throughput (token/s): 165.75, #queue-req: 0")
+DECODE = ("[2026-11-29 14:41:53] Decode batch, #running-req: 1, #token: 237, token usage: 0.00, accept len: "
+          "1.00, accept rate: 0.00, cuda graph: True, gen throughput (token/s): 165.75, #queue-req: 0")
 NOISE = '[2026-11-29 14:41:53] INFO:     127.0.0.1:59154 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
 
 
@@ -24,7 +24,8 @@ def test_lines_after_the_stop_keep_their_numbers(tmp_path):
     run = _Run(plan, results_dir=tmp_path, keep_servers=False, resume_dir=None, target=None,
                emit=lambda event: None)
     run.windows = CountingAppender(tmp_path / "server_windows.csv", SERVER_WINDOW_COLUMNS)
-    server = Server(LocalTarget(), plan, plan.variant("good-eagle3"), run_id="r", run_dir=tmp_path, engine_version=None)
+    server = Server(LocalTarget(), plan, plan.variant("good-eagle3"), run_id="r", run_dir=tmp_path,
+                    engine_version=None)
 
     def deliver(lines):  # what Server._follow_into does: count, then hand on
         server.lines_seen += len(lines)
