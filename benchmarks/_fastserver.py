@@ -210,7 +210,8 @@ def main() -> None:
     ap.add_argument("--cpu", type=int, default=None, help="pin to this core")
     ap.add_argument("--rt", action="store_true", help="real-time priority (SCHED_FIFO; needs root)")
     ap.add_argument("--default-usage", action="store_true",
-                    help="send the usage chunk even when not asked (SGLang --stream-response-default-include-usage)")
+                    help="send the usage chunk even when not asked (SGLang "
+                         "--stream-response-default-include-usage)")
     args = ap.parse_args()
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})

@@ -6,10 +6,10 @@ an interrupt, another task). An event arriving at a uniformly random instant ins
 waits out the rest of it, so the gap adds a delay uniform on [0, g] and covers g of the wall time; an
 event arriving while the loop runs waits 0. `added_delay_quantile` takes the quantiles of that mixture.
 
-The loop naps 100 µs after every millisecond of spinning: at real-time priority a task that never
-sleeps is stopped by the kernel for ~50 ms each second (the real-time bandwidth limit,
-sched_rt_runtime_us), a stall the jitter client, which sleeps in epoll, never meets. A nap counts as running; its overshoot beyond the
-run's smallest one counts as a gap.
+The loop naps 100 µs after every millisecond of spinning: at real-time priority a task that never sleeps is
+stopped by the kernel for ~50 ms each second (the real-time bandwidth limit, sched_rt_runtime_us), a stall the
+jitter client, which sleeps in epoll, never meets. A nap counts as running; its overshoot beyond the run's
+smallest one counts as a gap.
 
     python benchmarks/_floor.py --cpu 0 --seconds 5 [--rt]      # one JSON line
 """
@@ -115,7 +115,8 @@ def measure(seconds: float, cpu: int | None) -> dict:
 
 def run(cpu: int | None, seconds: float, rt: bool = False) -> dict:
     """The floor, measured in a fresh process pinned to `cpu` (at real-time priority with `rt`)."""
-    argv = [sys.executable, str(Path(__file__).resolve()), "--seconds", str(seconds)] + (["--rt"] if rt else [])
+    argv = [sys.executable, str(Path(__file__).resolve()), "--seconds", str(seconds)] \
+        + (["--rt"] if rt else [])
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)

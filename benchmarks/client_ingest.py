@@ -19,11 +19,11 @@ process pinned to the other core:
   random (`floor_p99_us`, `_floor.py`), with the time lost in gaps > 1 ms and /proc/stat's steal ticks.
   Jitter at the floor is the machine's; above it, the client's own work (or the server core's gaps).
 
-Clients: draftbench (harness.client.stream.ReplayClient: openai SDK request, harness.client.http1 raw read, orjson,
-kernel receive timestamps), draftbench-callback (the same, kernel timestamps off: perf_counter in the
-read callback), draftbench-aiohttp (over the SDK's DefaultAioHttpClient), SGLang's and vLLM's bench
-request functions (reproduced in `_reference_clients.py`), and the openai SDK's own parsed stream.
-docs/performance.md explains the figures.
+Clients: draftbench (harness.client.stream.ReplayClient: openai SDK request, harness.client.http1 raw read,
+orjson, kernel receive timestamps), draftbench-callback (the same, kernel timestamps off: perf_counter in the
+read callback), draftbench-aiohttp (over the SDK's DefaultAioHttpClient), SGLang's and vLLM's bench request
+functions (reproduced in `_reference_clients.py`), and the openai SDK's own parsed stream. docs/performance.md
+explains the figures.
 
     python benchmarks/client_ingest.py --quick --json out.json   # < 1 minute
     python benchmarks/client_ingest.py --rt                       # 3 repeats, longer runs (median kept)
@@ -75,7 +75,8 @@ def request_fn(client: str, port: int, streams: int) -> tuple[Any, Any]:
         http_client = None
         if client == "draftbench-aiohttp":
             http_client = openai.DefaultAioHttpClient(
-                limits=httpx2.Limits(max_connections=max(streams, 1), max_keepalive_connections=max(streams, 1)),
+                limits=httpx2.Limits(max_connections=max(streams, 1),
+                                     max_keepalive_connections=max(streams, 1)),
                 timeout=httpx2.Timeout(600, read=None))
         c = ReplayClient(base + "/v1", "default", max_connections=max(streams, 1), timeout_s=600,
                          http_client=http_client)
@@ -130,7 +131,8 @@ async def throughput(client: str, port: int, streams: int, duration: float, n: i
         from _reference_clients import null_stream
 
         cpu0, t0 = time.process_time(), time.perf_counter()
-        done = await asyncio.gather(*(null_stream("127.0.0.1", port, n, t0 + duration) for _ in range(streams)))
+        done = await asyncio.gather(*(null_stream("127.0.0.1", port, n, t0 + duration)
+                                      for _ in range(streams)))
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         counts["requests"] = sum(done)
     else:
@@ -244,8 +246,8 @@ class ServerProcess:
 class FastServer(ServerProcess):
     def __init__(self, mode: str, cpu: int | None, interval_ms: float = 2.0, phase: str = "staggered",
                  rt: bool = False):
-        argv = [sys.executable, str(HERE / "_fastserver.py"), "--mode", mode, "--interval-ms", str(interval_ms),
-                "--phase", phase] + (["--rt"] if rt else [])
+        argv = [sys.executable, str(HERE / "_fastserver.py"), "--mode", mode,
+                "--interval-ms", str(interval_ms), "--phase", phase] + (["--rt"] if rt else [])
         if cpu is not None:
             argv += ["--cpu", str(cpu)]
         super().__init__(argv, "fast server")
@@ -301,8 +303,8 @@ def main() -> None:
                     help="seconds of scheduling-floor loop before each jitter run (default: as long as one "
                          "jitter run, 0.5 with --quick; 0: none)")
     ap.add_argument("--rt", action="store_true",
-                    help="jitter runs (client and paced server) at real-time priority (SCHED_FIFO, root): on a "
-                         "shared machine, keeps other work from preempting them")
+                    help="jitter runs (client and paced server) at real-time priority (SCHED_FIFO, root): on "
+                         "a shared machine, keeps other work from preempting them")
     # worker mode (internal)
     ap.add_argument("--worker", choices=["throughput", "jitter"], help=argparse.SUPPRESS)
     ap.add_argument("--client", help=argparse.SUPPRESS)
@@ -329,8 +331,9 @@ def main() -> None:
     result: dict[str, Any] = {"machine": machine(), "settings": {
         "quick": args.quick, "repeats": repeats, "duration_s": duration, "tokens_per_request": args.tokens,
         "client_cpu": client_cpu, "server_cpu": server_cpu, "jitter_streams": 64, "jitter_interval_ms": 2.0,
-        "jitter_tokens_per_request": f"{JITTER_TOKENS // 2}-{JITTER_TOKENS * 3 // 2}", "jitter_rounds": rounds,
-        "realtime_jitter": args.rt, "floor_s": floor_s, "proc_stat_ticks_per_s": _clock_ticks()}}
+        "jitter_tokens_per_request": f"{JITTER_TOKENS // 2}-{JITTER_TOKENS * 3 // 2}",
+        "jitter_rounds": rounds, "realtime_jitter": args.rt, "floor_s": floor_s,
+        "proc_stat_ticks_per_s": _clock_ticks()}}
 
     runs: list[dict] = []
     srv = FastServer("burst", server_cpu)
@@ -372,8 +375,8 @@ def main() -> None:
                 fl = _floor.run(client_cpu, floor_s, rt=args.rt) if floor_s > 0 else {}
                 if fl:
                     print(f"floor  {phase:>9} {client:>19} cpu{client_cpu}  p50 {fl['floor_p50_us']:6.0f} us"
-                          f"  p99 {fl['floor_p99_us']:6.0f} us  max gap {fl['floor_max_gap_us'] / 1e3:5.1f} ms"
-                          f"  {fl['floor_gaps_over_1ms_per_s']:5.1f} gaps > 1 ms/s,"
+                          f"  p99 {fl['floor_p99_us']:6.0f} us  max gap {fl['floor_max_gap_us'] / 1e3:5.1f} "
+                          f"ms  {fl['floor_gaps_over_1ms_per_s']:5.1f} gaps > 1 ms/s,"
                           f" {fl['floor_lost_pct_over_1ms']:.2f}% lost in them  steal"
                           f" {_num(fl['floor_steal_ticks_per_s'])} ticks/s (cpu{client_cpu}:"
                           f" {_num(fl['floor_cpu_steal_ticks_per_s'])})", file=sys.stderr)
@@ -428,7 +431,8 @@ def print_table(result: dict, streams_list: list[int]) -> None:
         for phase in PHASES:
             j = result["jitter_64"].get(phase, {}).get(client)
             jts.append(f"{j['floor_p99_us']:.0f}" if j and "floor_p99_us" in j else "")
-        print(f"| {client} | " + " | ".join(_cell(row, s) for s in streams_list) + " | " + " | ".join(jts) + " |")
+        print(f"| {client} | " + " | ".join(_cell(row, s) for s in streams_list) + " | "
+              + " | ".join(jts) + " |")
     cpu = result["throughput_chunks_per_cpu_s"]
     print("\nper CPU-second of the client:")
     for client, row in cpu.items():

@@ -7,8 +7,8 @@ Measures, for each variant of a small local plan:
                           (server_info, log catch-up, records);
   stop sent -> stopped:   the server's own shutdown until nothing of its group is left (SGLang sleeps 5 s
                           before its crash diagnostics; the stand-in reproduces that, scaled).
-Target: the first two at most 1 s each. Timestamps are perf_counter values taken in this process (the records use the
-same clock).
+Target: the first two at most 1 s each. Timestamps are perf_counter values taken in this process (the records
+use the same clock).
 
     python benchmarks/harness_overhead.py [--variants 2] [--json OUT]
 """
@@ -38,13 +38,15 @@ def make_plan(tmp: Path, n_variants: int) -> Path:
     write_demo_models(tmp / "work")
     variants = [{"name": "baseline"}]
     for i in range(1, n_variants):
-        variants.append({"name": f"eagle3-{i}", "drafter": {"name": f"d{i}", "path": "demo-models/good-eagle3",
+        variants.append({"name": f"eagle3-{i}",
+                         "drafter": {"name": f"d{i}", "path": "demo-models/good-eagle3",
                                                              "algorithm": "EAGLE3"},
                          "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4})
     plan = {"name": "overhead", "target": {"host": "local", "python": sys.executable, "simulated": True,
                                            "launcher": ["{python}", "-m", "harness.sim"],
                                            "workdir": str(tmp / "work"),
-                                           "env": {"DRAFTBENCH_SIM_STARTUP_S": "0.2", "DRAFTBENCH_SIM_TIME_SCALE": "0.2"}},
+                                           "env": {"DRAFTBENCH_SIM_STARTUP_S": "0.2",
+                                                   "DRAFTBENCH_SIM_TIME_SCALE": "0.2"}},
             "model": {"path": "demo-models/target", "tp_size": 1},
             "server": {"port": "auto", "startup_timeout_s": 60},
             "variants": variants, "suites": ["smoke"],
@@ -90,9 +92,10 @@ def main() -> int:
           f"{'stop sent -> stopped (server)':>31}")
     for v, f in figures.items():
         print(f"{v:<12} {f['ready_to_first_request_s'] * 1000:>21.0f} ms "
-              f"{f['last_response_to_stop_sent_s'] * 1000:>25.0f} ms {f['stop_sent_to_stopped_s'] * 1000:>28.0f} ms")
-    worst = max(max(f["ready_to_first_request_s"], f["last_response_to_stop_sent_s"]) for f in figures.values()) \
-        if figures else float("nan")
+              f"{f['last_response_to_stop_sent_s'] * 1000:>25.0f} ms "
+              f"{f['stop_sent_to_stopped_s'] * 1000:>28.0f} ms")
+    worst = max(max(f["ready_to_first_request_s"], f["last_response_to_stop_sent_s"])
+                for f in figures.values()) if figures else float("nan")
     print(f"worst: {worst * 1000:.0f} ms (target: at most 1000 ms each)")
     if args.json:
         Path(args.json).write_text(json.dumps({"variants": figures, "worst_s": worst}, indent=2))

@@ -49,7 +49,9 @@ run: {{concurrency: [4], max_tokens: 96, warmup_requests: 0, repeats: 1}}
 def variants(n: int) -> str:
     out = ["  - name: baseline"]
     for i in range(n):
-        out.append(f"  - {{name: v{i}, drafter: {{name: d{i}, path: demo-models/good-eagle3, algorithm: EAGLE3}}, "
+        out.append("  - "
+                   f"{{name: v{i}, drafter: {{name: d{i}, path: demo-models/good-eagle3, "
+                   f"algorithm: EAGLE3}}, "
                    f"num_steps: {2 + i % 3}, eagle_topk: 1, num_draft_tokens: {3 + i % 3}}}")
     return "\n".join(out)
 
@@ -74,12 +76,14 @@ def node_costs(run_dir: Path) -> dict[str, float]:
         metas = [json.loads(x) for x in (d / "variants.jsonl").read_text().splitlines()]
         phases = pd.read_csv(d / "phases.csv")
         for m in metas:
-            cost[m["variant"]] = float(m.get("startup_s") or 0) + float(phases[phases.variant == m["variant"]].wall_s.sum())
+            cost[m["variant"]] = float(m.get("startup_s") or 0) \
+                + float(phases[phases.variant == m["variant"]].wall_s.sum())
     return cost
 
 
 def predict(cost: dict[str, float], share: dict[str, list[str]], per_server_s: float) -> float:
-    """max over nodes of the node's own sequence: each server's start-up + phases + the fixed per-server cost."""
+    """max over nodes of the node's own sequence: each server's start-up + phases + the fixed per-server
+    cost."""
     return max(sum(cost[v] + per_server_s for v in names) for names in share.values() if names)
 
 
@@ -106,14 +110,16 @@ async def main() -> None:
                 path = tmp / f"plan{n}.yaml"
                 targets = "[" + ", ".join(f"node-{i}" for i in range(n)) + "]"
                 path.write_text(PLAN.format(python=sys.executable, workdir=json.dumps(str(tmp / "work")),
-                                            targets=targets, variants=variants(args.variants), prompts=prompts))
+                                            targets=targets, variants=variants(args.variants),
+                                            prompts=prompts))
                 plan_results = tmp / f"results{n}"
                 wall, run_dir = await timed(load_plan(path))
                 out[n] = (wall, run_dir, load_plan(path))
             (w1, d1, p1), (wn, _, pn) = out[1], out[args.nodes]
             cost = node_costs(d1)
             share1 = assign(p1, ["node-0"])
-            fixed = (w1 - sum(cost.values())) / sum(len(v) for v in share1.values())  # stop, info, flush per server
+            # stop, info, flush per server
+            fixed = (w1 - sum(cost.values())) / sum(len(v) for v in share1.values())
             share_n = assign(pn, [f"node-{i}" for i in range(args.nodes)])
             pred = predict(cost, share_n, fixed)
             result = {"variants": args.variants, "nodes": args.nodes, "wall_1_node_s": round(w1, 2),

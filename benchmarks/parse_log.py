@@ -1,5 +1,5 @@
-"""Throughput and memory of ``harness.engines.sglang.logparse.parse_file`` (or, with ``--csv``, of ``draftbench
-parse-log``) on a large synthetic SGLang 0.5.15 log.
+"""Throughput and memory of ``harness.engines.sglang.logparse.parse_file`` (or, with ``--csv``, of
+``draftbench parse-log``) on a large synthetic SGLang 0.5.15 log.
 
     python benchmarks/parse_log.py [--lines 2000000] [--mix all|NAME] [--repeat 3] [--json OUT]
     python benchmarks/parse_log.py --csv [--compare] [--against OLD_LOGCSV.py] ...
@@ -8,9 +8,10 @@ parse-log``) on a large synthetic SGLang 0.5.15 log.
 process (interpreter start and imports included), its CPU and wall seconds and its peak RSS (the
 process's own VmHWM: a child's ru_maxrss would count the benchmark's RSS at fork time); with
 ``--compare`` also the objects path it replaced (``write_windows_csv(parse_file(LOG), OUT)``),
-checking both write the same bytes. ``--against FILE`` also runs the CLI with ``harness.engines.sglang.logcsv``
-loaded from FILE (another version of the module, e.g. ``git show HEAD:harness/engines/sglang/logcsv.py``), its
-runs taking turns with the current module's so both meet the same load, and checks the bytes too.
+checking both write the same bytes. ``--against FILE`` also runs the CLI with
+``harness.engines.sglang.logcsv`` loaded from FILE (another version of the module, e.g.
+``git show HEAD:harness/engines/sglang/logcsv.py``), its runs taking turns with the current module's so both
+meet the same load, and checks the bytes too.
 
 The log is written to a temporary directory in the exact 0.5.15.post1 line formats (see
 tests/fixtures/sglang-0.5.15.post1/server-eagle3.log), with tqdm ``\\r`` redraw lines and access
@@ -80,9 +81,11 @@ def write_log(path: Path, lines: int, mix: tuple[float, float, float], seed: int
                 stats += 1
             elif r < p_decode + p_prefill:
                 buf.append(
-                    f"[{ts}] Prefill batch, #new-seq: {rng.randint(1, 4)}, #new-token: {rng.randint(1, 8192)}, "
+                    f"[{ts}] Prefill batch, #new-seq: {rng.randint(1, 4)}, "
+                    f"#new-token: {rng.randint(1, 8192)}, "
                     f"#cached-token: {rng.randint(0, 512)}, token usage: {rng.random():.2f}, "
-                    f"#running-req: {rng.randint(0, 48)}, #queue-req: {rng.randint(0, 5)}, #pending-token: 0, "
+                    f"#running-req: {rng.randint(0, 48)}, #queue-req: {rng.randint(0, 5)}, "
+                    f"#pending-token: 0, "
                     f"cuda graph: False, input throughput (token/s): {rng.uniform(1, 90000):.2f}"
                 )
                 stats += 1
@@ -143,14 +146,17 @@ def measure(path: Path, lines: int, stats: int, *, repeat: int, traced: bool) ->
 
 
 # What the children run: the CLI as `python -m harness.cli` runs it; the objects path that
-# `parse-log --csv` used before harness.engines.sglang.logcsv (--compare); the CLI with harness.engines.sglang.logcsv loaded from
-# another file (--against).
+# `parse-log --csv` used before harness.engines.sglang.logcsv (--compare); the CLI with
+# harness.engines.sglang.logcsv loaded from another file (--against).
 _CLI = "import runpy; runpy.run_module('harness.cli', run_name='__main__')"
 _OBJECTS_PATH = ("import sys; from harness.engines.sglang.logparse import parse_file, write_windows_csv; "
-                 "print(write_windows_csv(parse_file(sys.argv[1]), sys.argv[2]), file=sys.stderr)")  # fmt: skip
-_AGAINST = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('harness.engines.sglang.logcsv', sys.argv[1]); "
+                 "print(write_windows_csv(parse_file(sys.argv[1]), sys.argv[2]), "
+                 "file=sys.stderr)")  # fmt: skip
+_AGAINST = ("import importlib.util, sys; "
+            "spec = importlib.util.spec_from_file_location('harness.engines.sglang.logcsv', sys.argv[1]); "
             "module = sys.modules['harness.engines.sglang.logcsv'] = importlib.util.module_from_spec(spec); "
-            "spec.loader.exec_module(module); from harness import cli; sys.exit(cli.main(sys.argv[2:]))")  # fmt: skip
+            "spec.loader.exec_module(module); from harness import cli; "
+            "sys.exit(cli.main(sys.argv[2:]))")  # fmt: skip
 # A child's ru_maxrss counts its parent's RSS at fork time (Linux carries the forked copy's high
 # water mark across exec), so each child prints its own peak, VmHWM, as it exits.
 _PEAK = ("import atexit, sys; atexit.register(lambda: print('VmHWM', *[line.split()[1] for line in "
@@ -176,7 +182,8 @@ def _run_child(code: str, args: list[str]) -> tuple[float, float, float]:
 
 
 def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: bool,
-                quarter: Path | None = None, against: Path | None = None) -> dict[str, float | int]:  # fmt: skip
+                quarter: Path | None = None,
+                against: Path | None = None) -> dict[str, float | int]:  # fmt: skip
     """``quarter``: the same mix at a quarter of the lines, whose peak RSS shows memory is constant."""
     out = path.with_suffix(".csv")
     other = path.with_suffix(".against.csv")
@@ -199,7 +206,8 @@ def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: boo
     }  # fmt: skip
     if against is not None:
         if not filecmp.cmp(out, other, shallow=False):
-            raise SystemExit(f"{against} and harness.engines.sglang.logcsv wrote different CSV for {path.name}")
+            raise SystemExit(f"{against} and harness.engines.sglang.logcsv wrote different CSV for "
+                             f"{path.name}")
         cpu = min(r[0] for r in other_runs)
         result |= {"against_cpu_s": round(cpu, 3), "against_lines_per_cpu_s": round(lines / cpu),
                    "against_peak_rss_mib": round(max(r[2] for r in other_runs), 1)}  # fmt: skip
@@ -214,7 +222,8 @@ def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: boo
         if not filecmp.cmp(out, before, shallow=False):
             raise SystemExit(f"parse-log and the objects path wrote different CSV for {path.name}")
         result |= {"objects_cpu_s": round(cpu, 3), "objects_lines_per_cpu_s": round(lines / cpu),
-                   "objects_lines_per_wall_s": round(lines / wall), "objects_peak_rss_mib": round(rss, 1)}  # fmt: skip
+                   "objects_lines_per_wall_s": round(lines / wall),
+                   "objects_peak_rss_mib": round(rss, 1)}  # fmt: skip
         before.unlink()
     out.unlink()
     return result
@@ -222,13 +231,15 @@ def measure_cli(path: Path, lines: int, stats: int, *, repeat: int, compare: boo
 
 def _print_cli(results: dict[str, dict[str, float | int]], args: argparse.Namespace) -> None:
     print(f"draftbench parse-log --csv on {args.lines:,} lines, best of {args.repeat} "
-          f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+          f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+          f"load {os.getloadavg()[0]:.1f})")  # fmt: skip
     head = f"{'mix':<14}{'stats':>6}{'lines/cpu-s':>13}{'lines/wall-s':>14}{'peak RSS MiB':>14}"
     head += f"{'against: lines/cpu-s':>22}{'peak RSS MiB':>14}" if args.against else ""
     print(head + (f"{'before: lines/cpu-s':>21}{'peak RSS MiB':>14}" if args.compare else ""))
     for name, r in results.items():
         share = 100 * int(r["windows"]) / int(r["lines"])
-        line = f"{name:<14}{share:>5.0f}%{r['lines_per_cpu_s']:>13,}{r['lines_per_wall_s']:>14,}{r['peak_rss_mib']:>14}"
+        line = f"{name:<14}{share:>5.0f}%{r['lines_per_cpu_s']:>13,}{r['lines_per_wall_s']:>14,}" \
+            f"{r['peak_rss_mib']:>14}"
         if args.against:
             line += f"{r['against_lines_per_cpu_s']:>22,}{r['against_peak_rss_mib']:>14}"
         if args.compare:
@@ -242,14 +253,16 @@ def _print_cli(results: dict[str, dict[str, float | int]], args: argparse.Namesp
 
 def _print_parse_file(results: dict[str, dict[str, float | int]], args: argparse.Namespace) -> None:
     print(f"parse_file on {args.lines:,} lines, best of {args.repeat} "
-          f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")  # fmt: skip
+          f"(python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+          f"load {os.getloadavg()[0]:.1f})")  # fmt: skip
     print(f"{'mix':<14}{'stats':>6}{'lines/cpu-s':>13}{'lines/wall-s':>14}{'windows/cpu-s':>15}"
           f"{'MiB/cpu-s':>11}{'maxrss MiB':>12}{'growth':>8}")  # fmt: skip
     for name, r in results.items():
         share = 100 * int(r["windows"]) / int(r["lines"])
         print(
             f"{name:<14}{share:>5.0f}%{r['lines_per_cpu_s']:>13,}{r['lines_per_wall_s']:>14,}"
-            f"{r['windows_per_cpu_s']:>15,}{r['mib_per_cpu_s']:>11}{r['maxrss_mib']:>12}{r['maxrss_growth_mib']:>8}"
+            f"{r['windows_per_cpu_s']:>15,}{r['mib_per_cpu_s']:>11}{r['maxrss_mib']:>12}"
+            f"{r['maxrss_growth_mib']:>8}"
         )
     for name, r in results.items():
         if "traced_peak_full_mib" in r:
@@ -271,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
         "--compare", action="store_true", help="with --csv: also time the objects path it replaced"
     )
     ap.add_argument("--against", type=Path, metavar="LOGCSV_PY",
-                    help="with --csv: also time the CLI with harness.engines.sglang.logcsv loaded from this file")  # fmt: skip
+                    help="with --csv: also time the CLI with harness.engines.sglang.logcsv "
+                    "loaded from this file")  # fmt: skip
     args = ap.parse_args(argv)
 
     mixes = list(MIXES) if args.mix == "all" else [args.mix]

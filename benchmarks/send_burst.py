@@ -183,7 +183,8 @@ class BurstServer:
                 elif name == b"connection":
                     close = value == b"close" or (close and value != b"keep-alive")
             if chunked:  # none of the clients measured sends it
-                self.send(c, b"HTTP/1.1 411 Length Required\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                self.send(c,
+                          b"HTTP/1.1 411 Length Required\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
                 c.closing = True
                 break
             if len(c.buf) < end + 4 + length:
@@ -345,8 +346,8 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def run_worker(client: str, port: int, cpu: int | None, size: int, waves: int) -> dict:
-    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--client", client, "--port", str(port),
-            "--size", str(size), "--waves", str(waves)]
+    argv = [sys.executable, str(Path(__file__).resolve()), "--worker", "--client", client, "--port",
+            str(port), "--size", str(size), "--waves", str(waves)]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=600)
@@ -401,9 +402,10 @@ def main() -> None:
                 r = run_worker(client, srv.port, client_cpu, size, waves)
                 runs.append(r)
                 print(f"{client:>20} x{size:<4} first {r.get('first_ms', float('nan')):7.2f} ms  last "
-                      f"{r.get('last_ms', float('nan')):7.2f} ms  spread {r.get('spread_ms', float('nan')):7.2f}"
-                      f" ms  cpu {r['cpu_ms_per_request'] * 1e3:6.0f} us/request  ({r['waves']} waves,"
-                      f" {r['failed_requests']} failed requests)", file=sys.stderr)
+                      f"{r.get('last_ms', float('nan')):7.2f} ms  spread "
+                      f"{r.get('spread_ms', float('nan')):7.2f} ms  cpu {r['cpu_ms_per_request'] * 1e3:6.0f} "
+                      f"us/request  ({r['waves']} waves, {r['failed_requests']} failed requests)",
+                      file=sys.stderr)
     finally:
         srv.stop()
     result["runs"] = runs
@@ -420,8 +422,8 @@ def main() -> None:
 
 
 def print_table(result: dict, clients: list[str], sizes: list[int], by: dict) -> None:
-    print(f"arrival after the wave starts, ms, median over waves ({result['settings']['arrival_stamp']} stamps);"
-          " first / last (spread)")
+    print(f"arrival after the wave starts, ms, median over waves ({result['settings']['arrival_stamp']} "
+          "stamps); first / last (spread)")
     print("| client | " + " | ".join(f"{s} requests" for s in sizes) + " | client CPU µs/request, "
           + " / ".join(str(s) for s in sizes) + " |")
     print("|---|" + "---:|" * (len(sizes) + 1))
@@ -429,7 +431,8 @@ def print_table(result: dict, clients: list[str], sizes: list[int], by: dict) ->
         cells, cpu = [], []
         for s in sizes:
             r = by.get((client, s), {})
-            cells.append(f"{r['first_ms']:.2f} / {r['last_ms']:.2f} ({r['spread_ms']:.2f})" if "last_ms" in r else "—")
+            cells.append(f"{r['first_ms']:.2f} / {r['last_ms']:.2f} ({r['spread_ms']:.2f})" if "last_ms" in r
+                         else "—")
             if r.get("failed_requests"):
                 cells[-1] += f", {r['failed_requests']} failed"
             cpu.append(f"{r['cpu_ms_per_request'] * 1e3:.0f}" if r else "—")

@@ -1,4 +1,5 @@
-"""Shared by the CLI subprocess tests: the CLI in a fresh process, a small copy of the demo plan, a busy port."""
+"""Shared by the CLI subprocess tests: the CLI in a fresh process, a small copy of the demo plan, a busy
+port."""
 
 from __future__ import annotations
 

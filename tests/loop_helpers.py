@@ -90,5 +90,6 @@ def write_scenario(root: Path, *, concurrency: tuple[int, ...] = (1, 2), max_tok
     (root / "plans").mkdir(parents=True, exist_ok=True)
     plan = root / "plans" / "loop.yaml"
     plan.write_text(PLAN.format(python=sys.executable, workdir=json.dumps(str(work)), env=json.dumps(env),
-                                prompts="\n".join(prompts), concurrency=list(concurrency), max_tokens=max_tokens))
+                                prompts="\n".join(prompts), concurrency=list(concurrency),
+                                max_tokens=max_tokens))
     return plan

@@ -44,7 +44,8 @@ run:
   concurrency: [2]
   max_tokens: 32
   warmup_requests: 0
-  phase_sizing: false  # these tests read accept lengths and records, no verdict: one pass of the suite per phase
+  # these tests read accept lengths and records, no verdict: one pass of the suite per phase
+  phase_sizing: false
 """
 
 

@@ -4,12 +4,12 @@ nothing) and on summary tables."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 
 from harness.analysis.alarms import AlarmTracker
 from harness.engines.sglang.logparse import parse_line
+from harness.inputs.config import Plan
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1"
 
@@ -20,11 +20,16 @@ def _windows(name: str):
 
 
 def _variant(name, algorithm="EAGLE3", cuda_graph=True):
-    return SimpleNamespace(name=name, spec_algorithm=algorithm, cuda_graph=cuda_graph)
+    drafter = {"name": "d", "path": "/d", "algorithm": algorithm} if algorithm else None
+    return {"name": name, "algorithm": algorithm, "drafter": drafter, "cuda_graph": cuda_graph}
 
 
 def _plan(*variants, max_bs=None):
-    return SimpleNamespace(variants=list(variants), server=SimpleNamespace(cuda_graph_max_bs=max_bs))
+    """A real Plan of these variants (and a baseline when none of them is one: a plan needs it)."""
+    base = [] if any(v["algorithm"] is None for v in variants) else [{"name": "baseline"}]
+    return Plan.model_validate({
+        "name": "alarms", "model": {"path": "/m"}, "server": {"cuda_graph_max_bs": max_bs},
+        "variants": [*base, *variants], "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
 
 
 def test_inert_drafter_on_the_real_capture():

@@ -22,8 +22,8 @@ def test_the_schedule_is_seeded_and_the_same_for_every_variant():
 def test_gaps_have_the_rate_and_burstiness_asked_for():
     n = 20000
     for burstiness in (1.0, 0.25, 4.0):
-        gaps = [b - a for a, b in zip(*(lambda o: (o, o[1:]))(arrival_offsets(n, 10.0, burstiness=burstiness)),
-                                      strict=False)]
+        offsets = arrival_offsets(n, 10.0, burstiness=burstiness)
+        gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False)]
         mean, cv = statistics.fmean(gaps), statistics.pstdev(gaps) / statistics.fmean(gaps)
         assert abs(mean - 0.1) < 0.01
         assert abs(cv - 1 / math.sqrt(burstiness)) < 0.1  # gamma: cv = 1/sqrt(shape); Poisson cv = 1
@@ -77,7 +77,8 @@ async def test_the_open_loop_starts_each_request_at_its_offset():
 
     got, _ = await asyncio.gather(consume(), clock.drive())
     assert sorted(got) == prompts
-    assert [starts[p] for p in prompts] == pytest.approx(offsets, abs=1e-9)  # every request at its scheduled time, none waits for another
+    # every request at its scheduled time, none waits for another
+    assert [starts[p] for p in prompts] == pytest.approx(offsets, abs=1e-9)
 
 
 def test_progress_lines_name_a_rate_phase_by_its_rate():

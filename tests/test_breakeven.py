@@ -28,7 +28,8 @@ def test_derived_plan_forces_copies_of_the_variant(tmp_path):
     derived = derive_plan(plan, "good", [2.5, 1.5], concurrency=[1, 2])
     assert [v.name for v in derived.variants] == ["baseline", "good-al1.5", "good-al2.5"]
     assert derived.variants[0].env == {}
-    assert derived.variants[1].env == {"SGLANG_SIMULATE_ACC_LEN": "1.5", "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+    assert derived.variants[1].env == {"SGLANG_SIMULATE_ACC_LEN": "1.5",
+                                       "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
     assert derived.run.concurrency == [1, 2] and plan.run.concurrency == [1]
     with pytest.raises(InputError, match="does not speculate"):
         derive_plan(plan, "baseline", [1.5, 2.5])
@@ -40,7 +41,8 @@ def test_derived_plan_forces_copies_of_the_variant(tmp_path):
 
 def test_forced_table_interpolates_the_measured_points():
     summary = pd.DataFrame([
-        {"variant": "baseline", "concurrency": 1, "tok_s": 90.0, "accept_len": None, "forced_acceptance": None},
+        {"variant": "baseline", "concurrency": 1, "tok_s": 90.0, "accept_len": None,
+         "forced_acceptance": None},
         {"variant": "v-al1.5", "concurrency": 1, "tok_s": 60.0, "accept_len": 1.5, "forced_acceptance": 1.5,
          "break_even_accept_len": 2.2, "break_even_batch": 1},
         {"variant": "v-al2.5", "concurrency": 1, "tok_s": 100.0, "accept_len": 2.5, "forced_acceptance": 2.5,
@@ -71,7 +73,8 @@ def _windows(variant: str, acc: float, step_ms: dict[int, float], phase: str) ->
 def test_the_break_even_row_uses_its_own_concurrency_and_names_the_batch():
     """At concurrency 4 the step cost is the one at batch 4, not the batch-1 tail the windows ran most."""
     summary = pd.DataFrame([
-        {"variant": "baseline", "concurrency": 4, "tok_s": 300.0, "accept_len": None, "forced_acceptance": None},
+        {"variant": "baseline", "concurrency": 4, "tok_s": 300.0, "accept_len": None,
+         "forced_acceptance": None},
         *({"variant": f"v-al{a:g}", "concurrency": 4, "tok_s": t, "accept_len": a, "forced_acceptance": a,
            "break_even_accept_len": 3.16, "break_even_batch": 1} for a, t in ((1.5, 250.0), (2.5, 350.0))),
     ])

@@ -1,4 +1,5 @@
-"""draftbench regen / train / jobs end to end on this machine: the stand-in answers, the fake trainer trains."""
+"""draftbench regen / train / jobs end to end on this machine: the stand-in answers, the fake trainer
+trains."""
 
 from __future__ import annotations
 
@@ -71,13 +72,15 @@ def test_regen_answers_every_user_turn_and_resumes(plan, tmp_path):
 def test_train_follow_and_jobs(plan, tmp_path):
     data = tmp_path / "work" / "train.jsonl"
     data.write_text("".join(json.dumps({"id": str(i), "conversations": [
-        {"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i} " * 8}]}) + "\n"
+        {"role": "user", "content": f"question {i}"}, {"role": "assistant", "content": f"answer {i} " * 8}]})
+                            + "\n"
         for i in range(6)))
     results = str(tmp_path / "results")
     res = cli("train", str(plan), "--data", "train.jsonl", "--output-dir", "out", "--epochs", "2",
               "--save-interval", "3", "--log-interval", "1", "--ttt-length", "2", "--era", "script",
-              "--launcher", "{python} -m harness.retrain.fake_trainer", "--env", "DRAFTBENCH_FAKE_STEP_S=0.01",
-              "--env", f"PYTHONPATH={ROOT}", "--follow", "--results-dir", results, cwd=tmp_path)
+              "--launcher", "{python} -m harness.retrain.fake_trainer", "--env",
+              "DRAFTBENCH_FAKE_STEP_S=0.01", "--env", f"PYTHONPATH={ROOT}", "--follow", "--results-dir",
+              results, cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     job_id = res.stdout.strip().splitlines()[-1]
     assert "finished" in res.stderr and "loss" in res.stderr

@@ -1,8 +1,8 @@
-"""Acceptance where it will be served, recovered from a run on the stand-in: its accept length falls with context
-past 2k tokens and with temperature (harness.sim.sglang.conditions), and a run with short and long prompts at two
-sampling arms shows both, per context bucket (summary_by_context.csv) and per arm (summary.csv's `sampling`),
-each arm against the baseline at its own sampler. The run's realism alarms fire for its generated suite and for a
-drafter measured far from its training-time accept length."""
+"""Acceptance where it will be served, recovered from a run on the stand-in: its accept length falls with
+context past 2k tokens and with temperature (harness.sim.sglang.conditions), and a run with short and long
+prompts at two sampling arms shows both, per context bucket (summary_by_context.csv) and per arm
+(summary.csv's `sampling`), each arm against the baseline at its own sampler. The run's realism alarms fire
+for its generated suite and for a drafter measured far from its training-time accept length."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.slow
 
 
 def _text(words: int, rng: random.Random) -> str:
-    """`words` stand-in tokens (the stand-in's tokenizer counts a short word as one) of plain generated text."""
+    """`words` stand-in tokens (the stand-in's tokenizer counts a short word as one) of plain generated
+    text."""
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
@@ -47,7 +48,8 @@ def _models(workdir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    """One run: baseline and an EAGLE-3 drafter at T 0 and T 0.9, over prompts of ~150, ~6k and ~24k tokens."""
+    """One run: baseline and an EAGLE-3 drafter at T 0 and T 0.9, over prompts of ~150, ~6k and ~24k
+    tokens."""
     tmp = tmp_path_factory.mktemp("ctx")
     rng = random.Random(7)
     prompts = [{"id": f"{size}-{k}", "category": cat, "text": _text(size, rng), "max_tokens": 96}
@@ -56,9 +58,10 @@ def served(tmp_path_factory):
         tmp / "plan.yaml", workdir=tmp / "work", launcher=SIM_LAUNCHER, sim=False,
         env={**sim_env(0.2), "DRAFTBENCH_SIM_SGLANG_VERSION": "0.5.19"},  # per-request stats in the stream
         variants=[{"name": "baseline"},
-                  {"name": "eagle3", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
+                  {"name": "eagle3", "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1,
+                   "num_draft_tokens": 4,
                    "drafter": {"name": "good", "path": "models/eagle3", "training_accept_len": 5.0,
-                               "training_categories": ["code"]}}],
+        "training_categories": ["code"]}}],
         suite_prompts=prompts,
         run={"concurrency": [3], "ignore_eos": True, "sampling": [{"temperature": 0}, {"temperature": HOT}]})
     _models(tmp / "work")
@@ -93,7 +96,8 @@ def _expected(context: float, temperature: float = 0.0) -> float:
 def test_accept_length_falls_with_context_as_the_stand_in_says(served):
     run_dir, _ = served
     table = pd.read_csv(run_dir / "summary_by_context.csv")
-    ctx = table[(table["variant"] == "eagle3-t0") & (table["axis"] == "context") & (table["category"] == "all")]
+    ctx = table[(table["variant"] == "eagle3-t0") & (table["axis"] == "context")
+                & (table["category"] == "all")]
     by = {r["bucket"]: r for _, r in ctx.iterrows()}
     assert {"0-1k", "4k-16k", "16k-64k"} <= set(by), sorted(by)
     short, mid, long_ = (float(by[b]["accept_len"]) for b in ("0-1k", "4k-16k", "16k-64k"))
@@ -128,7 +132,8 @@ def test_temperature_lowers_acceptance_and_each_arm_has_its_own_baseline(served)
     hot = float(short[short["variant"] == "eagle3-t0.9"]["accept_len"].iloc[0])
     assert hot < cold
     for got, t in ((cold, 0.0), (hot, HOT)):
-        mean = float(short[short["variant"] == ("eagle3-t0" if t == 0 else "eagle3-t0.9")]["context_mean"].iloc[0])
+        mean = float(short[short["variant"] == ("eagle3-t0" if t == 0
+                                                else "eagle3-t0.9")]["context_mean"].iloc[0])
         assert abs(got / _expected(mean, t) - 1) < 0.12, (t, got)
     meta = [json.loads(x) for x in (run_dir / "variants.jsonl").read_text().splitlines() if x.strip()]
     hot_meta = [m for m in meta if m["variant"] == "eagle3-t0.9"][-1]

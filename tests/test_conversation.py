@@ -45,11 +45,13 @@ async def test_turn_two_follows_the_servers_own_answer(stand_in):
                                                            lambda r: send(client, r, 0))]
     finally:
         await client.aclose()
-    assert [r.request_id for r, _ in turns] == request_ids(suite, prompt) == ["mt/q1", "mt/q1/turn2", "mt/q1/turn3"]
+    assert [r.request_id for r, _ in turns] == request_ids(suite, prompt) \
+        == ["mt/q1", "mt/q1/turn2", "mt/q1/turn3"]
     assert all(res.ok and res.text for _, res in turns)
     assert [(res.turn, res.conversation_id) for _, res in turns] == [(1, "mt/q1"), (2, "mt/q1"), (3, "mt/q1")]
     (r1, a1), (r2, a2), (r3, a3) = turns
-    assert r2.messages == [{"role": "user", "content": prompt.text}, {"role": "assistant", "content": a1.text},
+    assert r2.messages == [{"role": "user", "content": prompt.text},
+                           {"role": "assistant", "content": a1.text},
                            {"role": "user", "content": "Now make it rhyme."}]
     # the server's own count: turn 2's prompt is turn 1's prompt, its answer and the new user turn
     assert a2.prompt_tokens == a1.prompt_tokens + _turn_tokens("assistant", a1.text) + _turn_tokens(

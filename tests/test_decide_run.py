@@ -1,7 +1,8 @@
 """Deciding within a run, end to end on the stand-in: phase sizing cycles a suite too short to decide, the
 stopping rule (run.stop: decided) adds repeats only to the rows still undecided and judges each row at the
-look it stopped at, a look the budget cannot pay for is not started, and a budget that cannot decide anything
-is refused before any server starts. (Coverage and wrong verdicts under the rule: tests/test_sequential.py.)"""
+look it stopped at, a look the budget cannot pay for is not started, and a budget that cannot decide
+anything is refused before any server starts. (Coverage and wrong verdicts under the rule:
+tests/test_sequential.py.)"""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from harness.common import events as ev
 from harness.inputs.config import load_plan
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, prompts, read_jsonl, reap_servers, sim_env, write_plan
 
-WEAK = {"name": "weak", "drafter": {"name": "weak", "path": "demo-models/seed-weak-eagle3", "algorithm": "EAGLE3"},
+WEAK = {"name": "weak",
+        "drafter": {"name": "weak", "path": "demo-models/seed-weak-eagle3", "algorithm": "EAGLE3"},
         "num_steps": 15, "eagle_topk": 1, "num_draft_tokens": 16, "cuda_graph": False}
 
 
@@ -48,7 +50,8 @@ async def test_phase_sizing_cycles_a_short_suite_until_it_can_decide(tmp_path: P
     seen, run_dir = await _events(load_plan(plan_path))
     sized = [e for e in seen if isinstance(e, ev.PhaseSized)]
     # 5 prompts at concurrency 4: at least 16 requests per phase, so at least 4 passes; said before it runs on
-    assert {e.variant for e in sized} == {"baseline", "good"} and all(e.prompts == 5 and e.passes >= 4 for e in sized)
+    assert {e.variant for e in sized} == {"baseline", "good"} \
+        and all(e.prompts == 5 and e.passes >= 4 for e in sized)
     assert all(e.phase.endswith("#r1") for e in sized)  # the first repeat sizes itself, later ones follow it
     done = [e for e in seen if isinstance(e, ev.RequestDone)]
     assert done[-1].done == done[-1].total == len(done)  # the progress total counts every pass it ran
@@ -62,7 +65,8 @@ async def test_phase_sizing_cycles_a_short_suite_until_it_can_decide(tmp_path: P
         assert passes >= 4 and sorted(set(g["replay_pass"])) == list(range(1, passes + 1))
         assert len(g) == 5 * passes and g["request_id"].is_unique
         assert set(g[g["replay_pass"] == 2]["request_id"].str.rsplit("#", n=1).str[1]) == {"p2"}
-        # each pass replays every prompt once, pass 2 in another order than pass 1 (seeded, the same per variant)
+        # each pass replays every prompt once, pass 2 in another order than pass 1 (seeded, the same per
+        # variant)
         assert sorted(g[g["replay_pass"] == 2]["prompt_id"]) == sorted(g[g["replay_pass"] == 1]["prompt_id"])
     # repeats replay as many passes as the first repeat chose
     assert ph.groupby("variant")["passes"].nunique().eq(1).all()
@@ -100,7 +104,8 @@ async def test_the_stopping_rule_decides_each_row_at_its_own_look(tmp_path: Path
             else:
                 assert "needs ~" in row.verdict_reason and row.decide_look == "3/3"
             k = int(str(row.decide_look).split("/")[0])
-            assert row.ci_level == pytest.approx(looks[k - 1]["level"]) and row.repeats == looks[k - 1]["repeats"]
+            assert row.ci_level == pytest.approx(looks[k - 1]["level"]) \
+                and row.repeats == looks[k - 1]["repeats"]
     assert s.loc[("good", 1), "verdict"] == "faster" and s.loc[("weak", 4), "verdict"] == "slower"
     # a row decided at a look gets no more repeats: the good and weak drafters decide at concurrency 1 over
     # prompts at the first look, so only the rows still open (concurrency 4) get repeats
@@ -138,7 +143,8 @@ def test_run_refuses_a_budget_that_cannot_decide_anything(tmp_path: Path):
                           str(tmp_path / "results"), "--until-decided", "--budget", "3s"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert got.returncode == 2, got.stderr
-    assert "--budget: 3 s cannot decide anything: the baseline and one variant at one concurrency need ~" in got.stderr
+    assert "--budget: 3 s cannot decide anything: the baseline and one variant at one concurrency need ~" \
+        in got.stderr
     assert not list((tmp_path / "results").glob("*/servers.jsonl"))  # no server was started
 
 

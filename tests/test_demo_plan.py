@@ -1,4 +1,5 @@
-"""plans/demo.yaml (relative model paths, simulated) works in every command, from any directory, with a fresh HOME."""
+"""plans/demo.yaml (relative model paths, simulated) works in every command, from any directory, with a fresh
+HOME."""
 
 from __future__ import annotations
 
@@ -63,7 +64,8 @@ def test_regen_on_the_demo_plan_with_the_shipped_conversations(tmp_path):
 
 
 def test_a_copy_of_the_demo_plan_elsewhere_gets_them_too(tmp_path):
-    """Not only plans/demo.yaml itself: any simulated plan with the demo's relative paths (tune, train, ...)."""
+    """Not only plans/demo.yaml itself: any simulated plan with the demo's relative paths (tune, train,
+    ...)."""
     import shutil
 
     copy = tmp_path / "mine" / "demo.yaml"

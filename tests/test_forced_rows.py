@@ -24,26 +24,30 @@ def _run(results: Path, run_id: str, rows: list[dict], metas: dict[str, dict]) -
     run.mkdir(parents=True)
     (run / "provenance.json").write_text(json.dumps({"run_id": run_id, "status": "complete", "plan": "demo"}))
     (run / "requests.csv").write_text("variant,concurrency\n")
-    base = {"requests": 5, "errors": 0, "status": "ok", "simulated": True, "baseline": False, "algorithm": "EAGLE3",
-            "ttft_p50_ms": 15.0, "accept_len": None}
+    base = {"requests": 5, "errors": 0, "status": "ok", "simulated": True, "baseline": False,
+            "algorithm": "EAGLE3", "ttft_p50_ms": 15.0, "accept_len": None}
     pd.DataFrame([{**base, **r} for r in rows]).to_csv(run / "summary.csv", index=False)
-    (run / "variants.jsonl").write_text("".join(json.dumps({"variant": v, **m}) + "\n" for v, m in metas.items()))
+    (run / "variants.jsonl").write_text("".join(json.dumps({"variant": v, **m}) + "\n"
+                                                for v, m in metas.items()))
     return run
 
 
 def two_runs(results: Path) -> tuple[Path, Path]:
-    """The issue's case: the weak drafter's own run (1.98, 0.59x) and its breakeven run (al3.5: 3.51, 1.09x)."""
+    """The issue's case: the weak drafter's own run (1.98, 0.59x) and its breakeven run (al3.5: 3.51,
+    1.09x)."""
     own = _run(results, "20250101-000000-demo", [
-        {"variant": "baseline", "concurrency": 1, "tok_s": 82.5, "speedup": 1.0, "baseline": True, "algorithm": ""},
+        {"variant": "baseline", "concurrency": 1, "tok_s": 82.5, "speedup": 1.0, "baseline": True,
+         "algorithm": ""},
         {"variant": "seed-weak-eagle3", "concurrency": 1, "tok_s": 48.8, "accept_len": 1.98, "speedup": 0.59,
          "verdict": "slower", "slower_than_baseline": True},
     ], {"baseline": {}, "seed-weak-eagle3": {"drafter": WEAK}})
     forced = _run(results, "20250102-000000-demo-breakeven", [
-        {"variant": "baseline", "concurrency": 1, "tok_s": 82.5, "speedup": 1.0, "baseline": True, "algorithm": ""},
-        {"variant": "seed-weak-eagle3-al1.5", "concurrency": 1, "tok_s": 40.0, "accept_len": 1.52, "speedup": 0.48,
-         "forced_acceptance": 1.5, "verdict": "slower", "slower_than_baseline": True},
-        {"variant": "seed-weak-eagle3-al3.5", "concurrency": 1, "tok_s": 90.0, "accept_len": 3.51, "speedup": 1.09,
-         "forced_acceptance": 3.5, "verdict": "faster"},
+        {"variant": "baseline", "concurrency": 1, "tok_s": 82.5, "speedup": 1.0, "baseline": True,
+         "algorithm": ""},
+        {"variant": "seed-weak-eagle3-al1.5", "concurrency": 1, "tok_s": 40.0, "accept_len": 1.52,
+         "speedup": 0.48, "forced_acceptance": 1.5, "verdict": "slower", "slower_than_baseline": True},
+        {"variant": "seed-weak-eagle3-al3.5", "concurrency": 1, "tok_s": 90.0, "accept_len": 3.51,
+         "speedup": 1.09, "forced_acceptance": 3.5, "verdict": "faster"},
     ], {"baseline": {}, "seed-weak-eagle3-al1.5": {"drafter": WEAK, "forced_acceptance": 1.5},
         "seed-weak-eagle3-al3.5": {"drafter": WEAK, "forced_acceptance": 3.5}})
     return own, forced
@@ -51,7 +55,8 @@ def two_runs(results: Path) -> tuple[Path, Path]:
 
 def test_a_drafters_results_leave_its_forced_rows_apart(tmp_path):
     two_runs(tmp_path / "results")
-    [weak] = [d for d in list_drafters([ROOT / "drafters"], list_runs(tmp_path / "results")) if d.name == WEAK]
+    [weak] = [d
+              for d in list_drafters([ROOT / "drafters"], list_runs(tmp_path / "results")) if d.name == WEAK]
     assert weak.results == (("20250101-000000-demo", "seed-weak-eagle3", 1, 1.98, 0.59),)
     assert [r[1] for r in weak.forced] == ["seed-weak-eagle3-al1.5", "seed-weak-eagle3-al3.5"]
 
@@ -95,8 +100,8 @@ async def test_the_retrain_drafter_table_shows_the_drafters_own_best(tmp_path):
 
     two_runs(tmp_path / "results")
     shutil.copytree(ROOT / "drafters", tmp_path / "drafters")
-    app = build_app(None, tmp_path / "results", plan=load_plan(ROOT / "plans" / "demo.yaml"), section="retrain",
-                    gpu_poll_s=0, drafter_dirs=[tmp_path / "drafters"])
+    app = build_app(None, tmp_path / "results", plan=load_plan(ROOT / "plans" / "demo.yaml"),
+                    section="retrain", gpu_poll_s=0, drafter_dirs=[tmp_path / "drafters"])
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_for(pilot, lambda: any(d.name == WEAK for d in app.drafters), "drafters listed", 30)
         table = app.screen.query_one("#drafters-table")
@@ -108,4 +113,5 @@ async def test_the_retrain_drafter_table_shows_the_drafters_own_best(tmp_path):
         app.screen._show_drafter_runs()
         runs = app.screen.query_one("#drafter-runs")
         variants = [str(runs.get_row_at(i)[1]) for i in range(runs.row_count)]
-        assert variants == ["seed-weak-eagle3", "seed-weak-eagle3-al1.5 (FORCED)", "seed-weak-eagle3-al3.5 (FORCED)"]
+        assert variants == ["seed-weak-eagle3", "seed-weak-eagle3-al1.5 (FORCED)",
+                            "seed-weak-eagle3-al3.5 (FORCED)"]

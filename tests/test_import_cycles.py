@@ -23,7 +23,8 @@ def modules(root: Path, package: str) -> dict[str, Path]:
     return out
 
 
-def _imported(node: ast.Import | ast.ImportFrom, here: str, is_package: bool, known: dict[str, Path]) -> list[str]:
+def _imported(node: ast.Import | ast.ImportFrom, here: str, is_package: bool,
+              known: dict[str, Path]) -> list[str]:
     """The modules of `known` an import statement in module `here` loads (a name imported from a package
     that is one of its modules counts as that module)."""
     if isinstance(node, ast.Import):

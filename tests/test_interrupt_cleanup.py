@@ -33,7 +33,8 @@ from tests.sshd import sshd_missing_reason, start_sshd
 
 pytestmark = pytest.mark.slow
 EXIT_INTERRUPTED = 130
-LEFT = re.compile(r"warning: \[(\S+)\] its server may still be running.*: pgid (\d+) on (.+); stop it with `(.+)`")
+LEFT = re.compile(r"warning: \[(\S+)\] its server may still be running.*: pgid (\d+) on "
+                  r"(.+); stop it with `(.+)`")
 
 
 @pytest.fixture(autouse=True)
@@ -43,9 +44,9 @@ def _no_server_left(tmp_path: Path):
 
 
 def _plan(tmp_path: Path, host: str = "local") -> Path:
-    return write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER, env=sim_env(0.3),
-                      host=host, variants=[{"name": "baseline"}, GOOD], suite_prompts=prompts(8),
-                      run={"concurrency": [2], "max_tokens": 96, "repeats": 2})
+    return write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
+                      env=sim_env(0.3), host=host, variants=[{"name": "baseline"}, GOOD],
+                      suite_prompts=prompts(8), run={"concurrency": [2], "max_tokens": 96, "repeats": 2})
 
 
 def _started(tmp_path: Path, *extra: str) -> tuple[Cli, Path]:
@@ -91,7 +92,8 @@ def test_a_third_ctrl_c_leaves_servers_and_names_each_one(tmp_path: Path):
     try:
         assert alive <= set(named), err  # every server left running is named ...
         for pgid, m in named.items():
-            assert m[3] == "this machine" and m[4] == f"kill -TERM -- -{pgid}"  # ... with the command that stops it
+            # ... with the command that stops it
+            assert m[3] == "this machine" and m[4] == f"kill -TERM -- -{pgid}"
         if named:
             assert "interrupted: finished requests kept" in err and "servers stopped" not in err
     finally:
@@ -105,11 +107,12 @@ def test_after_a_sigkill_the_next_command_says_a_server_was_left(tmp_path: Path)
     orphans = [p for ps in started_pgids(run_dir).values() for p in ps if p in live_groups()]
     assert orphans
     try:
-        out = subprocess.run([sys.executable, "-m", "harness.cli", "summary", str(run_dir)], capture_output=True,
-                             text=True, timeout=120)
+        out = subprocess.run([sys.executable, "-m", "harness.cli", "summary", str(run_dir)],
+                             capture_output=True, text=True, timeout=120)
         lines = [m for m in LEFT.finditer(out.stderr)]
         assert {int(m[2]) for m in lines} == set(orphans), out.stderr
-        assert all(m[4] == f"kill -TERM -- -{m[2]}" and "was killed before it stopped it" in m[0] for m in lines)
+        assert all(m[4] == f"kill -TERM -- -{m[2]}" and "was killed before it stopped it" in m[0]
+                   for m in lines)
         # a new run into the same results dir says it too, before it starts
         again = Cli(["run", str(tmp_path / "plan.yaml"), "--results-dir", str(run_dir.parent)])
         try:

@@ -15,7 +15,8 @@ CORE = sorted(
 
 
 def test_core_modules_exist():
-    for name in ("harness.bench.runner", "harness.analysis.summary", "harness.analysis.records", "harness.engines.sglang.launch", "harness.cli"):
+    for name in ("harness.bench.runner", "harness.analysis.summary", "harness.analysis.records",
+                 "harness.engines.sglang.launch", "harness.cli"):
         assert name in CORE
 
 
@@ -37,7 +38,8 @@ def test_cli_help_does_not_import_heavy_modules():
         "import sys\n"
         "from harness import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print('LOADED:' + ','.join(m for m in ('pandas', 'textual', 'openai', 'asyncssh') if m in sys.modules))\n"
+        "print('LOADED:' + ','.join(m for m in ('pandas', 'textual', 'openai', 'asyncssh') if m in "
+        "sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "LOADED:"
@@ -58,8 +60,10 @@ LAYERS = [
     ("harness.studies", "harness.retrain"),  # made of runs: tune and breakeven; regen and training
     ("harness.cli", "harness.tui"),
 ]
-ENGINE_PACKAGES = {p.name for p in (Path(harness.__file__).parent / "engines").iterdir() if (p / "__init__.py").exists()}
-ENGINE_FREE = ("harness.serve", "harness.bench", "harness.studies", "harness.analysis", "harness.checks", "harness.tui", "harness.retrain")
+ENGINE_PACKAGES = {p.name for p in (Path(harness.__file__).parent / "engines").iterdir()
+                   if (p / "__init__.py").exists()}
+ENGINE_FREE = ("harness.serve", "harness.bench", "harness.studies", "harness.analysis", "harness.checks",
+               "harness.tui", "harness.retrain")
 
 
 def _layer(module: str) -> int | None:

@@ -99,8 +99,10 @@ def two_nodes(tmp_path, monkeypatch):
     b = start_sshd(tmp_path / "sshd-b", alias="node-b")
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True, mode=0o700)
-    (home / ".ssh" / "config").write_text(Path(a.ssh_config).read_text() + "\n" + Path(b.ssh_config).read_text())
-    (home / ".ssh" / "known_hosts").write_text(Path(a.known_hosts).read_text() + Path(b.known_hosts).read_text())
+    (home / ".ssh" / "config").write_text(Path(a.ssh_config).read_text() + "\n"
+                                          + Path(b.ssh_config).read_text())
+    (home / ".ssh" / "known_hosts").write_text(Path(a.known_hosts).read_text()
+                                               + Path(b.known_hosts).read_text())
     monkeypatch.setenv("HOME", str(home))
     write_demo_models(tmp_path / "work")
     yield a, b
@@ -136,7 +138,8 @@ async def test_two_nodes_each_measure_their_own_baseline(two_nodes, tmp_path):
     assert states.index(("baseline@node-b", "ready")) < states.index(("wrong-flag@node-a", "stopped"))
     s = pd.read_csv(run_dir / "summary.csv")
     assert sorted(zip(s.node, s.variant, strict=True)) == [
-        ("node-a", "baseline"), ("node-a", "good"), ("node-a", "wrong-flag"), ("node-b", "baseline"), ("node-b", "weak")]
+        ("node-a", "baseline"), ("node-a", "good"), ("node-a", "wrong-flag"), ("node-b", "baseline"),
+        ("node-b", "weak")]
     assert s.hardware.str.contains("simulated").all()
     for node, rows in s.groupby("node"):  # every speedup is against the baseline of the same node
         base = rows[rows.variant == "baseline"].iloc[0]
@@ -145,7 +148,8 @@ async def test_two_nodes_each_measure_their_own_baseline(two_nodes, tmp_path):
     dirs = {n["node"]: run_dir / n["dir"] for n in nodes}
     assert dirs["node-b"].parent == run_dir / "nodes"
     assert json.loads((run_dir / "provenance.json").read_text())["status"] == "complete"
-    assert done.extra["request_errors"] == 0 and seen[0].total_requests == 5 * 2  # 5 variant-node arms x 2 prompts
+    # 5 variant-node arms x 2 prompts
+    assert done.extra["request_errors"] == 0 and seen[0].total_requests == 5 * 2
     sub = pd.read_csv(dirs["node-b"] / "requests.csv")
     assert set(sub.variant) == {"baseline", "weak"} and sub.ok.all()
 
@@ -165,7 +169,8 @@ async def test_a_lost_node_fails_only_its_variants_and_resume_moves_them(two_nod
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
-    seen = await asyncio.wait_for(_collect(run_multi(plan, results_dir=tmp_path / "results"), kill_node_b), 300)
+    seen = await asyncio.wait_for(_collect(run_multi(plan, results_dir=tmp_path / "results"), kill_node_b),
+                                  300)
     done = seen[-1]
     assert isinstance(done, ev.RunDone) and not done.complete and done.extra["lost_nodes"] == ["node-b"]
     lost = [e for e in seen if isinstance(e, ev.NodeState) and e.state == "lost"]

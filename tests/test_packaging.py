@@ -1,4 +1,5 @@
-"""The built wheel, installed (not editable) into a fresh venv, runs `draftbench demo` from an empty directory.
+"""The built wheel, installed (not editable) into a fresh venv, runs `draftbench demo` from an empty
+directory.
 
 Catches packaging that an editable install hides: the demo's plan, suites and drafters (force-included
 as harness/_data), the TUI's tcss and the stand-in's modules must all be inside the wheel. Needs the
@@ -21,7 +22,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 def _run(argv: list[str], *, timeout: float, **kwargs) -> subprocess.CompletedProcess:
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
-    assert out.returncode == 0, f"{argv[:4]} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    assert out.returncode == 0, \
+        f"{argv[:4]} exited {out.returncode}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     return out
 
 
@@ -47,7 +49,8 @@ def test_installed_wheel_runs_the_demo_from_an_empty_directory(tmp_path):
     empty.mkdir()
     home.mkdir()
     env = {**env, "HOME": str(home), "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
-    where = _run([str(python), "-c", "import harness; print(harness.__file__)"], timeout=60, cwd=empty, env=env)
+    where = _run([str(python), "-c", "import harness; print(harness.__file__)"], timeout=60, cwd=empty,
+                 env=env)
     assert Path(where.stdout.strip()).is_relative_to(venv), where.stdout  # the wheel's copy, not the checkout
 
     results = tmp_path / "results"
@@ -64,7 +67,8 @@ def test_installed_wheel_runs_the_demo_from_an_empty_directory(tmp_path):
     summary = pd.read_csv(runs[0] / "summary.csv")
     spec = summary[summary["baseline"].astype(str) != "True"]
     assert len(spec) == 6 and set(spec["concurrency"]) == {1, 4}
-    assert spec["verdict"].isin(["faster", "slower", "equivalent"]).all(), spec[["variant", "concurrency", "verdict"]]
+    assert spec["verdict"].isin(["faster", "slower", "equivalent"]).all(), \
+        spec[["variant", "concurrency", "verdict"]]
     by = spec.set_index(["variant", "concurrency"])["verdict"]
     assert by[("good-eagle3", 1)] == "faster" and by[("seed-weak-eagle3", 4)] == "slower"
     assert list(empty.iterdir()) == []  # nothing written to the working directory

@@ -1,9 +1,10 @@
-"""The H200 A/A run (2026-12-02, `benchmarks/h200/decide.sh aa`; fixtures in tests/fixtures/sglang-0.5.15.post1/aa/):
-real SGLang 0.5.15.post1, the Llama-8B-shaped target with random weights, measured against an identical copy
-of itself (the truth is 1.00x) and against itself with CUDA graphs off, at concurrency 8 under `run.stop:
-decided`, the three servers up side by side. Every figure docs/real-gpu.md quotes ("The stopping rule on an
-A/A pair") is recomputed here from the records: through draftbench's own summary and by hand (the paired t
-intervals at the looks' levels, the order the arms ran in)."""
+"""The H200 A/A run (2026-12-02, `benchmarks/h200/decide.sh aa`; fixtures in
+tests/fixtures/sglang-0.5.15.post1/aa/): real SGLang 0.5.15.post1, the Llama-8B-shaped target with random
+weights, measured against an identical copy of itself (the truth is 1.00x) and against itself with CUDA
+graphs off, at concurrency 8 under `run.stop: decided`, the three servers up side by side. Every figure
+docs/real-gpu.md quotes ("The stopping rule on an A/A pair") is recomputed here from the records: through
+draftbench's own summary and by hand (the paired t intervals at the looks' levels, the order the arms ran
+in)."""
 
 from __future__ import annotations
 
@@ -75,7 +76,8 @@ def test_the_summary_recomputes_from_the_records(run_dir):
 def test_the_looks_and_their_levels(run_dir):
     looks = [json.loads(line) for line in (run_dir / "decisions.jsonl").read_text().splitlines()]
     assert look_schedule(2, 6) == [2, 4, 6]
-    assert [(d["look"], d["level"], d["repeats"]) for d in looks] == [(1, 0.995, 2), (2, 0.995, 4), (3, 0.97, 6)]
+    assert [(d["look"], d["level"], d["repeats"]) for d in looks] \
+        == [(1, 0.995, 2), (2, 0.995, 4), (3, 0.97, 6)]
     assert [round(look_level(k, 3), 3) for k in (1, 2, 3)] == [0.995, 0.995, 0.97]
     # look 1 judged both arms; the graphs-off arm stopped at look 2; the A/A arm went on to the last look
     assert [sorted(r["variant"] for r in d["rows"]) for d in looks] == [
@@ -89,7 +91,8 @@ def test_the_aa_arm_is_never_called_faster_or_slower_and_says_what_would_decide_
         assert low < 1.0 < high, (repeats, low, high)
     speedup, low, high = _t_interval(ph, "baseline-copy", 6, 0.97)
     assert (round(speedup, 2), round(low, 2), round(high, 2)) == (0.99, 0.97, 1.02)
-    assert low < 0.97 and high < 1.03  # it leaves the +-3 % band only at its low end: undecided, not equivalent
+    # it leaves the +-3 % band only at its low end: undecided, not equivalent
+    assert low < 0.97 and high < 1.03
     s = pd.read_csv(run_dir / "summary.csv").set_index("variant")
     assert s.loc["baseline-copy", "verdict"] == "undecided"
     assert s.loc["baseline-copy", "speedup_ci_low"] == pytest.approx(low, rel=1e-9)
@@ -130,9 +133,11 @@ def test_the_arms_ran_side_by_side_after_the_first_look(run_dir):
 def test_phase_sizing_cycled_the_short_suite(run_dir):
     ph = pd.read_csv(run_dir / "phases.csv")
     passes = ph.groupby("variant")["passes"].unique().to_dict()
-    assert {v: list(p) for v, p in passes.items()} == {"baseline": [3], "baseline-copy": [3], "no-cuda-graph": [1]}
+    assert {v: list(p) for v, p in passes.items()} == {"baseline": [3], "baseline-copy": [3],
+                                                       "no-cuda-graph": [1]}
     printout = (FIX / "run-printout.txt").read_text()
-    assert "[baseline] c8: 38 prompts give ~1.6 s of steady state; replaying the suite 3x for ~5 s" in printout
+    assert "[baseline] c8: 38 prompts give ~1.6 s of steady state; replaying the suite 3x for ~5 s" \
+        in printout
 
 
 def test_the_doc_quotes_these_figures():

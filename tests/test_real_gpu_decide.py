@@ -3,12 +3,13 @@ tests/fixtures/sglang-0.5.15.post1/decide/ (benchmarks/h200/decide.sh prep and v
 `draftbench run --resume` of that run on the same machine).
 
 What can be recomputed from the fixture is recomputed here, and no result of the run is written into this
-file: each interval holds its speedup and decides its verdict; the speedup is tok/s over the baseline's;
-the interval above concurrency 1 is the t interval of the per-repeat log ratios in phases.csv, computed
-by hand; the concurrency-1 interval is the paired bootstrap over the prompts of the requests' timings;
-the doc quotes the fixture's numbers. `draftbench tune` did not run on the GPU in that session (no device
-time left); the next session's serve and tune stages are tests/test_real_gpu_serve_tune.py. Last, the H200 plans tell draftbench their memory fraction
-(the lesson of that run: a kept server was stopped because draftbench could not know it fitted).
+file: each interval holds its speedup and decides its verdict; the speedup is tok/s over the baseline's; the
+interval above concurrency 1 is the t interval of the per-repeat log ratios in phases.csv, computed by hand;
+the concurrency-1 interval is the paired bootstrap over the prompts of the requests' timings; the doc quotes
+the fixture's numbers. `draftbench tune` did not run on the GPU in that session (no device time left); the
+next session's serve and tune stages are tests/test_real_gpu_serve_tune.py. Last, the H200 plans tell
+draftbench their memory fraction (the lesson of that run: a kept server was stopped because draftbench could
+not know it fitted).
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def test_the_doc_quotes_the_fixture(summary):
     doc = DOC.read_text()
     section = doc[doc.index("## Verdicts and tune on the H200"):]
     for _, r in _spec_rows(summary).iterrows():
-        quoted = f"{float(r['speedup']):.2f}x ({float(r['speedup_ci_low']):.2f}-{float(r['speedup_ci_high']):.2f})"
+        quoted = f"{float(r['speedup']):.2f}x " \
+            f"({float(r['speedup_ci_low']):.2f}-{float(r['speedup_ci_high']):.2f})"
         assert quoted in section, quoted
         assert f"**{r['verdict']}**" in section
         assert f"{float(r['tok_s']):.1f}" in section
@@ -128,7 +130,8 @@ def test_h200_plans_tell_draftbench_their_memory_fraction(tmp_path, monkeypatch)
     from harness.inputs.config import load_plan
     from harness.serve.kept import gpu_has_room
 
-    spec = importlib.util.spec_from_file_location("make_plan", DOC.parent.parent / "benchmarks" / "h200" / "make_plan.py")
+    spec = importlib.util.spec_from_file_location("make_plan",
+                                                  DOC.parent.parent / "benchmarks" / "h200" / "make_plan.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     (tmp_path / "suite.yaml").write_text(yaml.safe_dump({"name": "s", "prompts": [
@@ -145,7 +148,8 @@ def test_h200_plans_tell_draftbench_their_memory_fraction(tmp_path, monkeypatch)
 def _script(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, DOC.parent.parent / "benchmarks" / "h200" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name,
+                                                  DOC.parent.parent / "benchmarks" / "h200" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -183,7 +187,8 @@ def test_the_serve_stage_plans_measure_the_kept_servers_as_endpoints(tmp_path, m
         assert [(v.name, v.endpoint) for v in plan.variants] == [("baseline", "http://127.0.0.1:30001"),
                                                                 ("eagle3", "http://127.0.0.1:30002")]
         eagle = plan.variants[1]
-        assert (eagle.algorithm, eagle.num_steps, eagle.eagle_topk, eagle.num_draft_tokens) == ("EAGLE3", 3, 1, 4)
+        assert (eagle.algorithm, eagle.num_steps, eagle.eagle_topk, eagle.num_draft_tokens) \
+            == ("EAGLE3", 3, 1, 4)
     assert verdict.run.concurrency == [8] and verdict.run.repeats == 5 and not verdict.run.request_rate
     assert rates.run.request_rate == [4.0, 16.0] and rates.run.slo is not None and rates.run.repeats == 1
 
@@ -197,7 +202,8 @@ def _bench_files(tmp_path, base_rounds, spec_rounds, base_repeats, spec_repeats,
     run.mkdir(exist_ok=True)
     bench.mkdir(exist_ok=True)
     rows = [{"variant": v, "concurrency": 8, "repeat": i + 1, "output_tokens": tok, "wall_s": 1.0}
-            for v, reps in (("baseline", base_repeats), ("eagle3", spec_repeats)) for i, tok in enumerate(reps)]
+            for v, reps in (("baseline", base_repeats), ("eagle3", spec_repeats))
+            for i, tok in enumerate(reps)]
     pd.DataFrame(rows).to_csv(run / "phases.csv", index=False)
     pd.DataFrame([{"variant": "baseline", "concurrency": 8, "speedup": 1.0, "speedup_ci_low": None,
                    "speedup_ci_high": None, "verdict": "baseline", "ci_method": ""},
@@ -206,7 +212,8 @@ def _bench_files(tmp_path, base_rounds, spec_rounds, base_repeats, spec_repeats,
         run / "summary.csv", index=False)
     for v, rounds in (("baseline", base_rounds), ("eagle3", spec_rounds)):
         for i, tok_s in enumerate(rounds, 1):
-            (bench / f"bench_serving-{v}-r{i}.jsonl").write_text(json.dumps({"output_throughput": tok_s}) + "\n")
+            line = json.dumps({"output_throughput": tok_s}) + "\n"
+            (bench / f"bench_serving-{v}-r{i}.jsonl").write_text(line)
     return run, bench
 
 
@@ -215,7 +222,8 @@ def test_verdict_against_bench_serving_spread(tmp_path):
     run, bench = _bench_files(tmp_path, [4000, 4400], [4400, 4600], [4000, 4200, 3800], [4400, 4500, 4300],
                               (0.95, 1.25), "within-noise")
     c = mod.compare(run, bench)
-    assert c["draftbench"]["eagle3"] == [4400.0, 4500.0, 4300.0] and c["bench_serving"]["baseline"] == [4000.0, 4400.0]
+    assert c["draftbench"]["eagle3"] == [4400.0, 4500.0, 4300.0] \
+        and c["bench_serving"]["baseline"] == [4000.0, 4400.0]
     # every baseline round against every eagle3 round: 1.10, 1.15, 1.00, 1.045
     assert [round(x, 3) for x in c["bench_serving_speedups"]] == [1.1, 1.15, 1.0, 1.045]
     assert c["spread"]["bench_serving"]["baseline"] == pytest.approx(0.1)

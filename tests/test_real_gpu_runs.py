@@ -124,8 +124,8 @@ def test_the_trained_head_run():
     text = (TINY / "draftbench-run.log").read_text()
     rows = {}
     for line in text.splitlines():
-        m = re.match(r"^[*!]?(baseline|eagle3|wrong-flag-eagle)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+"
-                     r"([\d.]+)\s+\S+\s+\S+\s+\S+\s+([\d.]+)x", line)
+        m = re.match(r"^[*!]?(baseline|eagle3|wrong-flag-eagle)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+"
+                     r"(\S+)\s+(\S+)\s+([\d.]+)\s+\S+\s+\S+\s+\S+\s+([\d.]+)x", line)
         if m:
             rows[(m[1], int(m[2]))] = {"accept_len": m[6], "accept_rate": m[7], "tok_s": float(m[8]),
                                        "speedup": float(m[9])}

@@ -33,7 +33,8 @@ T975 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}  # Student t, two-sided 95 %, by
 def _script(name: str):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(name, DOC.parent.parent / "benchmarks" / "h200" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name,
+                                                  DOC.parent.parent / "benchmarks" / "h200" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -52,13 +53,16 @@ def tune_dir(tmp_path_factory) -> Path:
 # ------------------------------------------------------------------------------------------ serve: endpoints
 def test_the_endpoints_run_measured_servers_it_did_not_start(serve):
     prov = json.loads((serve / "endpoints" / "provenance.json").read_text())
-    assert prov["servers_not_started"] == ["baseline", "eagle3"] and prov["engine_versions"] == {"sglang": "0.5.15.post1"}
+    assert prov["servers_not_started"] == ["baseline", "eagle3"] \
+        and prov["engine_versions"] == {"sglang": "0.5.15.post1"}
     plan = json.loads((serve / "endpoints" / "plan.resolved.json").read_text())
     ports = {v["name"]: v["endpoint"] for v in plan["variants"]}
-    kept = [json.loads(ln) for ln in (serve / "warm-servers.jsonl").read_text().splitlines() if '"port"' in ln]
+    kept = [json.loads(ln)
+            for ln in (serve / "warm-servers.jsonl").read_text().splitlines() if '"port"' in ln]
     # the endpoints are the warm run's kept processes, on their own ports
     assert {k["variant"]: f"http://127.0.0.1:{k['port']}" for k in kept} == ports
-    states = [json.loads(ln).get("state") for ln in (serve / "endpoints" / "servers.jsonl").read_text().splitlines()]
+    states = [json.loads(ln).get("state")
+              for ln in (serve / "endpoints" / "servers.jsonl").read_text().splitlines()]
     assert "stopped" not in states  # draftbench never stops a server it did not start
 
 
@@ -69,9 +73,11 @@ def test_the_endpoints_summary_recomputes_from_its_records(serve):
     again = summarise_dir(serve / "endpoints")
     cols = ["tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "accept_len", "accept_rate", "repeats"]
     assert list(again["variant"]) == list(stored["variant"]) and list(again["verdict"]) == as_today(stored)
-    assert again.set_index("variant").loc["eagle3", "verdict"] == "undecided"  # 0.98-1.47x: needs more repeats
+    # 0.98-1.47x: needs more repeats
+    assert again.set_index("variant").loc["eagle3", "verdict"] == "undecided"
     for col in cols:
-        assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True, rtol=1e-6), col
+        assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True,
+                           rtol=1e-6), col
 
 
 def test_the_c8_interval_is_the_t_interval_of_five_paired_repeats(serve):
@@ -88,7 +94,8 @@ def test_the_c8_interval_is_the_t_interval_of_five_paired_repeats(serve):
     assert row["speedup_ci_high"] / row["speedup"] == pytest.approx(math.exp(half), rel=1e-6)
     assert row["ci_method"] == "t-repeats"
     # the interval straddles 1.00x, so the verdict cannot be a win, whatever the point (1.20x)
-    assert row["speedup_ci_low"] < 1.0 < row["speedup_ci_high"] and row["verdict"] == "within-noise"  # as stored
+    # as stored
+    assert row["speedup_ci_low"] < 1.0 < row["speedup_ci_high"] and row["verdict"] == "within-noise"
     # the point: whole-run tok/s (every repeat's tokens over every repeat's wall) over the baseline's
     tok = {v: g["output_tokens"].sum() / g["wall_s"].sum() for v, g in ph.groupby("variant")}
     assert row["tok_s"] == pytest.approx(tok["eagle3"], rel=1e-9)
@@ -127,7 +134,8 @@ def test_the_rate_run_recomputes_and_meets_its_slo(serve):
     assert list(zip(again["variant"], again["request_rate"], strict=True)) == \
         list(zip(stored["variant"], stored["request_rate"], strict=True))
     for col in cols:
-        assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True, rtol=1e-6), col
+        assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True,
+                           rtol=1e-6), col
     assert sorted(set(stored["request_rate"])) == [4.0, 16.0]
     req = _read_csv(d / "requests.csv")
     rated = req[req["request_rate"].notna()]
@@ -141,7 +149,8 @@ def test_the_rate_run_recomputes_and_meets_its_slo(serve):
 
 # ------------------------------------------------------------------------------------------------ tune
 def _wide_histograms(tune_dir: Path) -> list[int]:
-    """The wide run's per-request spec_correct_drafts_histogram, summed by hand (0.5.15: the meta_info probe)."""
+    """The wide run's per-request spec_correct_drafts_histogram, summed by hand (0.5.15: the meta_info
+    probe)."""
     probe = pd.read_csv(tune_dir / "wide" / "spec_probe.csv")
     probe = probe[probe["variant"] == "wide-s5-k1-d6-g"]
     total: list[int] = []
@@ -161,8 +170,10 @@ def test_tune_predicts_every_chain_from_the_wide_runs_histogram(tune_dir):
         chain = sum(n * (min(j, k) + 1) for j, n in enumerate(h)) / sum(h)
         assert r.accept_len_pred == pytest.approx(chain, rel=1e-6)  # tune.csv keeps 6 decimals
     profile = json.loads((tune_dir / "speculation_profile.json").read_text())
-    assert profile["mean_accept_length"] == pytest.approx(1 + sum(profile["marginal_accept_rates"]), abs=1e-5)  # both rounded to 6 decimals
-    assert profile["mean_accept_length"] == pytest.approx(sum(n * (j + 1) for j, n in enumerate(h)) / sum(h), abs=1e-5)
+    # both rounded to 6 decimals
+    assert profile["mean_accept_length"] == pytest.approx(1 + sum(profile["marginal_accept_rates"]), abs=1e-5)
+    assert profile["mean_accept_length"] \
+        == pytest.approx(sum(n * (j + 1) for j, n in enumerate(h)) / sum(h), abs=1e-5)
 
 
 def test_tune_accept_length_error_is_within_five_percent_for_every_measured_config(tune_dir):
@@ -184,7 +195,8 @@ def test_the_rebuilt_report_keeps_every_number_and_follows_the_verdicts(tune_dir
         stored = pd.read_csv(tune_dir / sub / "summary.csv")
         again = summarise_dir(tune_dir / sub)
         for col in ("tok_s", "speedup", "accept_len", "step_ms", "decode_tok_s", "verify_step_ms"):
-            assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True, rtol=1e-9), col
+            assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True,
+                               rtol=1e-9), col
         assert list(again["verdict"].fillna("")) == as_today(stored)
     as_run = pd.read_csv(tune_dir / "tune-as-run.csv")
     rebuilt = pd.read_csv(rebuild_report(tune_dir))
@@ -204,8 +216,8 @@ def test_the_rebuilt_report_keeps_every_number_and_follows_the_verdicts(tune_dir
     # the verified rows are the wide run's own phases: too short to decide at both levels
     v = rebuilt[rebuilt["measured"] == "verified"].set_index("concurrency")
     assert list(v["verdict"]) == ["too-short", "too-short"]
-    assert v.loc[8, "verdict_reason"].startswith("too short to decide: 16 requests in a phase, fewer than 4 x 8; "
-                                                  "needs >= 32 requests per phase")
+    assert v.loc[8, "verdict_reason"].startswith("too short to decide: 16 requests in a phase, fewer than 4 "
+                                                  "x 8; needs >= 32 requests per phase")
     report = (tune_dir / "tune_report.txt").read_text()
     lines = [ln for ln in report.splitlines() if ln.startswith(("c1:", "c8:"))]
     assert [ln.split(":")[1].strip() for ln in lines] == ["cannot tell yet (too-short)"] * 2
@@ -221,14 +233,14 @@ def test_the_doc_quotes_the_h200_fixtures(serve, tune_dir):
     for r in rows[rows["measured"].notna()].itertuples():  # each row as the doc's table writes it
         pred = r.accept_len_pred_cost_prompts if r.measured == "step" else r.accept_len_pred
         assert f"| {int(r.num_steps)} | {int(r.concurrency)} | {pred:.2f}" in doc
-        assert f"| {r.accept_len_measured:.2f} | {r.accept_len_error_pct:+.1f} % | {r.step_ms:.2f} ({r.base_step_ms:.2f})" \
-            f" | {r.speedup_pred:.2f}x |" in doc
+        assert f"| {r.accept_len_measured:.2f} | {r.accept_len_error_pct:+.1f} % | " \
+            f"{r.step_ms:.2f} ({r.base_step_ms:.2f}) | {r.speedup_pred:.2f}x |" in doc
     from harness.studies.tune_view import rebuild_report
 
     rebuilt = pd.read_csv(rebuild_report(tune_dir))
     for r in rebuilt[rebuilt["measured"].notna()].itertuples():
-        assert f"| {r.speedup_pred:.2f}x | {r.step_phase_decode_speedup:.2f}x | {r.decode_speedup_error_pct:+.1f} % | " \
-            f"{r.step_phase_speedup:.2f}x |" in doc
+        assert f"| {r.speedup_pred:.2f}x | {r.step_phase_decode_speedup:.2f}x | " \
+            f"{r.decode_speedup_error_pct:+.1f} % | {r.step_phase_speedup:.2f}x |" in doc
     rate = pd.read_csv(serve / "rates" / "summary_by_rate.csv")
     for s in rate["speedup"].dropna():
         assert f"{s:.2f}x" in doc
@@ -240,8 +252,8 @@ def test_tune_report_cli_rebuilds_from_a_copied_directory(tmp_path):
 
     d = unpacked(FIX / "tune", tmp_path / "tune")
     (d / "tune.csv").unlink(missing_ok=True)
-    got = subprocess.run([sys.executable, "-m", "harness.cli", "tune", "--report", str(d)], capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path)
+    got = subprocess.run([sys.executable, "-m", "harness.cli", "tune", "--report", str(d)],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert got.returncode == 0, got.stderr
     assert got.stdout.startswith("tune of eagle3 (tiny-stdlib-eagle3): 4 server starts for a grid of 5")
     assert "c8: cannot tell" in got.stdout and (d / "tune.csv").exists()

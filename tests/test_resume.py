@@ -142,7 +142,8 @@ def _kill_points() -> list[tuple[signal.Signals, int]]:
     return [(signal.SIGINT if i % 2 == 0 else signal.SIGKILL, rng.randrange(1, TOTAL)) for i in range(n)]
 
 
-@pytest.mark.parametrize("sig,after", _kill_points(), ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
+@pytest.mark.parametrize("sig,after", _kill_points(),
+                         ids=lambda v: v.name if isinstance(v, signal.Signals) else str(v))
 def test_killed_at_a_random_point_then_resumed_equals_an_uninterrupted_run(
     tmp_path: Path, reference: Path, sig: signal.Signals, after: int
 ):
@@ -284,7 +285,8 @@ def test_a_second_resume_is_refused_and_the_first_s_server_is_untouched(tmp_path
         cli.kill()
     first = Cli(["run", "--resume", str(run_dir)])
     try:
-        wait_until(lambda: len(started_pgids(run_dir).get("baseline", [])) == 2, 60, "the first resume's server")
+        wait_until(lambda: len(started_pgids(run_dir).get("baseline", [])) == 2, 60,
+                   "the first resume's server")
         pgid = started_pgids(run_dir)["baseline"][1]
         rc, _, err = _cli("run", "--resume", str(run_dir), timeout=60)
         assert rc == EXIT_BAD_INPUT, err[-3000:]

@@ -31,13 +31,15 @@ from harness.inputs.config import load_plan
 
 PLAN = {
     "name": "r",
-    "target": {"host": "local", "workdir": "/srv/w", "env": {"HF_TOKEN": "hf_secret_value", "OMP_NUM_THREADS": "4"}},
+    "target": {"host": "local", "workdir": "/srv/w",
+               "env": {"HF_TOKEN": "hf_secret_value", "OMP_NUM_THREADS": "4"}},
     "model": {"path": "models/target"},
     "variants": [{"name": "baseline"},
                  {"name": "eagle", "algorithm": "EAGLE3", "drafter": {"name": "d", "path": "models/d"},
                   "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4,
                   "extra_args": ["--api-key", "sk-live-1234"]}],
-    "suites": [{"name": "s", "prompts": [{"id": "p0", "text": "hello there"}, {"id": "p1", "text": "bye now"}]}],
+    "suites": [{"name": "s",
+                "prompts": [{"id": "p0", "text": "hello there"}, {"id": "p1", "text": "bye now"}]}],
     "run": {"concurrency": [1, 4], "max_tokens": 32},
 }
 
@@ -90,7 +92,8 @@ def test_a_gone_plan_file_still_resumes_unless_a_secret_is_needed(tmp_path):
     plan_file.unlink()
     with pytest.raises(InputError) as err:
         resume_plan(run_dir)
-    assert err.value.field == "target.env.HF_TOKEN" and "is redacted and the run's plan file is gone" in str(err.value)
+    assert err.value.field == "target.env.HF_TOKEN" \
+        and "is redacted and the run's plan file is gone" in str(err.value)
     (tmp_path / "c").mkdir()
     run_dir, plan_file = _run_dir(tmp_path / "c")
     plan_file.write_text("name: [unclosed\n")  # broken since: its error is the reason given
@@ -101,14 +104,15 @@ def test_a_gone_plan_file_still_resumes_unless_a_secret_is_needed(tmp_path):
 
 def test_a_changed_plan_is_refused_with_every_difference_listed(tmp_path):
     run_dir, _ = _run_dir(tmp_path)
-    edited = _write(tmp_path / "edited.yaml", _changed(variants__1__num_steps=5, suites__0__prompts__1__text="hm",
-                                                       run__request_timeout_s=30, target__env={"HF_TOKEN": "x"}))
+    edited = _write(tmp_path / "edited.yaml",
+                    _changed(variants__1__num_steps=5, suites__0__prompts__1__text="hm",
+                             run__request_timeout_s=30, target__env={"HF_TOKEN": "x"}))
     before = (run_dir / "plan.resolved.json").read_bytes()
     with pytest.raises(InputError) as err:
         resume_plan(run_dir, edited)
     text = str(err.value)
-    assert text.startswith(f"{edited}: differs from the plan {run_dir / 'plan.resolved.json'} was measured with, "
-                           "in 3 fields that change what is measured")
+    assert text.startswith(f"{edited}: differs from the plan {run_dir / 'plan.resolved.json'} was measured "
+                           "with, in 3 fields that change what is measured")
     assert text.splitlines()[1:] == ['  target.env.OMP_NUM_THREADS: "4" -> (absent)',
                                      "  variants[eagle].num_steps: 3 -> 5",
                                      '  suites[s].prompts[p1].text: "bye now" -> "hm"']
@@ -118,7 +122,8 @@ def test_a_changed_plan_is_refused_with_every_difference_listed(tmp_path):
 
 def test_an_unrelated_plan_at_the_same_path_is_refused(tmp_path):
     run_dir, _ = _run_dir(tmp_path)
-    other = _changed(variants=[{"name": "base2"}], suites=[{"name": "t", "prompts": [{"id": "q", "text": "x"}]}])
+    other = _changed(variants=[{"name": "base2"}],
+                     suites=[{"name": "t", "prompts": [{"id": "q", "text": "x"}]}])
     with pytest.raises(InputError) as err:
         resume_plan(run_dir, _write(tmp_path / "other.yaml", other))
     assert "variants[baseline]: " in str(err.value) and "variants[base2]: (absent) -> " in str(err.value)
@@ -131,8 +136,8 @@ def test_a_harmless_change_is_taken(tmp_path):
                                                        description="again"))
     resumed = resume_plan(run_dir, edited)
     plan = resumed.plan
-    assert (plan.run.request_timeout_s, plan.run.retries, plan.server.keep_running, plan.server.startup_timeout_s,
-            plan.description) == (30, 2, True, 5, "again")
+    assert (plan.run.request_timeout_s, plan.run.retries, plan.server.keep_running,
+            plan.server.startup_timeout_s, plan.description) == (30, 2, True, 5, "again")
     assert plan.variant("eagle").num_steps == 3 and plan.source_path == edited
     assert sorted(resumed.applied) == sorted([
         'description: "" -> "again"', "run.request_timeout_s: 600.0 -> 30.0", "run.retries: 1 -> 2",

@@ -179,8 +179,8 @@ def main():
         start = int(over["training.resume_from"].rsplit("-step", 1)[1])
     for step in range(start + 1, t["max_steps"] + 1):
         time.sleep(0.1)
-        print(f"step {step}: {{'acc': {step / 100}, 'loss': {5 - step / 10}, 'perf/optimizer_step_time_s': 0.1}}",
-              flush=True)
+        print(f"step {step}: {{'acc': {step / 100}, 'loss': {5 - step / 10}, "
+              "'perf/optimizer_step_time_s': 0.1}", flush=True)
         if step % t["save_interval"] == 0 or step == t["max_steps"]:
             d = os.path.join(out, f"{run}-step{step}")
             os.makedirs(d)

@@ -38,7 +38,8 @@ async def _run(plan, results: Path, keep: bool = False) -> str:
 
 
 async def _until(plan, results: Path, stop, settings: RetrainSettings | None = None) -> list:
-    """The loop's events until `stop(event)` is true (then the loop is closed: an interruption), or its end."""
+    """The loop's events until `stop(event)` is true (then the loop is closed: an interruption), or its
+    end."""
     seen = []
     gen = retrain_loop(plan, "coder", settings=settings, results_dir=results)
     async with contextlib.aclosing(gen):
@@ -66,8 +67,8 @@ def _state(results: Path):
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=300)
 
 
 async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_path):
@@ -85,7 +86,8 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
     assert _state(results).done == ["select"]
 
     # interrupted once the training job is launched: the job runs on, detached; then it is cancelled too
-    await _until(plan, results, lambda e: isinstance(e, LoopStep) and e.stage == "train" and e.state == "started")
+    await _until(plan, results,
+                 lambda e: isinstance(e, LoopStep) and e.stage == "train" and e.state == "started")
     rec = _state(results)
     assert rec.done == ["select", "regen"] and rec.job_id
     target = open_target("local")
@@ -122,9 +124,12 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
                                                                   rec.retrain_id)
     manifest = json.loads(Path(entry.data_manifest).read_text())
     assert manifest["run"] == source and {r["source"] for r in manifest["rows"]} == {"weak", "rest"}
-    profile = json.loads(Path(entry.profile).read_text())  # specdec_bench's schema, as tune writes it, and ours
-    assert profile["validation"]["mean_consistency"]["passed"] and set(profile["per_category"]) == {"code", "chat"}
-    assert profile["draftbench"]["variant"] == rec.candidate and profile["draftbench"]["categories"]["code"]["accept_low"]
+    # specdec_bench's schema, as tune writes it, and ours
+    profile = json.loads(Path(entry.profile).read_text())
+    assert profile["validation"]["mean_consistency"]["passed"] \
+        and set(profile["per_category"]) == {"code", "chat"}
+    assert profile["draftbench"]["variant"] == rec.candidate \
+        and profile["draftbench"]["categories"]["code"]["accept_low"]
     assert drafter.trained_against.hidden_size == 256
     regen_rows = Path(entry.training_data).read_text().splitlines()
     assert len(regen_rows) == len(manifest["rows"]) == len({json.loads(x)["id"] for x in regen_rows})
@@ -149,7 +154,8 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
     assert res.stdout.startswith("coder: acceptance as recorded")
     log = (results / "watch" / "loop-coder.jsonl").read_text().splitlines()
     states = [{r["category"]: r["state"] for r in json.loads(x)["rows"]} for x in log]
-    assert states[0]["code"] == "drift" and states[1]["code"] == "ok" and set(states[1]) == {"code", "chat", "(all)"}
+    assert states[0]["code"] == "drift" and states[1]["code"] == "ok" \
+        and set(states[1]) == {"code", "chat", "(all)"}
 
 
 def test_a_retrain_that_does_not_help_is_refused_and_nothing_changes(tmp_path):
@@ -160,7 +166,8 @@ def test_a_retrain_that_does_not_help_is_refused_and_nothing_changes(tmp_path):
     before = (tmp_path / "drafters" / "weak-coder.yaml").read_bytes()
     chat = tmp_path / "chat-log.jsonl"  # real traffic that never asks for Python: no help for the weak spot
     chat.write_text("".join(json.dumps({"custom_id": f"r{i}", "body": {"messages": [
-        {"role": "user", "content": f"Share a tip about gardening, number {i}."}]}}) + "\n" for i in range(6)))
+        {"role": "user", "content": f"Share a tip about gardening, number {i}."}]}}) + "\n"
+                            for i in range(6)))
     res = _cli("retrain", str(plan_path), "--variant", "coder", "--by", "prompt", "--rest-share", "0",
                "--traffic", str(chat), "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-1500:]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +13,7 @@ from harness.checks import compat
 from harness.common.errors import InputError
 from harness.inputs.config import load_drafter, load_plan
 from harness.inputs.drafter_record import LineageEntry, TrainedAgainst, config_fingerprint
+from harness.inputs.plan_parts import Drafter
 from harness.retrain import fake_trainer, gate
 from harness.retrain.profile import AcceptStats
 from harness.retrain.promote import drafter_file, promote
@@ -44,7 +44,8 @@ def _train(tmp_path: Path, rows: list[str], *, init: Path | None, epochs: int = 
            out: str = "out") -> dict:
     target = tmp_path / "target"
     target.mkdir(exist_ok=True)
-    (target / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4, "vocab_size": 256}))
+    (target / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4,
+                                                    "vocab_size": 256}))
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"id": str(i), "conversations": [
         {"role": "user", "content": t}, {"role": "assistant", "content": "an answer"}]}) + "\n"
@@ -67,7 +68,8 @@ def test_fine_tuning_lifts_a_weak_spot_by_the_rows_it_saw(tmp_path):
     init = write_eagle3_drafter(tmp_path / "init", per_position=[0.8, 0.6], by_content=[RULE])
     full = _train(tmp_path, [f"python task {i}" for i in range(4)] + ["tea"], init=init, epochs=2)
     assert full["per_position"] == [0.8, 0.6]  # the general profile is the starting drafter's
-    assert full["by_content"][0]["per_position"] == [0.8, 0.6]  # 4 rows x 2 epochs = ROWS_TO_LEARN: fully lifted
+    # 4 rows x 2 epochs = ROWS_TO_LEARN: fully lifted
+    assert full["by_content"][0]["per_position"] == [0.8, 0.6]
     half = _train(tmp_path, ["python task", "tea", "coffee"], init=init, epochs=2, out="half")
     lift = 2 / fake_trainer.ROWS_TO_LEARN
     assert half["by_content"][0]["per_position"] == pytest.approx([0.2 + 0.6 * lift, 0.1 + 0.5 * lift])
@@ -76,7 +78,8 @@ def test_fine_tuning_lifts_a_weak_spot_by_the_rows_it_saw(tmp_path):
 
 
 def test_spec_passes_the_starting_checkpoint():
-    spec = TrainSpec(target_model_path="t", data_path="d", output_dir="o", specforge_dir="sf", init_from="/d/x")
+    spec = TrainSpec(target_model_path="t", data_path="d", output_dir="o", specforge_dir="sf",
+                     init_from="/d/x")
     argv = build_train_argv(spec, "script", workdir="/w")
     assert argv[argv.index("--ckpt-dir") + 1] == "/d/x"
     with pytest.raises(InputError, match="v0.1"):
@@ -84,23 +87,26 @@ def test_spec_passes_the_starting_checkpoint():
 
 
 TARGET = {"architectures": ["KimiK25ForConditionalGeneration"], "_name_or_path": "moonshotai/Kimi-K2.5",
-          "text_config": {"hidden_size": 7168, "vocab_size": 163840, "num_hidden_layers": 61, "rope_theta": 5e4}}
+          "text_config": {"hidden_size": 7168, "vocab_size": 163840, "num_hidden_layers": 61,
+                          "rope_theta": 5e4}}
 
 
 def test_generation_mismatch_names_the_retrain_command():
     rec = TrainedAgainst.of(TARGET)
-    assert (rec.architecture, rec.hidden_size, rec.vocab_size) == ("KimiK25ForConditionalGeneration", 7168, 163840)
+    assert (rec.architecture, rec.hidden_size, rec.vocab_size) \
+        == ("KimiK25ForConditionalGeneration", 7168, 163840)
     assert config_fingerprint({**TARGET, "_name_or_path": "/local/copy", "transformers_version": "5"}) == \
         rec.config_sha256  # where it lives and the tooling's version are not the model
-    drafter = SimpleNamespace(name="k2", trained_for="moonshotai/Kimi-K2.5", trained_against=rec)
+    drafter = Drafter(name="k2", path="k2-eagle3", trained_for="moonshotai/Kimi-K2.5", trained_against=rec)
     assert compat.check_trained_for("v", drafter, "/models/Kimi-K2.5", None, TARGET, plan_path="p.yaml") == []
-    k26 = {**TARGET, "text_config": {**TARGET["text_config"], "rope_theta": 1e5}}  # same shapes, another model
+    # same shapes, another model
+    k26 = {**TARGET, "text_config": {**TARGET["text_config"], "rope_theta": 1e5}}
     found = compat.check_trained_for("v", drafter, "/models/Kimi-K2.5", None, k26, plan_path="plans/k.yaml")
     assert [f.code for f in found] == ["trained-for-other-target"]
     assert "config_sha256" in found[0].what and "draftbench retrain plans/k.yaml --variant v" in found[0].fix
     wider = {**TARGET, "text_config": {**TARGET["text_config"], "hidden_size": 8192}}
     assert "hidden_size 7168 -> 8192" in compat.check_trained_for("v", drafter, "x", None, wider)[0].what
-    by_name = SimpleNamespace(name="k2", trained_for="moonshotai/Kimi-K2-Instruct", trained_against=None)
+    by_name = Drafter(name="k2", path="k2-eagle3", trained_for="moonshotai/Kimi-K2-Instruct")
     found = compat.check_trained_for("v", by_name, "/models/Kimi-K2.5", None, None, plan_path="my plan.yaml")
     assert "another target" in found[0].what and "'my plan.yaml' --variant v" in found[0].fix
 
@@ -144,14 +150,16 @@ def test_promotion_rewrites_the_drafter_file_with_lineage(tmp_path):
     assert drafter_file(plan, "v") == f.resolve()
     with pytest.raises(InputError, match="inline"):
         drafter_file(plan, "inline")
-    entry = LineageEntry(promoted_at="now", path="/ckpt/new", evaluation_run="/r/eval", retrain_id="retrain-1")
+    entry = LineageEntry(promoted_at="now", path="/ckpt/new", evaluation_run="/r/eval",
+                         retrain_id="retrain-1")
     d = promote(f, new_path="/ckpt/new", entry=entry, target_cfg=TARGET, trained_for="m")
     assert d.path == "/ckpt/new" and d.notes == "hello" and d.trained_against.hidden_size == 7168
     assert [(e.previous_path, e.path) for e in d.lineage] == [("models/old", "/ckpt/new")]
     assert f.read_text().startswith("# kept comment\n# Promoted by draftbench retrain")
     again = promote(f, new_path="/ckpt/newer", entry=entry.model_copy(update={"path": "/ckpt/newer"}),
                     target_cfg=None)
-    assert [e.previous_path for e in again.lineage] == ["models/old", "/ckpt/new"] and load_drafter(f) == again
+    assert [e.previous_path
+            for e in again.lineage] == ["models/old", "/ckpt/new"] and load_drafter(f) == again
 
 
 def _stats(al: float, low: float | None, high: float | None) -> AcceptStats:
@@ -171,7 +179,8 @@ def test_drift_rows():
 
 
 def test_every_parses_durations():
-    assert [parse_every(t) for t in ("90", "90s", "30m", "1h", "1.5h", "1d")] == [90, 90, 1800, 3600, 5400, 86400]
+    assert [parse_every(t) for t in ("90", "90s", "30m", "1h", "1.5h", "1d")] \
+        == [90, 90, 1800, 3600, 5400, 86400]
     for bad in ("", "0", "1w", "-5m", "soon"):
         with pytest.raises(InputError, match="duration"):
             parse_every(bad)

@@ -180,8 +180,8 @@ from harness.inputs.config import load_plan
 from harness.retrain.regen import regen
 async def main():
     plan = load_plan(sys.argv[1])
-    async for e in regen(plan, sys.argv[2], sys.argv[3], endpoints=[sys.argv[4]], concurrency=4, max_tokens=48,
-                         temperature=0.0):
+    async for e in regen(plan, sys.argv[2], sys.argv[3], endpoints=[sys.argv[4]], concurrency=4,
+                         max_tokens=48, temperature=0.0):
         print(e.state, e.done, flush=True)
 asyncio.run(main())
 """

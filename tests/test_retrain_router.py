@@ -19,7 +19,8 @@ from tests.retrain_helpers import conversation, read_jsonl, write_jsonl, write_p
 from tests.test_retrain_regen import check_exactly_once, check_regenerated
 
 NO_ROUTER = importlib.util.find_spec("sglang_router") is None
-needs_router = pytest.mark.skipif(NO_ROUTER, reason="sglang-router not installed (pip install 'draftbench[router]')")
+needs_router = pytest.mark.skipif(NO_ROUTER,
+                                  reason="sglang-router not installed (pip install 'draftbench[router]')")
 
 
 def test_each_worker_gets_its_own_gpus():
@@ -34,14 +35,16 @@ def test_each_worker_gets_its_own_gpus():
     # small servers may share a GPU when their memory fractions say they fit
     shared = worker_envs({"CUDA_VISIBLE_DEVICES": "0"}, 2, 1, simulated=False, mem_fraction=0.3)
     assert [e["CUDA_VISIBLE_DEVICES"] for e in shared] == ["0", "0"]
-    assert [e["CUDA_VISIBLE_DEVICES"] for e in worker_envs({"CUDA_VISIBLE_DEVICES": "0,1"}, 4, 1, simulated=False,
+    assert [e["CUDA_VISIBLE_DEVICES"]
+            for e in worker_envs({"CUDA_VISIBLE_DEVICES": "0,1"}, 4, 1, simulated=False,
                                                           mem_fraction=0.4)] == ["0", "1", "0", "1"]
     with pytest.raises(InputError, match="so that 3 servers fit on one GPU"):
         worker_envs({"CUDA_VISIBLE_DEVICES": "0"}, 3, 1, simulated=False, mem_fraction=0.35)
 
 
 def test_router_command_is_an_argv_list():
-    argv = router_argv("python3", "127.0.0.1", 30000, ["http://127.0.0.1:1", "http://127.0.0.1:2"], metrics_port=30001)
+    argv = router_argv("python3", "127.0.0.1", 30000, ["http://127.0.0.1:1", "http://127.0.0.1:2"],
+                       metrics_port=30001)
     assert argv[argv.index("--prometheus-port") + 1] == "30001"
     assert argv[:3] == ["python3", "-m", "sglang_router.launch_router"]
     assert argv[argv.index("--worker-urls") + 1:] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
@@ -49,7 +52,8 @@ def test_router_command_is_an_argv_list():
 
 def _live(pgids: set[int]) -> set[int]:
     ps = subprocess.run(["ps", "-A", "-o", "pgid=", "-o", "stat="], capture_output=True, text=True).stdout
-    return {int(p.split()[0]) for p in ps.splitlines() if p.split() and not p.split()[1].startswith("Z")} & pgids
+    return {int(p.split()[0])
+            for p in ps.splitlines() if p.split() and not p.split()[1].startswith("Z")} & pgids
 
 
 @needs_router
@@ -90,9 +94,11 @@ async def test_regen_through_the_router_over_two_workers_resumes_without_duplica
     assert sum(answered) == sum(1 + i % 2 for i, r in enumerate(rows) if r in remaining)
 
     # every server and router this started is stopped
-    entries = [json.loads(x) for d in (results / "regen").iterdir() for x in (d / "servers.jsonl").read_text().splitlines()]
+    entries = [json.loads(x) for d in (results / "regen").iterdir()
+               for x in (d / "servers.jsonl").read_text().splitlines()]
     started = {e["pgid"] for e in entries if e["state"] == "started"}
-    assert {e["variant"] for e in entries if e["state"] == "started"} == {"router", "baseline-w0", "baseline-w1"}
+    assert {e["variant"] for e in entries if e["state"] == "started"} \
+        == {"router", "baseline-w0", "baseline-w1"}
     assert len(started) == 6 and not _live(started)
     assert {e["pgid"] for e in entries if e["state"] == "stopped"} == started
 

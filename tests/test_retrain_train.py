@@ -249,5 +249,5 @@ def test_training_across_nodes_uses_torchruns_static_rendezvous():
     assert "--standalone" in build_train_argv(spec(gpus=4), "script", workdir="/w")
     from harness.retrain.train import cli_config
 
-    assert cli_config(spec(gpus=4, nnodes=3, node_rank=0, master_addr="h"), run_id="r")["deployment"]["trainer"] == {
-        "nnodes": 3, "nproc_per_node": 4}
+    config = cli_config(spec(gpus=4, nnodes=3, node_rank=0, master_addr="h"), run_id="r")
+    assert config["deployment"]["trainer"] == {"nnodes": 3, "nproc_per_node": 4}

@@ -1,5 +1,6 @@
-"""Weak spots and the regeneration input, on hand-made records and run directories: histogram rates computed by
-hand, ranking, the held-out split, dedup and the leak guard, traffic logs (OpenAI request JSONL) as a source."""
+"""Weak spots and the regeneration input, on hand-made records and run directories: histogram rates computed
+by hand, ranking, the held-out split, dedup and the leak guard, traffic logs (OpenAI request JSONL) as a
+source."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from harness.retrain.dataset import MANIFEST, REGEN_INPUT, build_input, content_
 
 
 def test_histogram_rates_by_hand():
-    # two requests: steps with 0/1/2 accepted drafts = [2, 1, 1] and [0, 2, 0] -> totals [2, 3, 1] over 6 steps
+    # two requests: steps with 0/1/2 accepted drafts = [2, 1, 1] and [0, 2, 0] -> totals [2, 3, 1] over 6
+    # steps
     marginal, conditional = ws.histogram_rates(["2 1 1", "0 2", None, ""])
     assert marginal == pytest.approx((4 / 6, 1 / 6))  # P(>=1) = (3+1)/6, P(>=2) = 1/6
     assert conditional == pytest.approx((4 / 6, 1 / 4))  # P(2 | 1) = (1/6) / (4/6)
@@ -66,10 +68,12 @@ def _run_dir(tmp_path: Path) -> Path:
     """A run directory as far as the dataset reads one: plan.resolved.json with its suites."""
     run = tmp_path / "run"
     run.mkdir()
-    prompts = [{"id": f"code-{i}", "category": "code", "text": f"Write Python code number {i}."} for i in range(4)]
+    prompts = [{"id": f"code-{i}", "category": "code", "text": f"Write Python code number {i}."}
+               for i in range(4)]
     prompts += [{"id": f"chat-{i}", "category": "chat", "text": f"Chat about topic {i}."} for i in range(8)]
-    prompts.append({"id": "mt", "category": "chat", "messages": [{"role": "system", "content": "Be brief."},
-                                                                  {"role": "user", "content": "First question?"}],
+    prompts.append({"id": "mt", "category": "chat",
+                    "messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "First question?"}],
                     "followups": ["Second question?", "Third question?"]})
     (run / "plan.resolved.json").write_text(json.dumps({"suites": [{"name": "s", "prompts": prompts}]}))
     return run
@@ -82,7 +86,8 @@ def _spot(key: str, category: str, prompt: str | None = None, turn: int | None =
 
 def test_build_input_splits_weak_prompts_and_takes_a_share_of_the_rest(tmp_path):
     run = _run_dir(tmp_path)
-    m = build_input(run, "v", [_spot("code", "code")], "category", tmp_path / "out", rest_share=0.25, holdout=0.5)
+    m = build_input(run, "v", [_spot("code", "code")], "category", tmp_path / "out", rest_share=0.25,
+                    holdout=0.5)
     rows = [json.loads(x) for x in (tmp_path / "out" / REGEN_INPUT).read_text().splitlines()]
     weak = [r for r in m.rows if r.source == "weak"]
     rest = [r for r in m.rows if r.source == "rest"]
@@ -93,7 +98,8 @@ def test_build_input_splits_weak_prompts_and_takes_a_share_of_the_rest(tmp_path)
     trained = {r.prompt_id for r in m.rows}
     assert not trained & {h[0] for h in held}  # nothing is both trained on and evaluated
     assert [r["id"] for r in rows] == [r.id for r in m.rows]
-    assert rows[0]["conversations"][0]["role"] == "user" and "Python" in rows[0]["conversations"][0]["content"]
+    assert rows[0]["conversations"][0]["role"] == "user" \
+        and "Python" in rows[0]["conversations"][0]["content"]
     assert read_manifest(tmp_path / "out" / MANIFEST).model_dump() == m.model_dump()
     again = build_input(run, "v", [_spot("code", "code")], "category", tmp_path / "again")
     assert [r.id for r in again.rows] == [r.id for r in m.rows]  # stable choice for the same seed
@@ -103,7 +109,8 @@ def test_turn_level_cuts_the_conversation_at_the_weak_turn(tmp_path):
     run = _run_dir(tmp_path)
     spots = [_spot("s/mt#2", "chat", "mt", 2), _spot("s/chat-0", "chat", "chat-0", 1)]
     m = build_input(run, "v", spots, "turn", tmp_path / "out", rest_share=0.0, holdout=0.5)
-    rows = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / "out" / REGEN_INPUT).read_text().splitlines()}
+    rows = {json.loads(x)["id"]: json.loads(x)
+            for x in (tmp_path / "out" / REGEN_INPUT).read_text().splitlines()}
     if "s/mt#2" in rows:  # which of the two is held out is the seed's choice
         roles = [t["role"] for t in rows["s/mt#2"]["conversations"]]
         assert roles == ["system", "user", "user"]  # cut after the second user turn
@@ -115,20 +122,22 @@ def test_duplicates_and_held_out_prompts_never_reach_the_data(tmp_path):
     log = tmp_path / "traffic.jsonl"
     batch = [{"custom_id": f"req-{i}", "method": "POST", "url": "/v1/chat/completions",
               "body": {"model": "m", "messages": [{"role": "user", "content": text}]}}
-             for i, text in enumerate(["How do I sort a dict?", "how do I   sort a DICT?", "Chat about topic 0.",
-                                       "Chat about topic 1."])]
+             for i, text in enumerate(["How do I sort a dict?", "how do I   sort a DICT?",
+                                       "Chat about topic 0.", "Chat about topic 1."])]
     log.write_text("".join(json.dumps(r) + "\n" for r in batch))
     m = build_input(run, "v", [_spot("code", "code")], "category", tmp_path / "out", rest_share=0.0,
                     traffic=[str(log)])
     traffic = [r for r in m.rows if r.source == "traffic"]
     assert [r.id for r in traffic] == ["traffic:traffic:req-0"]
     assert m.dropped == {"duplicate user turns": 1, "same user turns as a held-out prompt": 2}
-    assert content_key([{"role": "user", "content": "A  b"}]) == content_key([{"role": "user", "content": "a b"}])
+    assert content_key([{"role": "user", "content": "A  b"}]) \
+        == content_key([{"role": "user", "content": "a b"}])
 
 
 def test_single_prompt_spot_is_held_out_with_a_note(tmp_path):
     run = _run_dir(tmp_path)
-    m = build_input(run, "v", [_spot("s/code-1", "code", "code-1")], "prompt", tmp_path / "out", rest_share=0.0)
+    m = build_input(run, "v", [_spot("s/code-1", "code", "code-1")], "prompt", tmp_path / "out",
+                    rest_share=0.0)
     assert m.rows == [] and [h.prompt_id for h in m.held_out if h.source == "weak"] == ["code-1"]
     assert "held out" in m.notes[0]
 
@@ -151,7 +160,8 @@ def test_openai_request_logs_import(tmp_path):
     suite, report = import_suite(batch)
     assert report.format == "openai"
     p = suite.prompts[0]
-    assert (p.id, p.messages[0].content, p.messages[1].content, p.followups) == ("a1", "Be terse.", "Hi?", ["Bye?"])
+    assert (p.id, p.messages[0].content, p.messages[1].content, p.followups) \
+        == ("a1", "Be terse.", "Hi?", ["Bye?"])
     plain = tmp_path / "requests.jsonl"  # a chat request's body per line: the messages importer
     plain.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "Q?"}]}) + "\n")
     assert import_suite(plain)[0].prompts[0].text == "Q?"

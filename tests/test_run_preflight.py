@@ -33,8 +33,8 @@ def test_a_busy_fixed_port_stops_the_run_before_any_server_starts(tmp_path, busy
 
 
 def test_a_missing_checkpoint_stops_before_the_baseline_runs(tmp_path):
-    (tmp_path / "gone.yaml").write_text(yaml.safe_dump({"name": "gone", "path": str(tmp_path / "no-such-ckpt"),
-                                                         "algorithm": "EAGLE3"}))
+    gone = {"name": "gone", "path": str(tmp_path / "no-such-ckpt"), "algorithm": "EAGLE3"}
+    (tmp_path / "gone.yaml").write_text(yaml.safe_dump(gone))
     plan = small_plan(tmp_path, drafter=str(tmp_path / "gone.yaml"))
     out = cli("run", str(plan), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
@@ -84,14 +84,15 @@ def test_no_check_starts_the_servers_anyway_and_each_failed_row_says_why(tmp_pat
 def test_a_missing_checkpoint_with_no_check_names_it_in_its_row(tmp_path):
     import pandas as pd
 
-    (tmp_path / "gone.yaml").write_text(yaml.safe_dump({"name": "gone", "path": str(tmp_path / "no-such-ckpt"),
-                                                         "algorithm": "EAGLE3"}))
+    gone = {"name": "gone", "path": str(tmp_path / "no-such-ckpt"), "algorithm": "EAGLE3"}
+    (tmp_path / "gone.yaml").write_text(yaml.safe_dump(gone))
     plan = small_plan(tmp_path, drafter=str(tmp_path / "gone.yaml"))
     out = cli("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     [run_dir] = run_dirs(tmp_path / "r")
     row = pd.read_csv(run_dir / "summary.csv").set_index("variant").loc["good-eagle3"]
-    assert row["failure_reason"] == f"checkpoint not found: {tmp_path / 'no-such-ckpt'} (exited before it became ready)"
+    assert row["failure_reason"] == \
+        f"checkpoint not found: {tmp_path / 'no-such-ckpt'} (exited before it became ready)"
     assert "Traceback" not in out.stderr
 
 
@@ -104,7 +105,8 @@ async def test_the_demo_plans_wrong_arm_is_expected_and_noted(tmp_path):
     assert blocking(findings) == []
     plan.variant("wrong-flag-eagle").expect = []  # the same arm undeclared: an error again
     again = await run_checks(plan, LocalTarget())
-    assert [(f.variant, f.code) for f in blocking(again)] == [("wrong-flag-eagle", "eagle3-drafter-with-eagle")]
+    assert [(f.variant, f.code) for f in blocking(again)] \
+        == [("wrong-flag-eagle", "eagle3-drafter-with-eagle")]
 
 
 def test_check_of_the_demo_plan_passes_and_says_why_the_arm_runs(tmp_path):
@@ -198,8 +200,8 @@ def test_the_demo_says_why_its_wrong_arm_runs(tmp_path):
     out = cli("run", str(tmp_path / "p.yaml"), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     first = out.stderr.splitlines()[0]
-    assert first.startswith("note: variant 'wrong-flag-eagle' runs as the plan expects: expected (error, the plan "
-                            "says `expect: drafter-inert`): EAGLE-3 drafter")
+    assert first.startswith("note: variant 'wrong-flag-eagle' runs as the plan expects: expected (error, the "
+                            "plan says `expect: drafter-inert`): EAGLE-3 drafter")
     assert "[wrong-flag-eagle] server ready" in out.stderr
 
 

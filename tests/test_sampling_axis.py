@@ -1,5 +1,5 @@
-"""Sampling and reasoning as an axis (run.sampling): one variant per arm, each paired with the baseline at its own
-sampler; the arm's fields on every request; the model's recommended sampler as a suggestion."""
+"""Sampling and reasoning as an axis (run.sampling): one variant per arm, each paired with the baseline at its
+own sampler; the arm's fields on every request; the model's recommended sampler as a suggestion."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def test_an_arm_named_twice_or_a_temperature_beside_the_arms_is_refused_with_its
     with pytest.raises(InputError, match="name the arm"):  # a name the expansion makes twice
         load_plan(_plan(tmp_path, {"sampling": [{"temperature": 0}]},
                         [{"name": "baseline"}, {"name": "eagle", "drafter": {"name": "d", "path": "d"}},
-                         {"name": "eagle-t0", "sampling": {"temperature": 0}, "drafter": {"name": "d", "path": "d"}}]))
+                         {"name": "eagle-t0", "sampling": {"temperature": 0},
+                          "drafter": {"name": "d", "path": "d"}}]))
 
 
 def test_arm_labels_and_the_models_own_sampler():

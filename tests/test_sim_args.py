@@ -1,4 +1,5 @@
-"""The stand-in's command line behaves like SGLang 0.5.15.post1's `launch_server` parser and post-processing."""
+"""The stand-in's command line behaves like SGLang 0.5.15.post1's `launch_server` parser and
+post-processing."""
 
 from __future__ import annotations
 

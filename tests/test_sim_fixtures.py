@@ -1,4 +1,5 @@
-"""Fake model directories: real EAGLE-3 / EAGLE tensor names and shape relations (REFERENCE §6), small files."""
+"""Fake model directories: real EAGLE-3 / EAGLE tensor names and shape relations (REFERENCE §6), small
+files."""
 
 from __future__ import annotations
 

@@ -50,7 +50,8 @@ def test_near_ties_flip_with_the_batch_shape_and_only_there():
                 assert (a.top[1][1], b.top[1][1]) == (b.text, a.text)  # each pass ranks the other second
     assert flipped > 50  # about half the ties
     off = numerics.Numerics()
-    assert all(not numerics.is_tie(off, model.stable_hash("p", k), i, None) for k in range(20) for i in range(40))
+    assert all(not numerics.is_tie(off, model.stable_hash("p", k), i, None) for k in range(20)
+               for i in range(40))
 
 
 def test_a_wrong_draft_is_ranked_third_or_lower_at_a_wide_margin():
@@ -79,12 +80,15 @@ async def test_logprobs_in_sglangs_formats(target, monkeypatch):
         assert list(content[0]["top_logprobs"][0]) == ["token", "bytes", "logprob"]
         for e in content:
             assert e["bytes"] == list(e["token"].encode()) and len(e["top_logprobs"]) <= 3
-            assert e["top_logprobs"][0]["token"] == e["token"] and e["top_logprobs"][0]["logprob"] == e["logprob"]
-            assert [a["logprob"] for a in e["top_logprobs"]] == sorted((a["logprob"] for a in e["top_logprobs"]),
+            assert e["top_logprobs"][0]["token"] == e["token"] \
+                and e["top_logprobs"][0]["logprob"] == e["logprob"]
+            assert [a["logprob"]
+                    for a in e["top_logprobs"]] == sorted((a["logprob"] for a in e["top_logprobs"]),
                                                                        reverse=True)
         assert len(content) == 24 and "".join(e["token"] for e in content).replace("\ufffd", "") \
             == choice["message"]["content"].replace("\u2014", "")
-        _, raw = await asyncio.to_thread(http_post, server.url + "/v1/chat/completions", _chat("Tell me about tea."))
+        _, raw = await asyncio.to_thread(http_post, server.url + "/v1/chat/completions",
+                                         _chat("Tell me about tea."))
         assert json.loads(raw)["choices"][0]["logprobs"] is None  # not asked
         # completions: LogProbs, offsets "not supported yet"
         _, raw = await asyncio.to_thread(http_post, server.url + "/v1/completions",
@@ -100,7 +104,8 @@ async def test_logprobs_in_sglangs_formats(target, monkeypatch):
         keys = list(meta)
         assert keys.index("output_top_logprobs") < keys.index("completion_tokens")
         assert meta["input_token_logprobs"][0][0] is None and len(meta["output_token_logprobs"]) == 4
-        assert all(text is None for _, _, text in meta["output_token_logprobs"])  # return_text_in_logprobs off
+        # return_text_in_logprobs off
+        assert all(text is None for _, _, text in meta["output_token_logprobs"])
         assert all(len(top) == 2 for top in meta["output_top_logprobs"])
         # streaming chat: each content chunk carries its own tokens' entries
         _, raw = await post_raw(server.url + "/v1/chat/completions",
@@ -122,7 +127,8 @@ async def test_batch_shape_moves_answers_at_near_ties_and_continue_final_message
                                                      _chat(p, max_tokens=40)))[1]) for p in prompts]
 
         async def one(p: str) -> dict:
-            return json.loads((await post_raw(server.url + "/v1/chat/completions", _chat(p, max_tokens=40)))[1])
+            return json.loads((await post_raw(server.url
+                                              + "/v1/chat/completions", _chat(p, max_tokens=40)))[1])
 
         together = await asyncio.gather(*(one(p) for p in prompts))
         a = [r["choices"][0]["message"]["content"] for r in alone]
@@ -161,8 +167,10 @@ async def test_structured_output_and_a_broken_verify_path_that_ignores_the_gramm
                     json.loads(text)
         # free text: the broken path's answer leaves the baseline's at a token the baseline ranks low
         req = _chat("Tell me about tea.", max_tokens=40, logprobs=True, top_logprobs=20)
-        b = json.loads((await asyncio.to_thread(http_post, base.url + "/v1/chat/completions", req))[1])["choices"][0]
-        s = json.loads((await asyncio.to_thread(http_post, broken.url + "/v1/chat/completions", req))[1])["choices"][0]
+        b = json.loads((await asyncio.to_thread(http_post, base.url
+                                                + "/v1/chat/completions", req))[1])["choices"][0]
+        s = json.loads((await asyncio.to_thread(http_post, broken.url
+                                                + "/v1/chat/completions", req))[1])["choices"][0]
         bt = [e["token"] for e in b["logprobs"]["content"]]
         st = [e["token"] for e in s["logprobs"]["content"]]
         k = next(i for i, (x, y) in enumerate(zip(bt, st, strict=False)) if x != y)
@@ -181,7 +189,8 @@ async def test_the_vllm_stand_in_gives_vllms_logprobs_and_continues_a_final_mess
     from harness.sim.vllm.server import Sim, build_app
 
     monkeypatch.setenv("DRAFTBENCH_SIM_NEAR_TIES", "0.1")
-    server = TestServer(build_app(Sim.build(args.parse(["serve", str(tmp_path), "--served-model-name", "m"]))))
+    sim = Sim.build(args.parse(["serve", str(tmp_path), "--served-model-name", "m"]))
+    server = TestServer(build_app(sim))
     await server.start_server()
     try:
         async with ClientSession() as http:
@@ -189,10 +198,12 @@ async def test_the_vllm_stand_in_gives_vllms_logprobs_and_continues_a_final_mess
                 async with http.post(server.make_url(path), json=body) as resp:
                     return await resp.json()
 
-            got = await post("/v1/chat/completions", _chat("Tell me about tea.", logprobs=True, top_logprobs=2))
+            got = await post("/v1/chat/completions",
+                             _chat("Tell me about tea.", logprobs=True, top_logprobs=2))
             choice = got["choices"][0]
             content = choice["logprobs"]["content"]
-            assert list(content[0]) == ["token", "logprob", "bytes", "top_logprobs"]  # vLLM's order, not SGLang's
+            # vLLM's order, not SGLang's
+            assert list(content[0]) == ["token", "logprob", "bytes", "top_logprobs"]
             assert len(content) == 24 and all(len(e["top_logprobs"]) == 2 for e in content)
             text = choice["message"]["content"]
             cut = len(" ".join(text.split(" ")[:4]))
@@ -200,8 +211,10 @@ async def test_the_vllm_stand_in_gives_vllms_logprobs_and_continues_a_final_mess
             body["messages"].append({"role": "assistant", "content": text[:cut]})
             rest = (await post("/v1/chat/completions", body))["choices"][0]["message"]["content"]
             assert text.startswith(text[:cut] + rest[: len(text) - cut]) and rest
-            comp = (await post("/v1/completions", {**CHAT, "prompt": "Tea is", "max_tokens": 4, "logprobs": 1}))
+            comp = (await post("/v1/completions",
+                               {**CHAT, "prompt": "Tea is", "max_tokens": 4, "logprobs": 1}))
             lp = comp["choices"][0]["logprobs"]
-            assert lp["text_offset"][1] == len(lp["tokens"][0]) and all(len(d) == 2 for d in lp["top_logprobs"])
+            assert lp["text_offset"][1] == len(lp["tokens"][0]) \
+                and all(len(d) == 2 for d in lp["top_logprobs"])
     finally:
         await server.close()

@@ -1,4 +1,5 @@
-"""The stand-in against the draftbench run on a real SGLang 0.5.15.post1 (H200, Llama-8B shape, dummy weights).
+"""The stand-in against the draftbench run on a real SGLang 0.5.15.post1 (H200, Llama-8B shape, dummy
+weights).
 
 Three stand-ins are launched with the exact argv draftbench used on the GPU (`draftbench-run/variants.jsonl`):
 baseline, EAGLE3 and the wrong flag (EAGLE on an EAGLE-3 draft). Each is driven the way draftbench drove the
@@ -108,7 +109,7 @@ def events(raw: list[str]) -> list[Any]:
     return [x[6:] if x == "data: [DONE]" else json.loads(x[6:]) for x in raw]
 
 
-# --- driving the stand-ins -----------------------------------------------------------------------------------
+# --- driving the stand-ins ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -282,7 +283,7 @@ def runs(tmp_path_factory) -> Iterator[dict[str, Run]]:
     yield started
 
 
-# --- SSE streams ---------------------------------------------------------------------------------------------
+# --- SSE streams --------------------------------------------------------------------------------------------
 
 
 def sse_events(reply: Reply) -> list[Any]:
@@ -394,7 +395,7 @@ def test_held_back_tokens_chat_skips_them_completions_sends_empty_text(runs):
     assert empty_text > 0 and carried > 0
 
 
-# --- error bodies --------------------------------------------------------------------------------------------
+# --- error bodies -------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", ERROR_CASES)
@@ -410,7 +411,7 @@ def test_completions_max_tokens_error_is_the_same_sampling_params_error(runs):
     assert reply.body.decode() == CAPTURED["err-max-tokens"].raw[0]
 
 
-# --- logs ----------------------------------------------------------------------------------------------------
+# --- logs ---------------------------------------------------------------------------------------------------
 
 TS = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z]+\d+)*\] ")
 # Lines of the GPU box's environment, not of SGLang's start-up: missing optional modules (cutlass, FA3,
@@ -418,8 +419,8 @@ TS = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z]+\d
 # deprecation warnings (with their continuation lines) and tqdm progress output.
 ENVIRONMENT = re.compile(
     r"flashinfer\.comm allreduce_fusion|Fail to set RLIMIT_NOFILE|Ignore import error when loading|"
-    r"\[devbundle patch\]|OpenAI Responses API \(/v1/responses\) disabled|Using fallback token IDs for yes/no|"
-    r"FastAPIDeprecationWarning|UserWarning: tl\.where|Capturing batches|^\s*0%\|"
+    r"\[devbundle patch\]|OpenAI Responses API \(/v1/responses\) disabled|Using fallback token IDs for "
+    r"yes/no|FastAPIDeprecationWarning|UserWarning: tl\.where|Capturing batches|^\s*0%\|"
 )
 HEALTH_503 = '"GET /health_generate HTTP/N" N Service Unavailable'  # normalised access lines
 HEALTH_200 = '"GET /health_generate HTTP/N" N OK'

@@ -45,14 +45,16 @@ async def test_sglext_chunk_comes_between_the_last_content_and_the_usage(tmp_pat
         assert chunks[at]["choices"] == [] and chunks[at - 1]["choices"][0]["finish_reason"] == "length"
         assert chunks[at + 1]["choices"] == [] and "usage" in chunks[at + 1] and at + 2 == len(chunks)
         d = chunks[at]["sglext"]["spec_tokens_details"]
-        assert set(d) == {"spec_accept_rate", "spec_accept_length", "spec_cap_length", "spec_block_accept_length",
-                          "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct",
-                          "spec_correct_drafts_histogram", "spec_cap_lens_histogram"}
+        assert set(d) == {"spec_accept_rate", "spec_accept_length", "spec_cap_length",
+                          "spec_block_accept_length", "spec_num_correct_drafts", "spec_num_proposed_drafts",
+                          "spec_verify_ct", "spec_correct_drafts_histogram", "spec_cap_lens_histogram"}
         hist = d["spec_correct_drafts_histogram"]
-        assert sum(hist) == d["spec_verify_ct"] and sum(i * n for i, n in enumerate(hist)) == d["spec_num_correct_drafts"]
+        assert sum(hist) == d["spec_verify_ct"] \
+            and sum(i * n for i, n in enumerate(hist)) == d["spec_num_correct_drafts"]
         assert d["spec_num_proposed_drafts"] == 3 * d["spec_verify_ct"]
         # without the field, or as 0.5.15, no sglext
-        status, raw = await post_raw(server.url + "/v1/chat/completions", {**CHAT, "return_spec_tokens_details": False})
+        status, raw = await post_raw(server.url + "/v1/chat/completions",
+                                     {**CHAT, "return_spec_tokens_details": False})
         assert not any(b"sglext" in e for e in events(raw))
     finally:
         stop(server)

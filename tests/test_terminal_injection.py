@@ -30,10 +30,11 @@ def _record(prompt_id: str, error: str) -> RequestRecord:
     from harness.analysis.records import RECORD_COLUMNS
 
     values = dict.fromkeys(RECORD_COLUMNS)
-    values.update(run_id="r", variant="v", phase="p", suite="s", prompt_id=prompt_id, category="", concurrency=1,
-                  repeat=1, request_id="s/x", ok=False, error=error, attempts=1, wall_send=0.0, t_send=0.0,
-                  t_end=0.0, e2e_ms=0.0, chunks=0, chunk_tokens_exact=False, finish_reason="", spec_source="",
-                  text_sha="", chunk_offsets_ms="", chunk_tokens="", turn=1, conversation_id="", reasoning_chars=0)
+    values.update(run_id="r", variant="v", phase="p", suite="s", prompt_id=prompt_id, category="",
+                  concurrency=1, repeat=1, request_id="s/x", ok=False, error=error, attempts=1, wall_send=0.0,
+                  t_send=0.0, t_end=0.0, e2e_ms=0.0, chunks=0, chunk_tokens_exact=False, finish_reason="",
+                  spec_source="", text_sha="", chunk_offsets_ms="", chunk_tokens="", turn=1,
+                  conversation_id="", reasoning_chars=0)
     return RequestRecord(**values)
 
 
@@ -84,7 +85,8 @@ async def test_tui_notification_of_a_markup_like_log_line_does_not_crash(tmp_pat
                     gpu_poll_s=0, drafter_dirs=[DRAFTERS], flush_interval=0.05)
     async with app.run_test(size=(120, 40), notifications=True) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan loaded")
-        app.post_message(msg.ServerStateChanged("baseline", "failed", 1, 2, "OSError: [/models/x] missing", "run"))
+        app.post_message(msg.ServerStateChanged("baseline", "failed", 1, 2, "OSError: [/models/x] missing",
+                                                "run"))
         await wait_for(pilot, lambda: app._notifications, "the notification")
         for _ in range(3):
             await pilot.pause()

@@ -40,7 +40,8 @@ def test_fine_tuning_starts_from_the_given_drafter(tmp_path, capsys):
                             "--max-num-steps", "2"]) == 0
     tuned = capsys.readouterr().out
     assert f"Finetuning from base model: {base}" in tuned
-    # its first step is measured on the trained weights: the loss where the first run ended, not where it began
+    # its first step is measured on the trained weights: the loss where the first run ended, not where it
+    # began
     first, last = _losses(scratch)[0], _losses(scratch)[-1]
     assert last < first - 0.1, (first, last)
     assert abs(_losses(tuned)[0] - last) < abs(_losses(tuned)[0] - first), (first, last, _losses(tuned))

@@ -1,5 +1,5 @@
-"""The Results section's Context tab: accept length per context-length bucket as the CLI prints it, shown for a
-run with summary_by_context.csv and hidden for one without."""
+"""The Results section's Context tab: accept length per context-length bucket as the CLI prints it, shown for
+a run with summary_by_context.csv and hidden for one without."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def _run(root: Path, name: str, contexts: list[dict] | None) -> Path:
 
 def _row(bucket: str, lo: float, al: float, steps: float) -> dict:
     return {"variant": "eagle3", "sampling": "t0", "concurrency": 1, "category": "all", "axis": "context",
-            "bucket": bucket, "lo": lo, "hi": lo * 4 or 1024, "requests": 3, "verify_steps": steps, "tokens": al * steps,
-            "accept_len": al, "context_mean": lo + 10, "per_step_share": 1.0}
+            "bucket": bucket, "lo": lo, "hi": lo * 4 or 1024, "requests": 3, "verify_steps": steps,
+            "tokens": al * steps, "accept_len": al, "context_mean": lo + 10, "per_step_share": 1.0}
 
 
 async def test_the_context_tab_shows_the_cli_grid_and_hides_without_it(tmp_path):
@@ -39,7 +39,8 @@ async def test_the_context_tab_shows_the_cli_grid_and_hides_without_it(tmp_path)
     app = build_app(None, tmp_path / "results", section="results", gpu_poll_s=0)
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(msg.OpenRunRequested(str(loaded)))
-        await wait_for(pilot, lambda: app.result is not None and app.result.info.run_dir == str(loaded), "opened", 30)
+        await wait_for(pilot, lambda: app.result is not None and app.result.info.run_dir == str(loaded),
+                       "opened", 30)
         await pilot.pause()
         tabs = app.screen.query_one("#results-tabs")
         assert tabs.get_tab("tab-context").display
@@ -47,7 +48,8 @@ async def test_the_context_tab_shows_the_cli_grid_and_hides_without_it(tmp_path)
         await pilot.pause()
         table = app.screen.query_one("#context-table")
         headers, cells = context_grid(pd.DataFrame(rows), "context")
-        assert [str(c.label) for c in table.columns.values()] == headers == ["variant", "conc", "0-1k", "16k-64k"]
+        assert [str(c.label) for c in table.columns.values()] == headers \
+            == ["variant", "conc", "0-1k", "16k-64k"]
         assert [str(v) for v in table.get_row("ctx0")] == cells[0] == ["eagle3", "1", "3.10", "1.70?"]
         assert "fewer than 30 verify steps" in str(app.screen.query_one("#context-note").render())
         app.post_message(msg.OpenRunRequested(str(plain)))

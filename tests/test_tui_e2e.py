@@ -57,7 +57,8 @@ FROM_TIMING = {"slower_than_baseline", "verdict", "verdict_reason", "too_short",
 # missing columns) is off by far more than this.
 REL_TOL = 0.5
 ABS_TOL = {"ttft_p50_ms": 25.0, "ttft_p90_ms": 25.0, "ttft_mean_ms": 25.0, "server_ttft_mean_ms": 25.0,
-           "server_queue_mean_ms": 25.0, "ttft_cost_ms": 25.0, "itl_p50_ms": 5.0, "e2e_p50_ms": 50.0, "step_ms": 5.0}
+           "server_queue_mean_ms": 25.0, "ttft_cost_ms": 25.0, "itl_p50_ms": 5.0, "e2e_p50_ms": 50.0,
+           "step_ms": 5.0}
 POLL_S = 0.2  # while a run measures, the test polls the UI gently: the CPU is shared with the stand-in
 
 
@@ -78,7 +79,8 @@ def write_plan(tmp_path: Path, *, host: str = "local", max_tokens: int = 32, tim
     plan["model"]["extra_args"] = ["--random-seed", "1234"]
     plan["variants"] = plan["variants"][:2]
     # one pass per phase and a fixed design: the test counts requests and compares two runs row by row
-    plan["run"].update(concurrency=[1], max_tokens=max_tokens, warmup_requests=1, phase_sizing=False, stop="fixed")
+    plan["run"].update(concurrency=[1], max_tokens=max_tokens, warmup_requests=1, phase_sizing=False,
+                       stop="fixed")
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
     return path

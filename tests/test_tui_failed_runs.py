@@ -21,7 +21,8 @@ async def test_every_variant_failing_is_a_failed_run_with_its_reasons(tmp_path):
     async with app.run_test(size=(120, 40), message_hook=rec) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan")
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.run_state == "failed" and app.result is not None, "the run failed", 60)
+        await wait_for(pilot, lambda: app.run_state == "failed" and app.result is not None, "the run failed",
+                       60)
         assert app.run_status.startswith("every variant failed")
         assert set(app.run_failures) == {"baseline", "good-eagle3"}
         assert all(why.startswith("checkpoint not found: ") and "demo-models/not-there" in why

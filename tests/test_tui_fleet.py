@@ -1,4 +1,5 @@
-"""harness.serve.fleet: long-lived servers of a plan on the real stand-in (local target), and its pure helpers."""
+"""harness.serve.fleet: long-lived servers of a plan on the real stand-in (local target), and its pure
+helpers."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ from harness.tui.half import Half, handles, work
 from tests.snapshots.tui_fakes import Recorder, wait_for
 from tests.test_tui_app import SIZE, make_app
 
-HALVES = ("servers_control", "run_control", "results_control", "retrain_control", "tune_control", "session_control")
+HALVES = ("servers_control", "run_control", "results_control", "retrain_control", "tune_control",
+          "session_control")
 NOBODY_LISTENS = {"PhaseFinished", "PlanFailed"}  # posted (or declared) for the message hook alone
 
 
@@ -34,7 +35,8 @@ def test_every_message_reaches_its_halves_in_their_order(tmp_path):
     unhandled = {c.__name__ for c in everything - set(routed)}
     assert unhandled == NOBODY_LISTENS
     # the Servers rows first, then the run's status line: the order the halves are composed in
-    assert routed[msg.ServerStateChanged] == [app.servers_control._server_state, app.run_control._run_server_state]
+    assert routed[msg.ServerStateChanged] == [app.servers_control._server_state,
+                                              app.run_control._run_server_state]
     assert all(len(handlers) == 1 for m, handlers in routed.items() if m is not msg.ServerStateChanged)
 
 

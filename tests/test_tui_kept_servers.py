@@ -51,7 +51,8 @@ async def test_the_tui_adopts_on_start_and_quitting_asks(tmp_path):
     plan, status = await _kept_baseline(tmp_path)
     app = build_app(str(plan.source_path), tmp_path / "results", plan=plan, gpu_poll_s=0)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.servers.get("baseline") and app.servers["baseline"].state == "ready",
+        await wait_for(pilot,
+                       lambda: app.servers.get("baseline") and app.servers["baseline"].state == "ready",
                        "the kept baseline adopted", 30)
         assert (app.servers["baseline"].port, app.servers["baseline"].pgid) == (status.port, status.pgid)
         table = app.screen.query_one("#server-table")
@@ -98,8 +99,9 @@ def test_gpu_room_is_what_the_plan_says(tmp_path):
     demo = demo_plan(tmp_path)
 
     def plan(simulated, frac):
-        return demo.model_copy(update={"target": demo.target.model_copy(update={"simulated": simulated}),
-                                       "server": demo.server.model_copy(update={"mem_fraction_static": frac})})
+        return demo.model_copy(update={
+            "target": demo.target.model_copy(update={"simulated": simulated}),
+            "server": demo.server.model_copy(update={"mem_fraction_static": frac})})
 
     assert kept.gpu_has_room(plan(True, None), 3)  # the stand-in holds no GPU memory
     assert not kept.gpu_has_room(plan(False, None), 1)  # SGLang takes ~0.9 of the GPU by default

@@ -36,7 +36,8 @@ def test_an_engine_servers_port_comes_from_its_argv():
 
 @pytest.mark.slow
 async def test_a_server_kept_under_another_results_dir_is_adopted_and_stopped(tmp_path, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "80")  # ps cuts args= at $COLUMNS unless told -ww: the port must still be read
+    # ps cuts args= at $COLUMNS unless told -ww: the port must still be read
+    monkeypatch.setenv("COLUMNS", "80")
     plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
                            env=sim_env(0.2), variants=[{"name": "baseline"}],
                            suite_prompts=[{"id": "q1", "category": "chat", "text": "Tell me about tea."}],
@@ -52,7 +53,8 @@ async def test_a_server_kept_under_another_results_dir_is_adopted_and_stopped(tm
 
     app = build_app(str(plan_path), tmp_path / "results-b", plan=plan, gpu_poll_s=0)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.servers["baseline"].state == "ready", "the kept baseline adopted", 30)
+        await wait_for(pilot, lambda: app.servers["baseline"].state == "ready", "the kept baseline adopted",
+                       30)
         view = app.servers["baseline"]
         assert (view.port, view.pgid) == (port, pgid)
         assert f"by {run_dir.name}" in view.detail

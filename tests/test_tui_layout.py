@@ -1,8 +1,8 @@
-"""Issue 27, point 9: the TUI at 80x24 and at 160x45. Every test runs at both sizes and reads what the terminal
-shows as plain text (no colour): footers whole, the Servers table's alarms and the Results columns reached by
-keyboard, the Run and Tune forms' Start in view, the preflight as a table, one Quit in the palette, check boxes
-that differ without colour, stopped rows without port and pgid, every tab and sub-tab by keyboard, and the
-README, `?` help and on-screen hints naming the same keys."""
+"""Issue 27, point 9: the TUI at 80x24 and at 160x45. Every test runs at both sizes and reads what the
+terminal shows as plain text (no colour): footers whole, the Servers table's alarms and the Results columns
+reached by keyboard, the Run and Tune forms' Start in view, the preflight as a table, one Quit in the palette,
+check boxes that differ without colour, stopped rows without port and pgid, every tab and sub-tab by keyboard,
+and the README, `?` help and on-screen hints naming the same keys."""
 
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ async def test_the_alarm_column_is_reached_by_keyboard(tmp_path, size):
         await wait_for(pilot, lambda: app.servers.get("weak-eagle3") and app.servers["weak-eagle3"].alarms,
                        "the plan's alarm on weak-eagle3")
         # the demo's row at 80x24 read "warning: cuda-graph-d": a warning as long, and a second alarm
-        app.post_message(msg.AlarmRaised("weak-eagle3", "warning", "cuda-graph-disabled", "CUDA graphs are off"))
+        app.post_message(msg.AlarmRaised("weak-eagle3", "warning", "cuda-graph-disabled",
+                                         "CUDA graphs are off"))
         await wait_for(pilot, lambda: len(app.servers["weak-eagle3"].alarms) == 2, "both alarms")
         await settle(pilot)
         alarm = alarm_summary(app.servers["weak-eagle3"])
@@ -153,8 +154,10 @@ async def test_preflight_findings_render_as_a_table(tmp_path, size):
         await settle(pilot)
         shown = lines(app)
         for f in found:  # one row each: severity, variant and the start of what on one line
-            assert any(f.severity in ln and (f.variant or "(plan)") in ln and f.what[:12] in ln for ln in shown)
-        assert not any(long_why[:30] in ln for ln in shown[:shown.index(next(ln for ln in shown if "port 30000" in ln))])
+            assert any(f.severity in ln and (f.variant or "(plan)") in ln and f.what[:12] in ln
+                       for ln in shown)
+        assert not any(long_why[:30] in ln
+                       for ln in shown[:shown.index(next(ln for ln in shown if "port 30000" in ln))])
         detail = str(app.screen.query_one("#finding-detail").render())
         assert "why: decode and verify" in detail and "fix: drop cuda_graph" in detail
         await pilot.press("down")
@@ -271,6 +274,8 @@ async def test_readme_help_and_hints_name_the_same_keys(tmp_path, size):
         for title, keys in key_sections():
             assert title in help_lines
             for k, d in keys:  # each key with its words on one line: nothing wrapped at 80 columns
-                assert any(re.search(rf"(^|\s){re.escape(k)}\s+{re.escape(d)}(\s|$)", ln) for ln in help_lines), \
+                assert any(re.search(rf"(^|\s){re.escape(k)}\s+{re.escape(d)}(\s|$)", ln)
+                           for ln in help_lines), \
                     (k, d)
-        assert max(len(ln.rstrip()) for ln in help_lines) <= app.screen.query_one("#help-text").content_region.width
+        assert max(len(ln.rstrip())
+                   for ln in help_lines) <= app.screen.query_one("#help-text").content_region.width

@@ -1,7 +1,7 @@
-"""Issue 27, point 9, the live half, at 80x24 and 160x45: the status line follows the running variant, the live
-verdict is the summary's own rule (a real run on the stand-in, with the stopping rule and without), the Tune
-view's budget counts from the start and never reads "requests 20 of 16", CSV export goes to the run's directory,
-and the Retrain drafters refresh after a run."""
+"""Issue 27, point 9, the live half, at 80x24 and 160x45: the status line follows the running variant, the
+live verdict is the summary's own rule (a real run on the stand-in, with the stopping rule and without), the
+Tune view's budget counts from the start and never reads "requests 20 of 16", CSV export goes to the run's
+directory, and the Retrain drafters refresh after a run."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ async def test_the_status_line_is_on_screen_whole(tmp_path, size):
         await wait_for(pilot, lambda: "baseline snap-suite@c1#r1" in app.run_status, "the phase named")
         status = app.screen.query_one("#run-status")
         await pilot.pause()
-        shown = " ".join(ln.strip() for ln in screen_text(app).splitlines()[status.region.y:status.region.bottom])
+        shown = " ".join(ln.strip()
+                         for ln in screen_text(app).splitlines()[status.region.y:status.region.bottom])
         assert "running: baseline" in shown and "snap-suite@c1#r1" in shown  # wrapped at 80, never cut
         await pilot.press("ctrl+g", "y")
         await wait_for(pilot, lambda: app.run_state == "cancelled", "cancelled")
@@ -75,14 +76,15 @@ async def test_the_status_line_is_on_screen_whole(tmp_path, size):
 
 @pytest.mark.parametrize(("stop", "size"), [("decided", (160, 45)), ("fixed", (80, 24))])
 async def test_the_live_verdict_is_the_final_rule(tmp_path, stop, size):
-    """A real run on the stand-in: each variant's verdicts while the run goes are the summary's, and at the end
-    they are the final table's (before: `faster 1.63x@c4` live from a ratio of live tok/s, `within-noise` at
-    the end)."""
+    """A real run on the stand-in: each variant's verdicts while the run goes are the summary's, and at the
+    end they are the final table's (before: `faster 1.63x@c4` live from a ratio of live tok/s, `within-noise`
+    at the end)."""
     plan = demo_plan(tmp_path)
     plan.run.stop, plan.run.max_repeats, plan.run.min_steady_s = stop, 3, 0.05
-    plan = narrow_plan(plan, RunChoice(("smoke",), ("baseline", "good-eagle3", "seed-weak-eagle3"), (1, 4), 32))
-    app = build_app(str(plan.source_path), tmp_path / "results", plan=plan, run_events=run_plan, section="run",
-                    gpu_poll_s=0)
+    plan = narrow_plan(plan,
+                       RunChoice(("smoke",), ("baseline", "good-eagle3", "seed-weak-eagle3"), (1, 4), 32))
+    app = build_app(str(plan.source_path), tmp_path / "results", plan=plan, run_events=run_plan,
+                    section="run", gpu_poll_s=0)
     rec = Recorder()
     async with app.run_test(size=size, message_hook=rec) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan loaded")
@@ -111,16 +113,19 @@ async def test_the_live_verdict_is_the_final_rule(tmp_path, stop, size):
 async def test_the_tune_budget_counts_from_the_start(tmp_path, size):
     clock = Clock()
     app, _ = make_app(tmp_path, section="tune", clock=clock)
-    budget = lambda: next(ln for ln in str(app.screen.query_one("#tune-progress").render()).splitlines()  # noqa: E731
+    budget = lambda: next(ln  # noqa: E731
+                          for ln in str(app.screen.query_one("#tune-progress").render()).splitlines()
                           if ln.startswith("budget"))
     async with app.run_test(size=size) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan loaded")
-        app.tune_control._tune = lambda proc: None  # the tune's process is not started: its events are posted below
+        # the tune's process is not started: its events are posted below
+        app.tune_control._tune = lambda proc: None
         assert budget() == "budget: -"
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.tune_state == "preparing", "the tune starting")
         clock.now += 30.0  # the first stage's word comes after the budget plan and a server start
-        await wait_for(pilot, lambda: budget().startswith("budget: 30 s spent of 7200 s"), "the clock counting")
+        await wait_for(pilot, lambda: budget().startswith("budget: 30 s spent of 7200 s"),
+                       "the clock counting")
         app.post_message(msg.TuneStaged("wide", "wide run", 31.0, 7200.0))
         await wait_for(pilot, lambda: budget().startswith("budget: 31 s spent"), "the stage's own count")
         clock.now += 12.0
@@ -173,6 +178,7 @@ async def test_the_retrain_drafters_refresh_after_a_run(tmp_path, size):
         await wait_for(pilot, lambda: app.run_state == "done", "run done")
         await pilot.press("4")
         # no `u` pressed: the run that just finished is among the drafter's runs
-        await wait_for(pilot, lambda: table.get_cell("snap-good-eagle3", "runs") == "1", "the drafter's new run")
+        await wait_for(pilot, lambda: table.get_cell("snap-good-eagle3", "runs") == "1",
+                       "the drafter's new run")
         assert len(rec.of(msg.DraftersListed)) > listed
         assert FAKE_RUN_ID in [r[0] for d in app.drafters if d.name == "snap-good-eagle3" for r in d.results]

@@ -36,7 +36,8 @@ async def test_an_inert_drafter_in_the_servers_section_raises_the_alarm(tmp_path
             if any(isinstance(e, ev.Alarm) and e.code == "drafter-inert" for e in events.all):
                 break
             await _chat(url, plan.model.served_model_name, 4)
-        await wait_until(lambda: any(isinstance(e, ev.Alarm) and e.code == "drafter-inert" for e in events.all),
+        await wait_until(lambda: any(isinstance(e, ev.Alarm) and e.code == "drafter-inert"
+                                     for e in events.all),
                          "drafter-inert from the Servers section's server")
         alarm = next(e for e in events.all if isinstance(e, ev.Alarm) and e.code == "drafter-inert")
         assert alarm.variant == "wrong-flag-eagle" and alarm.severity == "error"

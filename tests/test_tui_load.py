@@ -32,7 +32,8 @@ async def _rate_run(tmp_path: Path) -> Path:
                            env=sim_env(0.2), variants=[{"name": "baseline"}, GOOD],
                            suite_prompts=[{"id": "q1", "category": "chat", "text": "Tell me about tea."},
                                           {"id": "q2", "category": "code", "text": "Reverse a list."}],
-                           run={"concurrency": [2], "max_tokens": 16, "repeats": 1, "request_rate": [20, "inf"]})
+                           run={"concurrency": [2], "max_tokens": 16, "repeats": 1,
+                                "request_rate": [20, "inf"]})
     assert await consume(run_plan(load_plan(plan_path), results_dir=tmp_path / "results")) == 0
     run_dir = only_run_dir(tmp_path / "results")
     assert run_dir is not None
@@ -46,7 +47,8 @@ async def test_results_show_speedup_against_request_rate(tmp_path):
     app = build_app(None, tmp_path / "results", plan=load_plan(tmp_path / "plan.yaml"), section="results",
                     gpu_poll_s=0)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.screen.query_one("#runs-table").row_count == 1, "the run listed", 30)
+        await wait_for(pilot, lambda: app.screen.query_one("#runs-table").row_count == 1, "the run listed",
+                       30)
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.result is not None, "the run opened", 30)
         await pilot.pause()
@@ -77,19 +79,22 @@ def _fixture_run(root: Path, name: str, rates: list[dict] | None) -> Path:
 
 async def test_the_load_tab_says_where_speculation_stops_paying_and_hides_without_rates(tmp_path):
     rows = [{"variant": v, "request_rate": r, "requests": 8, "tok_s": 100.0, "speedup": s}
-            for v, r, s in (("baseline", 1, None), ("baseline", 8, None), ("eagle3", 1, 1.4), ("eagle3", 8, 0.9))]
+            for v, r, s in (("baseline", 1, None), ("baseline", 8, None), ("eagle3", 1, 1.4),
+                            ("eagle3", 8, 0.9))]
     loaded = _fixture_run(tmp_path / "results", "20250101-000001-rates", rows)
     plain = _fixture_run(tmp_path / "results", "20250101-000000-plain", None)
     app = build_app(None, tmp_path / "results", section="results", gpu_poll_s=0)  # the demo plan
     async with app.run_test(size=SIZE) as pilot:
         app.post_message(msg.OpenRunRequested(str(loaded)))
-        await wait_for(pilot, lambda: app.result is not None and app.result.info.run_dir == str(loaded), "opened", 30)
+        await wait_for(pilot, lambda: app.result is not None and app.result.info.run_dir == str(loaded),
+                       "opened", 30)
         await pilot.pause()
         tabs = app.screen.query_one("#results-tabs")
         assert tabs.get_tab("tab-load").display
         tabs.active = "tab-load"
         await pilot.pause()
-        assert "eagle3: speculation stops paying at 8 req/s" in str(app.screen.query_one("#load-note").render())
+        note = str(app.screen.query_one("#load-note").render())
+        assert "eagle3: speculation stops paying at 8 req/s" in note
         chart = str(app.screen.query_one("#load-chart").render())
         assert "eagle3 @1/s" in chart and "eagle3 @8/s" in chart and "baseline" not in chart
         app.post_message(msg.OpenRunRequested(str(plain)))

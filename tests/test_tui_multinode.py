@@ -33,10 +33,12 @@ async def test_a_two_node_plan_runs_per_node_and_serves_per_node(tmp_path):
     app = build_app(str(path), tmp_path / "results", section="run", gpu_poll_s=0)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "the plan", 30)
-        assert set(app.servers) == {f"{v}@{n}" for v in ("baseline", "good", "weak") for n in ("node-a", "node-b")}
+        assert set(app.servers) \
+            == {f"{v}@{n}" for v in ("baseline", "good", "weak") for n in ("node-a", "node-b")}
         assert "node-a, node-b" in app.plan_line
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.run_state in ("done", "failed", "cancelled"), "the run's end", 300, POLL_S)
+        await wait_for(pilot, lambda: app.run_state in ("done", "failed", "cancelled"), "the run's end", 300,
+                       POLL_S)
         assert app.run_state == "done", app.run_status
         # every node's state, with its variants, as the Run tab shows it
         assert app.nodes == {"node-a": ("done", ("baseline", "good"), ""),
@@ -45,7 +47,8 @@ async def test_a_two_node_plan_runs_per_node_and_serves_per_node(tmp_path):
         assert "node-a  done: baseline, good" in shown and "node-b  done: baseline, weak" in shown
         assert {"baseline@node-a", "good@node-a", "baseline@node-b", "weak@node-b"} <= set(app.run_variants)
         # Results: the merged summary, each row named by its node
-        await wait_for(pilot, lambda: app.result is not None and "node" in app.result.summary, "the results", 30)
+        await wait_for(pilot, lambda: app.result is not None and "node" in app.result.summary, "the results",
+                       30)
         await pilot.press("3")
         table = app.screen.query_one("#results-table")
         keys = {k.value for k in table.rows}
@@ -55,8 +58,8 @@ async def test_a_two_node_plan_runs_per_node_and_serves_per_node(tmp_path):
         # Servers: start good on node-b only, then stop it there
         await pilot.press("1")
         app.post_message(msg.ServerActionRequested("start", ("good@node-b",)))
-        await wait_for(pilot, lambda: app.servers["good@node-b"].state in ("ready", "failed"), "good@node-b up",
-                       90, POLL_S)
+        await wait_for(pilot, lambda: app.servers["good@node-b"].state in ("ready", "failed"),
+                       "good@node-b up", 90, POLL_S)
         assert app.servers["good@node-b"].state == "ready", app.servers["good@node-b"].detail
         assert app.servers["good@node-a"].state == "stopped"
         node_b = app.fleet.fleets["node-b"]
@@ -66,6 +69,6 @@ async def test_a_two_node_plan_runs_per_node_and_serves_per_node(tmp_path):
             app.servers["good@node-b"].port)
         pgid = app.servers["good@node-b"].pgid
         app.post_message(msg.ServerActionRequested("stop", ("good@node-b",)))
-        await wait_for(pilot, lambda: app.servers["good@node-b"].state == "stopped", "good@node-b stopped", 60,
-                       POLL_S)
+        await wait_for(pilot, lambda: app.servers["good@node-b"].state == "stopped", "good@node-b stopped",
+                       60, POLL_S)
         assert app.fleet.live() == [] and not await node_b.target.alive(pgid)

@@ -58,7 +58,8 @@ async def test_preflight_from_the_palette_shows_the_findings(tmp_path):
         assert "Preflight: draftbench check" in titles
         await app.run_action("preflight")
         await wait_for(pilot, lambda: isinstance(app.screen, FindingsScreen) and app.screen.is_mounted
-                       and app.screen.query("#findings-table") and app.screen.query_one("#findings-table").row_count,
+                       and app.screen.query("#findings-table")
+                       and app.screen.query_one("#findings-table").row_count,
                        "the findings", 60)
         found = app.screen.findings
         table = app.screen.query_one("#findings-table")
@@ -94,7 +95,8 @@ async def test_an_interrupted_run_resumes_from_results(tmp_path):
         await wait_for(pilot, lambda: app.run_state == "done", "the resumed run done", 120)
     launched = rec.of(msg.RunLaunched)
     assert len(launched) == 2 and launched[1].run_dir == run_dir
-    assert set(launched[1].variants) == {"baseline", "good-eagle3"}  # what the run measured, not the plan file
+    # what the run measured, not the plan file
+    assert set(launched[1].variants) == {"baseline", "good-eagle3"}
     requests = read_tables(Path(run_dir), ("requests.csv",))[0]  # a cut phase's first attempt left out
     per_phase = requests.groupby(["variant", "phase"]).size()
     assert set(requests["variant"]) == {"baseline", "good-eagle3"}

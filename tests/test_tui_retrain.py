@@ -116,7 +116,8 @@ async def test_cancel_and_resume_a_job(tmp_path, monkeypatch):
         )
         # the resumed follower reads the whole log in order: it goes on from there, not from epoch 0 step 0
         await wait_for(pilot, lambda: app.job_progress is not None and app.job_progress.state == "running"
-                       and (app.job_progress.global_step or 0) >= stopped_at, "progress from the last step", 60)
+                       and (app.job_progress.global_step or 0) >= stopped_at, "progress from the last step",
+                       60)
         await pilot.press("k")
         await confirm(pilot)
         await wait_for(pilot, lambda: app.jobs[0].state == "cancelled", "cancelled again", 60)

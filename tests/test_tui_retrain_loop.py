@@ -1,6 +1,6 @@
-"""The closed loop from the TUI, for real on the stand-in: W in Results writes the weak spots of the opened run
-as regeneration data, L in Retrain runs the loop in the run's child process until the gate promotes the new
-drafter (the plan is reloaded with it), D checks its drift against the promotion's profile."""
+"""The closed loop from the TUI, for real on the stand-in: W in Results writes the weak spots of the opened
+run as regeneration data, L in Retrain runs the loop in the run's child process until the gate promotes the
+new drafter (the plan is reloaded with it), D checks its drift against the promotion's profile."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ async def test_weak_spots_loop_and_drift_from_the_tui(tmp_path):
     res = _cli("run", str(plan_path), "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     source = res.stdout.strip().splitlines()[-1]
-    app = build_app(str(plan_path), results, section="results", gpu_poll_s=0, drafter_dirs=[tmp_path / "drafters"])
+    app = build_app(str(plan_path), results, section="results", gpu_poll_s=0,
+                    drafter_dirs=[tmp_path / "drafters"])
     async with app.run_test(size=SIZE, message_hook=Recorder()) as pilot:
         await wait_for(pilot, lambda: app.plan is not None, "plan")
         app.results_control.open_run(source)
@@ -42,7 +43,8 @@ async def test_weak_spots_loop_and_drift_from_the_tui(tmp_path):
         table.move_cursor(row=keys.index("coder@1"))
         await pilot.press("W")
         await wait_for(pilot, lambda: "weak spots of coder" in app.retrain_note, "the weak spots", 30)
-        assert "*  code" in app.retrain_note and (results / "retrain" / f"weak-{source.rsplit('/', 1)[-1]}-coder"
+        assert "*  code" in app.retrain_note \
+            and (results / "retrain" / f"weak-{source.rsplit('/', 1)[-1]}-coder"
                                                   / "regen_input.jsonl").is_file()
 
         await pilot.press("4")
@@ -51,10 +53,12 @@ async def test_weak_spots_loop_and_drift_from_the_tui(tmp_path):
         await wait_for(pilot, lambda: app.run_state in ("running", "preparing"), "the loop started")
         await wait_for(pilot, lambda: app.run_state in ("done", "failed", "cancelled"), "the loop", 240, 0.1)
         assert app.run_state == "done", app.run_status
-        assert app.retrain_note.startswith("promoted:"), app.retrain_note  # the gate's refusal says "not promoted:"
+        # the gate's refusal says "not promoted:"
+        assert app.retrain_note.startswith("promoted:"), app.retrain_note
         drafter = load_drafter(tmp_path / "drafters" / "weak-coder.yaml")
         assert drafter.lineage and drafter.lineage[-1].evaluation_run
-        await wait_for(pilot, lambda: app.plan.variant("coder").drafter.path == drafter.path, "the plan reloaded")
+        await wait_for(pilot, lambda: app.plan.variant("coder").drafter.path == drafter.path,
+                       "the plan reloaded")
         assert yaml.safe_load((tmp_path / "drafters" / "weak-coder.yaml").read_text())["path"] == drafter.path
 
         await pilot.press("D")

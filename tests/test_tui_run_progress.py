@@ -1,5 +1,5 @@
-"""The Run tab: elapsed time and an ETA from measured phase durations, the verdicts so far by the summary's own
-rule, and plots and numbers that belong to the current run only (never the Servers section's windows)."""
+"""The Run tab: elapsed time and an ETA from measured phase durations, the verdicts so far by the summary's
+own rule, and plots and numbers that belong to the current run only (never the Servers section's windows)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ async def test_the_run_tab_shows_elapsed_eta_and_verdicts(tmp_path):
         assert p.started_at is not None
         numbers = str(app.screen.query_one("#run-numbers").render())
         assert "elapsed" in numbers and "ETA" in numbers
-        app.run_verdicts = {"good-eagle3": "c1 faster 1.90x"}  # a first run's verdicts (tests/test_tui_verdicts.py)
+        # a first run's verdicts (tests/test_tui_verdicts.py)
+        app.run_verdicts = {"good-eagle3": "c1 faster 1.90x"}
         # a second run starts from nothing: no series or verdicts of the first
         assert app.progress.accept_series
         shutil.rmtree(tmp_path / "results" / FAKE_RUN_ID)  # the fake writes the same run directory again

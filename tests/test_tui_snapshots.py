@@ -164,8 +164,10 @@ def test_retrain_lists_drafters_and_their_runs(snap_compare):
     app = snap_app("retrain")
 
     async def run_before(pilot):
-        await wait_for(pilot, lambda: app.screen.query_one("#drafters-table").row_count == 2, "drafters listed")
-        await wait_for(pilot, lambda: app.screen.query_one("#drafter-runs").row_count == 3, "their runs listed")
+        await wait_for(pilot, lambda: app.screen.query_one("#drafters-table").row_count == 2,
+                       "drafters listed")
+        await wait_for(pilot, lambda: app.screen.query_one("#drafter-runs").row_count == 3,
+                       "their runs listed")
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
@@ -194,7 +196,8 @@ def test_tune_finished_grid_heatmap_and_answer(snap_compare):
         await pilot.pause()
         app.tunes = (TUNE_DIR,)
         app.tune_state = "done"
-        app.tune_status = "finished (confirmed): 7 server starts for a grid of 5; w adds the winner to the plan"
+        app.tune_status = "finished (confirmed): 7 server starts for a grid of 5; w adds the winner to the " \
+            "plan"
         app.tune_stage = ("report", 1834.0, 7200.0)
         app.tune_dir = TUNE_DIR
         app.tune_view = finished_tune()

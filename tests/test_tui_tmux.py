@@ -18,14 +18,16 @@ import pytest
 from harness.serve.kept import kept_servers
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("tmux") is None, reason="apt-get install tmux")]
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("tmux") is None, reason="apt-get install tmux")]
 
 
 class Tmux:
     def __init__(self, cols: int, rows: int, cwd: Path, env: dict[str, str], argv: list[str]) -> None:
         self.sock = f"draftbench-test-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        # COLUMNS/LINES inherited from the test process would override the pane's size (shutil.get_terminal_size)
+        # COLUMNS/LINES inherited from the test process would override the pane's size
+        # (shutil.get_terminal_size)
         cmd = f"env -u COLUMNS -u LINES {exports} {shlex.join(argv)}"
         self.tmux("new-session", "-d", "-s", "t", "-x", str(cols), "-y", str(rows), "-c", str(cwd), cmd)
 
@@ -47,7 +49,8 @@ class Tmux:
             text = self.screen() if self.alive() else ""
             if condition(text):
                 return text
-            time.sleep(0.2)  # polling the terminal until the condition holds (deadline above), not a fixed wait
+            # polling the terminal until the condition holds (deadline above), not a fixed wait
+            time.sleep(0.2)
         raise AssertionError(f"timed out waiting for {what}; screen:\n{self.screen()}")
 
     def kill(self) -> None:

@@ -12,6 +12,7 @@ import pytest
 from harness.analysis import tune_context as tc
 from harness.analysis.records import RECORD_COLUMNS
 from harness.analysis.tune_model import Config
+from harness.inputs.config import Plan
 
 GRID = [Config(s, 1, s + 1, True) for s in (1, 2, 3, 4)]
 EDGES = [1024, 4096, 16384, 65536]
@@ -33,9 +34,15 @@ def _wide(tmp_path: Path) -> Path:
 
 
 def _tune(tmp_path: Path) -> SimpleNamespace:
-    return SimpleNamespace(dir=_wide(tmp_path), wide_name="wide", grid=GRID, conc=[1],
-                           plan=SimpleNamespace(run=SimpleNamespace(context_buckets=EDGES, temperature=0.0)),
-                           tuned=SimpleNamespace(sampling=None))
+    """What tune_context reads of a tune (harness.studies.tune's), over a real Plan and its tuned Variant."""
+    plan = Plan.model_validate({
+        "name": "tune-context", "model": {"path": "/m"},
+        "run": {"context_buckets": EDGES, "temperature": 0.0},
+        "variants": [{"name": "base"}, {"name": "eagle", "algorithm": "EAGLE3",
+                                         "drafter": {"name": "d", "path": "/d"}}],
+        "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
+    return SimpleNamespace(dir=_wide(tmp_path), wide_name="wide", grid=GRID, conc=[1], plan=plan,
+                           tuned=plan.variant("eagle"))
 
 
 def test_histograms_split_by_the_context_their_tokens_ran_at(tmp_path):

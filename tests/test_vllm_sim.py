@@ -17,8 +17,8 @@ from harness.sim.vllm.server import Sim, metrics_text
 @pytest.mark.parametrize("extra", [["--bogus"], ["--speculative-config", "{not json"],
                                    ["--speculative-config", '{"method": "medusa2"}']])
 def test_bad_flags_are_argparse_errors(extra):
-    proc = subprocess.run([sys.executable, "-m", "harness.sim.vllm", "serve", "m", *extra], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "harness.sim.vllm", "serve", "m", *extra],
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "error" in proc.stderr
 
 

@@ -15,10 +15,11 @@ from harness.cli.progress import consume
 from harness.inputs.config import load_plan
 from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, read_csv, reap_servers, sim_env, write_plan
 
-GOOD = {"name": "eagle3", "drafter": {"name": "good", "path": "demo-models/good-eagle3"}, "algorithm": "EAGLE3",
-        "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
+GOOD = {"name": "eagle3", "drafter": {"name": "good", "path": "demo-models/good-eagle3"},
+        "algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4}
 CONVERSATIONS = [
-    {"id": "q1", "category": "writing", "text": "Write a haiku about rain.", "followups": ["Now make it rhyme."]},
+    {"id": "q1", "category": "writing", "text": "Write a haiku about rain.",
+     "followups": ["Now make it rhyme."]},
     {"id": "q2", "category": "math", "text": "What is 12 * 13?"},
     {"id": "q3", "category": "coding", "text": "Reverse a list.", "followups": ["In C.", "In Rust."]},
 ]
@@ -33,9 +34,10 @@ def _no_server_left(tmp_path: Path):
 @pytest.mark.slow
 async def test_multi_turn_and_request_rate_phases(tmp_path: Path):
     plan_path = write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
-                           env=sim_env(0.2), variants=[{"name": "baseline"}, GOOD], suite_prompts=CONVERSATIONS,
+                           env=sim_env(0.2), variants=[{"name": "baseline"}, GOOD],
+                           suite_prompts=CONVERSATIONS,
                            run={"concurrency": [2], "max_tokens": 16, "repeats": 1,
-                                "request_rate": [20, "inf"], "slo": {"ttft_ms": 60000, "tpot_ms": 60000}})
+   "request_rate": [20, "inf"], "slo": {"ttft_ms": 60000, "tpot_ms": 60000}})
     plan = load_plan(plan_path)
     assert plan.run.request_rate == [20.0, math.inf]
     out = io.StringIO()
@@ -57,9 +59,11 @@ async def test_multi_turn_and_request_rate_phases(tmp_path: Path):
                            ("s/q3", "1", "s/q3"), ("s/q3/turn2", "2", "s/q3"), ("s/q3/turn3", "3", "s/q3")]
     by_id = {(r["variant"], r["phase"], r["request_id"]): r for r in rows}
     t1, t2 = by_id[("baseline", "s@c2#r1", "s/q1")], by_id[("baseline", "s@c2#r1", "s/q1/turn2")]
-    assert int(t2["prompt_tokens"]) > int(t1["prompt_tokens"]) + int(t1["output_tokens"])  # it carries the answer
+    # it carries the answer
+    assert int(t2["prompt_tokens"]) > int(t1["prompt_tokens"]) + int(t1["output_tokens"])
     rate_rows = [r for r in rows if r["phase"].startswith("s@r")]
-    assert {r["concurrency"] for r in rate_rows} == {"0"} and {r["request_rate"] for r in rate_rows} == {"20.0", "inf"}
+    assert {r["concurrency"] for r in rate_rows} == {"0"} \
+        and {r["request_rate"] for r in rate_rows} == {"20.0", "inf"}
 
     summary = read_csv(run_dir / "summary.csv")
     assert sorted((r["variant"], r["concurrency"]) for r in summary) == [("baseline", "2"), ("eagle3", "2")]
@@ -99,7 +103,8 @@ async def test_acceptance_of_every_turn_on_a_streaming_server(tmp_path: Path):
     assert set(turns) == {("writing", "1"), ("writing", "2"), ("math", "1"), ("coding", "1"), ("coding", "2"),
                           ("coding", "3")}
     assert all(float(r["accept_len_requests"]) > 1 for r in turns.values())
-    assert float(turns[("coding", "3")]["prompt_tokens_mean"]) > float(turns[("coding", "1")]["prompt_tokens_mean"])
+    assert float(turns[("coding", "3")]["prompt_tokens_mean"]) \
+        > float(turns[("coding", "1")]["prompt_tokens_mean"])
 
 
 @pytest.mark.slow
@@ -117,10 +122,12 @@ async def test_a_run_of_request_rates_only(tmp_path: Path):
     run_dir = only_run_dir(tmp_path / "results")
     assert run_dir is not None
     rows = read_csv(run_dir / "requests.csv")
-    assert sorted({r["phase"] for r in rows}) == ["s@r10#r1"] and len(rows) == 4 and all(r["ok"] == "True" for r in rows)
+    assert sorted({r["phase"] for r in rows}) == ["s@r10#r1"] and len(rows) == 4 \
+        and all(r["ok"] == "True" for r in rows)
     assert read_csv(run_dir / "summary.csv") == []  # no closed-loop level: no rows there
     by_rate = read_csv(run_dir / "summary_by_rate.csv")
-    assert sorted(r["variant"] for r in by_rate) == ["baseline", "eagle3"] and all(r["slo_met"] == "1.0" for r in by_rate)
+    assert sorted(r["variant"] for r in by_rate) == ["baseline", "eagle3"] \
+        and all(r["slo_met"] == "1.0" for r in by_rate)
     assert "Request-rate phases" in out.getvalue()
 
 
@@ -133,4 +140,5 @@ def test_a_run_needs_a_concurrency_level_or_a_request_rate(tmp_path: Path):
     with pytest.raises(InputError) as err:
         load_plan(plan_path)
     text = str(err.value)
-    assert "plan.yaml" in text and "run.concurrency" in text and "a concurrency level or a request rate" in text
+    assert "plan.yaml" in text and "run.concurrency" in text \
+        and "a concurrency level or a request rate" in text

@@ -64,7 +64,8 @@ def start_stand_in(root: Path, name: str, *flags: str) -> StandIn:
 
 def spec_flags(root: Path) -> list[str]:
     return ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", str(root / "good"),
-            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+            "--speculative-num-steps", "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
+            "4"]
 
 
 def stop_stand_in(server: StandIn) -> None:

@@ -31,17 +31,24 @@ def post(port: int, path: str, body: dict, tag: str, out) -> None:
 def main(port: int, path: str) -> None:
     msgs = [{"role": "user", "content": "Count from one to twenty in words."}]
     with open(path, "w") as out:
-        post(port, "/v1/chat/completions", {"model": "default", "messages": msgs, "max_tokens": 24, "stream": True,
-             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}, "chat-continuous", out)
+        post(port, "/v1/chat/completions",
+             {"model": "default", "messages": msgs, "max_tokens": 24, "stream": True,
+              "stream_options": {"include_usage": True, "continuous_usage_stats": True}},
+             "chat-continuous", out)
         post(port, "/v1/completions", {"model": "default", "prompt": "Once upon a time", "max_tokens": 24,
              "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}},
              "completions-continuous", out)
-        post(port, "/v1/chat/completions", {"model": "default", "messages": msgs, "max_tokens": 8, "stream": True,
-             "return_spec_tokens_details": True, "stream_options": {"include_usage": True}}, "chat-spec-details", out)
-        post(port, "/v1/chat/completions", {"model": "default", "messages": msgs, "max_tokens": -1}, "err-max-tokens", out)
-        post(port, "/v1/chat/completions", {"model": "default", "messages": msgs, "max_tokens": 8, "stream": True,
-             "return_meta_info": True}, "err-stream-meta-info", out)
-        post(port, "/v1/chat/completions", {"model": "default", "messages": [], "max_tokens": 8}, "err-empty-messages", out)
+        post(port, "/v1/chat/completions",
+             {"model": "default", "messages": msgs, "max_tokens": 8, "stream": True,
+              "return_spec_tokens_details": True, "stream_options": {"include_usage": True}},
+             "chat-spec-details", out)
+        post(port, "/v1/chat/completions", {"model": "default", "messages": msgs, "max_tokens": -1},
+             "err-max-tokens", out)
+        post(port, "/v1/chat/completions",
+             {"model": "default", "messages": msgs, "max_tokens": 8, "stream": True,
+              "return_meta_info": True}, "err-stream-meta-info", out)
+        post(port, "/v1/chat/completions", {"model": "default", "messages": [], "max_tokens": 8},
+             "err-empty-messages", out)
         post(port, "/v1/chat/completions", {"model": "default", "messages": msgs, "max_tokens": 100000},
              "err-too-long", out)
         post(port, "/v1/nonexistent", {}, "err-404", out)

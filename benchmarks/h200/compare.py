@@ -38,20 +38,22 @@ def main(run_dir: str, out_dir: str) -> None:
     run, out = Path(run_dir), Path(out_dir)
     s = pd.read_csv(run / "summary.csv")
     w = pd.read_csv(run / "server_windows.csv")
-    print(f"| variant (c={CONCURRENCY}) | draftbench tok/s | bench_serving tok/s | diff | draftbench TTFT p50 ms "
-          "| bench_serving median TTFT ms | diff | accept len: requests / server_info / log | "
+    print(f"| variant (c={CONCURRENCY}) | draftbench tok/s | bench_serving tok/s | diff | draftbench TTFT "
+          "p50 ms | bench_serving median TTFT ms | diff | accept len: requests / server_info / log | "
           "bench_serving accept len | log gen throughput (mean of phase windows) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for _, r in s[s.concurrency == CONCURRENCY].iterrows():
         b = bench(out, r["variant"])
-        phase_windows = w[(w.variant == r["variant"]) & (w.phase.astype(str).str.contains(f"@c{CONCURRENCY}#"))
+        phase_windows = w[(w.variant == r["variant"])
+                          & (w.phase.astype(str).str.contains(f"@c{CONCURRENCY}#"))
                           & (w.kind == "decode")]
         gen = phase_windows["gen_throughput"].mean() if len(phase_windows) else None
         print(f"| {r['variant']} | {fmt(r['tok_s'])} | {fmt(b.get('output_throughput'))} | "
               f"{pct(r['tok_s'], b.get('output_throughput'))} | {fmt(r['ttft_p50_ms'])} | "
               f"{fmt(b.get('median_ttft_ms'))} | {pct(r['ttft_p50_ms'], b.get('median_ttft_ms'))} | "
               f"{fmt(r['accept_len_requests'], '{:.3f}')} / {fmt(r['accept_len_server'], '{:.3f}')} / "
-              f"{fmt(r['accept_len_log'], '{:.3f}')} | {fmt(b.get('accept_length'), '{:.3f}')} | {fmt(gen)} |")
+              f"{fmt(r['accept_len_log'], '{:.3f}')} | "
+              f"{fmt(b.get('accept_length'), '{:.3f}')} | {fmt(gen)} |")
     server_side(run, out)
     waves(run, out)
 
@@ -72,7 +74,8 @@ def bench_rounds(run: Path, out: Path, variant: str) -> list[tuple[dict, Path | 
 
 def server_side(run: Path, out: Path) -> None:
     """Each round of each tool on the same server: tok/s, client TTFT mean, and the server's own TTFT
-    over the same requests (SGLang's TTFT histogram, harness.engines.sglang.prom): draftbench records it per phase,
+    over the same requests (SGLang's TTFT histogram, harness.engines.sglang.prom): draftbench records it per
+    phase,
     bench_serving's comes from /metrics scraped around it. "outside" = client - server."""
     from harness.engines.sglang.prom import histogram_totals, phase_means
 
@@ -88,14 +91,16 @@ def server_side(run: Path, out: Path) -> None:
             srv = row.server_ttft_ms_mean if has_server else None
             print(f"| {variant} | draftbench {row.phase.split('#')[-1]} | {len(mine)} "
                   f"({fmt(row.server_requests if has_server else None, '{:.0f}')}) | "
-                  f"{row.output_tokens / row.wall_s:.1f} | {mine.ttft_ms.mean():.1f} / {mine.ttft_ms.median():.1f} | "
-                  f"{fmt(srv)} | {fmt(mine.ttft_ms.mean() - srv if srv == srv and srv is not None else None)} | "
+                  f"{row.output_tokens / row.wall_s:.1f} | {mine.ttft_ms.mean():.1f} / "
+                  f"{mine.ttft_ms.median():.1f} | {fmt(srv)} | "
+                  f"{fmt(mine.ttft_ms.mean() - srv if srv == srv and srv is not None else None)} | "
                   f"{fmt(row.server_queue_ms_mean if has_server else None)} |")
         for i, (b, before, after) in enumerate(bench_rounds(run, out, variant), 1):
             row = phase_means(*(histogram_totals(p.read_text()) if p else None for p in (before, after)))
             srv = row["server_ttft_ms_mean"]
-            print(f"| {variant} | bench_serving r{i} | {b['completed']} ({fmt(row['server_requests'], '{:.0f}')}) | "
-                  f"{b['output_throughput']:.1f} | {b['mean_ttft_ms']:.1f} / {b['median_ttft_ms']:.1f} | {fmt(srv)} | "
+            print(f"| {variant} | bench_serving r{i} | {b['completed']} "
+                  f"({fmt(row['server_requests'], '{:.0f}')}) | {b['output_throughput']:.1f} | "
+                  f"{b['mean_ttft_ms']:.1f} / {b['median_ttft_ms']:.1f} | {fmt(srv)} | "
                   f"{fmt(b['mean_ttft_ms'] - srv if srv is not None else None)} | "
                   f"{fmt(row['server_queue_ms_mean'])} |")
 
@@ -115,18 +120,22 @@ def waves(run: Path, out: Path) -> None:
         d = r[(r.variant == variant) & (r.concurrency == CONCURRENCY)]
         d = d[d.repeat == d.repeat.min()].sort_values("t_send")
         if len(d) != len(b["ttfts"]):
-            print(f"\n{variant}: {len(d)} draftbench requests vs {len(b['ttfts'])} bench_serving ones: not paired")
+            print(f"\n{variant}: {len(d)} draftbench requests vs {len(b['ttfts'])} "
+                  "bench_serving ones: not paired")
             continue
         for i, (row, ttft, ilen) in enumerate(zip(d.itertuples(), b["ttfts"], b["input_lens"], strict=True)):
             rows.append({"variant": variant, "wave": i // CONCURRENCY, "len_offset": row.prompt_tokens - ilen,
                          "draftbench": row.ttft_ms, "bench_serving": ttft * 1000,
-                         "send_offset_ms": (row.t_send - d.t_send.iloc[i // CONCURRENCY * CONCURRENCY]) * 1000})
+                         "send_offset_ms":
+                             (row.t_send - d.t_send.iloc[i // CONCURRENCY * CONCURRENCY]) * 1000})
     if not rows:
         return
     t = pd.DataFrame(rows)
     offsets = sorted(set(t.len_offset))
-    print(f"\nrequests paired by position: input lengths differ by {offsets} token(s) (one value: the same prompts)")
-    print("\n| variant | wave | draftbench TTFT mean ms | bench_serving TTFT mean ms | diff | draftbench send spread ms |")
+    print(f"\nrequests paired by position: input lengths differ by {offsets} token(s) "
+          "(one value: the same prompts)")
+    print("\n| variant | wave | draftbench TTFT mean ms | bench_serving TTFT mean ms | diff | "
+          "draftbench send spread ms |")
     print("|---|---|---|---|---|---|")
     for (variant, wave), g in t.groupby(["variant", "wave"], sort=False):
         print(f"| {variant} | {wave + 1} | {g.draftbench.mean():.1f} | {g.bench_serving.mean():.1f} | "

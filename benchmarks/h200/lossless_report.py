@@ -82,13 +82,16 @@ def show(data: dict) -> None:
     for r in data["rows"]:
         n = r["compared"]
         print(f"{r['variant']} c{r['concurrency']} vs {r['baseline']}: {r['same']}/{n} same "
-              f"({100 * r['same'] / n:.0f} %), verdict {r['verdict']}" if n else f"{r['variant']}: nothing compared")
+              f"({100 * r['same'] / n:.0f} %), verdict {r['verdict']}" if n
+              else f"{r['variant']}: nothing compared")
         print(f"  {r['detail']}")
         margins = [c["margin"] for c in r["cases"] if c["margin"] is not None]
-        bins = {label: sum(_bin(m) == label for m in margins) for label in ("<0.1", "0.1-0.5", "0.5-2", ">=2")}
+        bins = {label: sum(_bin(m) == label for m in margins) for label in ("<0.1", "0.1-0.5", "0.5-2",
+                                                                            ">=2")}
         print(f"  margins (nats): {bins}; not reached: {sum(c['margin'] is None for c in r['cases'])}")
         ctl = [c["margin"] for c in r["control_cases"] if c["margin"] is not None]
-        print(f"  control: {r['control']}; its margins: max {max(ctl):.3f}" if ctl else f"  control: {r['control']}")
+        print(f"  control: {r['control']}; its margins: max {max(ctl):.3f}" if ctl
+              else f"  control: {r['control']}")
         for c in sorted(r["cases"], key=lambda c: -(c["margin"] or 0)):
             sign = ">=" if c["bound"] else ""
             print(f"    {c['prompt']} char {c['char']} token {c['token']}: {c['base_token']!r} vs "

@@ -1,12 +1,14 @@
 """Write the plans, the suite and bench_serving's dataset for the H200 runs (docs/real-gpu.md).
 
 Run on the GPU machine from the repository root:
-  python3 benchmarks/h200/make_plan.py WORKDIR          # random weights, SGLang makes them (--load-format dummy)
+  python3 benchmarks/h200/make_plan.py WORKDIR          # random weights, SGLang makes them
+                                                        # (--load-format dummy)
   python3 benchmarks/h200/make_plan.py --tiny WORKDIR   # the trained tiny target and its trained drafter
   python3 benchmarks/h200/make_plan.py --endpoints WORKDIR WARM_RUN_DIR [--sim]
       # decide.sh serve: the verdict and request-rate plans against the servers the warm run kept
   python3 benchmarks/h200/make_plan.py --decide WORKDIR [--sim]
-  python3 benchmarks/h200/make_plan.py --aa WORKDIR     # random weights: A/A and CUDA graphs off, run.stop decided
+  python3 benchmarks/h200/make_plan.py --aa WORKDIR     # random weights: A/A and CUDA graphs off,
+                                                        # run.stop decided
       # decide.sh: baseline and EAGLE3 on the trained tiny target, repeats for the speedup's interval;
       # --sim: the same plan on draftbench's SGLang stand-in (the demo's checkpoints), for a dry run here
 Paths are made absolute there.
@@ -40,8 +42,8 @@ def plan_of(name: str, description: str, work: Path, model: Path, flags: list[st
     """A local-target plan on that machine: baseline, EAGLE3, and the same drafter with the wrong flag."""
     return {
         "name": name, "description": description,
-        "target": {"host": "local", "python": "python3", "workdir": str(work), "sglang_version": "0.5.15.post1",
-                   "env": {"PYTHONPATH": "/tmp/site"}},
+        "target": {"host": "local", "python": "python3", "workdir": str(work),
+                   "sglang_version": "0.5.15.post1", "env": {"PYTHONPATH": "/tmp/site"}},
         "model": {"path": str(model), "tp_size": 1, "extra_args": flags},
         # mem_fraction_static as a server setting, not an extra flag: draftbench keeps a finished variant's
         # server up (--keep-servers) next to the next one only when it knows they fit (harness.serve.kept)
@@ -66,7 +68,8 @@ def tiny(workdir: str) -> None:
     work = Path(workdir).resolve()
     drafter = {"name": "tiny-stdlib-eagle3", "path": str(work / "draft"), "algorithm": "EAGLE3",
                "trained_for": "tiny-stdlib"}
-    plan = plan_of("h200-tiny-trained", "real SGLang 0.5.15.post1 on one H200: a byte-level Llama trained on the "
+    plan = plan_of("h200-tiny-trained",
+                   "real SGLang 0.5.15.post1 on one H200: a byte-level Llama trained on the "
                    "Python standard library, and an EAGLE-3 head trained on the target's own answers",
                    work, work / "tiny-stdlib", COMMON_FLAGS, drafter, SPEC, work / "suite.yaml",
                    {"max_tokens": int(os.environ.get("MAX_TOKENS", "192")), "order": "shuffled"})
@@ -87,22 +90,24 @@ def main(workdir: str) -> None:
     single = [p for p in cats.prompts if p.text or (p.messages and len(p.messages) == 1)]
     prompts = [{"id": p.id, "category": p.category,
                 "text": p.text if p.text else p.messages[0].content} for p in single]
-    # bench_serving's custom dataset does random.seed(42); random.shuffle(rows): draftbench replays the suite in
-    # that same order (run.order: suite), so that both tools send the same requests in the same waves
+    # bench_serving's custom dataset does random.seed(42); random.shuffle(rows): draftbench replays the suite
+    # in that same order (run.order: suite), so that both tools send the same requests in the same waves
     same = list(prompts)
     random.Random(42).shuffle(same)
     (work / "h200.yaml").write_text(yaml.safe_dump({"name": "h200", "description": "single-turn prompts of "
                                                    "suites/categories.yaml, in bench_serving's order",
                                                    "prompts": same}, sort_keys=False))
-    with open(work / "h200.jsonl", "w") as fh:  # bench_serving --dataset-name custom: user turn, assistant turn
+    # bench_serving --dataset-name custom: user turn, assistant turn
+    with open(work / "h200.jsonl", "w") as fh:
         for p in prompts:
             fh.write(json.dumps({"conversations": [{"role": "user", "content": p["text"]},
                                                    {"role": "assistant", "content": "x"}]}) + "\n")
     drafter = {"name": "random-eagle3", "path": str(models / "draft"), "algorithm": "EAGLE3",
                "trained_for": "random weights (SGLang --speculative-draft-load-format dummy)"}
     spec = dict(SPEC, extra_args=["--speculative-draft-load-format", "dummy"])
-    plan = plan_of("h200-sglang-0.5.15", "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights",
-                   work, models / "target", SERVER_FLAGS, drafter, spec, work / "h200.yaml",
+    plan = plan_of("h200-sglang-0.5.15",
+                   "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights", work,
+                   models / "target", SERVER_FLAGS, drafter, spec, work / "h200.yaml",
                    {"max_tokens": 128, "order": os.environ.get("ORDER", "suite")})
     (work / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     print(f"{len(prompts)} prompts; plan at {work / 'plan.yaml'}")
@@ -117,7 +122,8 @@ def decide(workdir: str, sim: bool = False) -> None:
       with the probe pass, whose per-request histograms are what `draftbench tune` predicts from.
     WORKDIR/warm.yaml (warm stage): 8 prompts, 32 tokens, one repeat: the servers' one-off compiles.
     WORKDIR/lossless.yaml (lossless stage): the whole suite once per concurrency, then the lossless audit.
-    Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32; decide.sh: 64), TUNE_TOKENS (256).
+    Knobs: MAX_TOKENS (384), REPEATS (3), MIN_STEADY_S (3), TUNE_PROMPTS (32; decide.sh: 64),
+    TUNE_TOKENS (256).
     --sim: the same settings on the stand-in (harness.sim) with the demo's checkpoints and a short suite of
     its own, so that every draftbench command of decide.sh can be tried here first."""
     work = Path(workdir).resolve()
@@ -158,8 +164,9 @@ def decide(workdir: str, sim: bool = False) -> None:
             # JIT compile (about 2 minutes in its first decode on a fresh machine) is paid before measuring
             "warm": ({"max_tokens": 32, "repeats": 1, "warmup_requests": 8, "per_request_spec": "off"},
                      work / "warm-suite.yaml"),
-            # decide.sh lossless: one timed pass per concurrency at the verdict's length (where the trained head
-            # matched 81-86 % of prompts), then the lossless audit on the baseline's server (harness.bench.audit)
+            # decide.sh lossless: one timed pass per concurrency at the verdict's length (where the trained
+            # head matched 81-86 % of prompts), then the lossless audit on the baseline's server
+            # (harness.bench.audit)
             "lossless": ({"max_tokens": int(os.environ.get("MAX_TOKENS", "384")), "order": "shuffled",
                           "repeats": 1, "min_steady_s": 0, "phase_sizing": False, "per_request_spec": "off",
                           "lossless_audit": True}, suite_path)}
@@ -182,16 +189,17 @@ def decide(workdir: str, sim: bool = False) -> None:
 
 
 def aa(workdir: str) -> None:
-    """WORKDIR/aa.yaml (decide.sh aa): what the stopping rule decides on real SGLang when nothing needs training:
-    the Llama-8B-shaped random-weight target against an identical copy of itself (an A/A arm: the truth is
-    1.00x, so `equivalent` or `undecided` are right and `faster`/`slower` wrong) and against itself with CUDA
-    graphs off (an A/B arm that is really slower), at concurrency 8, `run.stop: decided` (looks after 2, 4, 6
-    repeats), all three servers kept up so that the arms run repeat by repeat side by side."""
+    """WORKDIR/aa.yaml (decide.sh aa): what the stopping rule decides on real SGLang when nothing needs
+    training: the Llama-8B-shaped random-weight target against an identical copy of itself (an A/A arm: the
+    truth is 1.00x, so `equivalent` or `undecided` are right and `faster`/`slower` wrong) and against itself
+    with CUDA graphs off (an A/B arm that is really slower), at concurrency 8, `run.stop: decided` (looks
+    after 2, 4, 6 repeats), all three servers kept up so that the arms run repeat by repeat side by side."""
     work = Path(workdir).resolve()
     main(str(work))  # the suite (h200.yaml) and plan.yaml of the random-weight runs
     plan = yaml.safe_load((work / "plan.yaml").read_text())
     plan["name"] = "h200-aa-decided"
-    plan["description"] = "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights: A/A and graphs off"
+    plan["description"] = "real SGLang 0.5.15.post1 on one H200, Llama-8B shape, random weights: A/A and " \
+        "graphs off"
     plan["variants"] = [{"name": "baseline", "baseline": True},
                         {"name": "baseline-copy", "baseline": False},
                         {"name": "no-cuda-graph", "baseline": False, "cuda_graph": False}]
@@ -210,7 +218,8 @@ def endpoints(workdir: str, warm_run: str, sim: bool = False) -> None:
     WORKDIR/rates.yaml: open-loop request rates RATES (4,16 per second) on TUNE_PROMPTS prompts and a
       closed-loop c8 phase (a run needs one concurrency level), with an SLO for goodput."""
     work = Path(workdir).resolve()
-    servers = [json.loads(line) for line in (Path(warm_run) / "servers.jsonl").read_text().splitlines() if line]
+    servers = [json.loads(line) for line in (Path(warm_run) / "servers.jsonl").read_text().splitlines()
+               if line]
     kept = {e["variant"] for e in servers if e.get("state") == "kept"}
     ports = {e["variant"]: e["port"] for e in servers if "port" in e}
     missing = [v for v in ("baseline", "eagle3") if v not in kept or v not in ports]
@@ -233,10 +242,12 @@ def endpoints(workdir: str, warm_run: str, sim: bool = False) -> None:
                    "per_request_spec": "off", "warmup_requests": 2}, work / "tune-suite.yaml"),
     }
     for name, (run, path) in plans.items():
-        plan = dict(base, name=base["name"].replace("-warm", f"-{name}"), variants=variants, suites=[str(path)])
+        plan = dict(base, name=base["name"].replace("-warm", f"-{name}"), variants=variants,
+                    suites=[str(path)])
         plan["run"] = dict({k: v for k, v in base["run"].items() if k not in ("warmup_requests",)}, **run)
         (work / f"{name}.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
-        print(f"plan at {work / f'{name}.yaml'}: endpoints {[v['endpoint'] for v in variants]}, run {plan['run']}")
+        print(f"plan at {work / f'{name}.yaml'}: endpoints "
+              f"{[v['endpoint'] for v in variants]}, run {plan['run']}")
 
 
 def decided(workdir: str, tune_dir: str, concurrency: int = 8) -> None:
@@ -258,8 +269,8 @@ def decided(workdir: str, tune_dir: str, concurrency: int = 8) -> None:
                 num_draft_tokens=int(pick.num_draft_tokens), cuda_graph=bool(pick.cuda_graph))
     plan["variants"] = [v for v in plan["variants"] if not v.get("algorithm")][:1] + [spec]
     plan["name"] = plan["name"].replace("decide", "decided")
-    plan["run"].update(concurrency=[concurrency], repeats=2, max_repeats=int(os.environ.get("DECIDED_MAX_REPEATS", "8")),
-                       stop="decided")
+    plan["run"].update(concurrency=[concurrency], repeats=2,
+                       max_repeats=int(os.environ.get("DECIDED_MAX_REPEATS", "8")), stop="decided")
     (work / "decided.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
     print(f"plan at {work / 'decided.yaml'}: baseline vs {spec['name']} at c{concurrency} (tune's pick: "
           f"{pick.status}, verdict {pick.verdict}), run {plan['run']}")

@@ -1,6 +1,7 @@
 """Write what benchmarks/h200/retrain.sh runs the retrain loop on, and print its shell variables.
 
-  python3 benchmarks/h200/retrain_plan.py WORKDIR          # on the H200: the tiny target tiny_target.py trained
+  python3 benchmarks/h200/retrain_plan.py WORKDIR          # on the H200: the tiny target tiny_target.py
+                                                           # trained
   python3 benchmarks/h200/retrain_plan.py WORKDIR --sim    # here: the same commands on draftbench's stand-in
 
 GPU: WORKDIR/plans/retrain.yaml (baseline and `eagle3`, whose drafter is named, not inlined:
@@ -33,13 +34,15 @@ def gpu(work: Path) -> dict[str, str]:
     (work / "plans").mkdir(parents=True, exist_ok=True)
     (work / "drafters" / "tiny-head.yaml").write_text(yaml.safe_dump({
         "name": "tiny-head", "path": str(work / "head0"), "algorithm": "EAGLE3", "trained_for": "tiny-stdlib",
-        "notes": "retrain.sh's deployed head: one step on placeholder answers, as good as untrained"}, sort_keys=False))
+        "notes": "retrain.sh's deployed head: one step on placeholder answers, as good as untrained"},
+                                                                     sort_keys=False))
     spec = {"num_steps": 3, "eagle_topk": 1, "num_draft_tokens": 4, "cuda_graph": True}
     plan = plan_of("h200-retrain", "real SGLang 0.5.15.post1 on one H200: the tiny target, its deployed head "
                    "retrained by draftbench retrain", work, work / "tiny-stdlib", COMMON_FLAGS, {}, spec,
                    work / "suite.yaml", {"max_tokens": 96, "concurrency": [1], "repeats": 1, "max_repeats": 1,
                                          "warmup_requests": 2})
-    plan["variants"] = [{"name": "baseline"}, {"name": "eagle3", "drafter": "tiny-head", "algorithm": "EAGLE3",
+    plan["variants"] = [{"name": "baseline"},
+                        {"name": "eagle3", "drafter": "tiny-head", "algorithm": "EAGLE3",
                                                **spec}]
     path = work / "plans" / "retrain.yaml"
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
@@ -47,8 +50,8 @@ def gpu(work: Path) -> dict[str, str]:
     with open(work / "seed.jsonl", "w") as fh:
         for r in rows[:64]:
             user = r["conversations"][0]["content"]
-            fh.write(json.dumps({"id": r["id"], "conversations": [{"role": "user", "content": user},
-                                                                  {"role": "assistant", "content": user}]}) + "\n")
+            turns = [{"role": "user", "content": user}, {"role": "assistant", "content": user}]
+            fh.write(json.dumps({"id": r["id"], "conversations": turns}) + "\n")
     return {"PLAN": str(path), "VARIANT": "eagle3", "TRAFFIC": str(work / "regen-in.jsonl")}
 
 

@@ -78,10 +78,11 @@ def config(shape: str, vocab: int) -> dict:
     return {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h,
         "intermediate_size": inter, "num_hidden_layers": layers, "num_attention_heads": heads,
-        "num_key_value_heads": kv, "head_dim": h // heads, "hidden_act": "silu", "max_position_embeddings": 8192,
-        "rms_norm_eps": 1e-5, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
-        "vocab_size": vocab, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "attention_bias": False,
-        "mlp_bias": False, "dtype": "bfloat16", "initializer_range": 0.02, "tie_word_embeddings": False,
+        "num_key_value_heads": kv, "head_dim": h // heads, "hidden_act": "silu",
+        "max_position_embeddings": 8192, "rms_norm_eps": 1e-5,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "vocab_size": vocab,
+        "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "attention_bias": False, "mlp_bias": False,
+        "dtype": "bfloat16", "initializer_range": 0.02, "tie_word_embeddings": False,
     }
 
 
@@ -108,7 +109,8 @@ def main() -> int:
     tdir = out / "tiny-stdlib"
     tdir.mkdir(parents=True, exist_ok=True)
     table = byte_table(tok_dir / "tokenizer.json")
-    vocab = json.loads((tok_dir / "config.json").read_text())["vocab_size"] if (tok_dir / "config.json").exists() else 320
+    vocab = json.loads((tok_dir / "config.json").read_text())["vocab_size"] \
+        if (tok_dir / "config.json").exists() else 320
     files = corpus(Path(a.corpus), int(a.corpus_mb * 2**20))
     train = [(n, d) for n, d in files if not held_out(n)]
     test = [(n, d) for n, d in files if held_out(n)]
@@ -160,12 +162,14 @@ def main() -> int:
         if step % 100 == 0 or step == 1:
             print(f"target step {step} loss {loss.item():.3f} ({loss.item() / math.log(2):.2f} bits/byte) "
                   f"lr {lr:.2e} {time.monotonic() - t0:.0f}s", flush=True)
-    print(f"target trained: {step} steps in {time.monotonic() - t0:.0f}s, last loss {loss.item():.3f}", flush=True)
+    print(f"target trained: {step} steps in {time.monotonic() - t0:.0f}s, last loss {loss.item():.3f}",
+          flush=True)
 
     state = {k: v.detach().to(torch.bfloat16).contiguous().cpu() for k, v in model.state_dict().items()}
     save_file(state, str(tdir / "model.safetensors"), metadata={"format": "pt"})
     (tdir / "config.json").write_text(json.dumps(cfg, indent=1))
-    (tdir / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}))
+    (tdir / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2,
+                                                             "pad_token_id": 0}))
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tok_dir / f, tdir / f)
 
@@ -181,7 +185,8 @@ def main() -> int:
 
     with open(out / "regen-in.jsonl", "w") as fh:
         for r in prompts(train, a.regen_rows, "r"):
-            fh.write(json.dumps({"id": r["id"], "conversations": [{"role": "user", "content": r["text"]}]}) + "\n")
+            fh.write(json.dumps({"id": r["id"], "conversations": [{"role": "user", "content": r["text"]}]})
+                     + "\n")
     suite = {"name": "stdlib-heldout", "description": "a few lines of Python standard-library files the tiny "
              "target never trained on; the target continues them",
              "prompts": [{"id": r["id"], "category": "code", "text": r["text"]}

@@ -177,8 +177,8 @@ class Eagle3Draft(nn.Module):
         """Attention over `keys`/`values` ([B, nkv, S, hd]) under `mask` ([T, S] bool, True = visible),
         then the rest of the layer; returns (pre-norm output, logits)."""
         rep = self.nh // self.nkv
-        att = F.scaled_dot_product_attention(q, keys.repeat_interleave(rep, 1), values.repeat_interleave(rep, 1),
-                                             attn_mask=mask)
+        att = F.scaled_dot_product_attention(q, keys.repeat_interleave(rep, 1),
+                                             values.repeat_interleave(rep, 1), attn_mask=mask)
         b, _, t, _ = att.shape
         m = self.midlayer
         residual = m.self_attn.o_proj(att.transpose(1, 2).reshape(b, t, self.nh * self.hd)) + residual
@@ -201,7 +201,8 @@ class Eagle3Draft(nn.Module):
             values.append(vv)
             if k:
                 masks.append(diag)
-            hidden, logits = self.finish(q, torch.cat(keys, 2), torch.cat(values, 2), torch.cat(masks, 1), hidden)
+            hidden, logits = self.finish(q, torch.cat(keys, 2), torch.cat(values, 2), torch.cat(masks, 1),
+                                         hidden)
             out.append(logits)
         return out
 
@@ -285,8 +286,8 @@ def write_byte_tokenizer(directory: Path) -> None:
     tok.post_processor = ByteLevel(trim_offsets=False)
     tok.add_special_tokens(specials)
     tok.save(str(directory / "tokenizer.json"))
-    template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor "
+                "%}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
     (directory / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|bos|>", "eos_token": "<|eos|>",
         "pad_token": "<|pad|>", "model_max_length": 8192, "clean_up_tokenization_spaces": False,

@@ -27,7 +27,8 @@ VARIANTS = ("baseline", "eagle3")
 
 
 def bench_rounds(bench: Path, variant: str) -> list[float]:
-    """bench_serving's output tok/s per round on one server, rounds in order; a round with no result is left out."""
+    """bench_serving's output tok/s per round on one server, rounds in order; a round with no result is left
+    out."""
     rates = []
     for path in sorted(bench.glob(f"bench_serving-{variant}-r*.jsonl")):
         lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
@@ -51,13 +52,15 @@ def compare(run: Path, bench: Path) -> dict:
                       for k in ("speedup", "speedup_ci_low", "speedup_ci_high", "verdict")}
     out["verdict"]["ci_method"] = str(e["ci_method"])
     pairs = [b2 / b1 for b1, b2 in product(out["bench_serving"]["baseline"], out["bench_serving"]["eagle3"])]
-    same_round = [b2 / b1 for b1, b2 in zip(out["bench_serving"]["baseline"], out["bench_serving"]["eagle3"], strict=False)]
+    same_round = [b2 / b1 for b1, b2 in zip(out["bench_serving"]["baseline"], out["bench_serving"]["eagle3"],
+                                            strict=False)]
     out["bench_serving_speedups"] = pairs
     out["bench_serving_same_round"] = same_round
     spread = {tool: {v: (max(x) / min(x) - 1 if len(x) > 1 else None) for v, x in per.items()}
               for tool, per in (("draftbench", out["draftbench"]), ("bench_serving", out["bench_serving"]))}
     out["spread"] = spread
-    lo, hi, verdict = out["verdict"]["speedup_ci_low"], out["verdict"]["speedup_ci_high"], out["verdict"]["verdict"]
+    v = out["verdict"]
+    lo, hi, verdict = v["speedup_ci_low"], v["speedup_ci_high"], v["verdict"]
     inside = bool(pairs) and lo is not None and all(lo <= p <= hi for p in pairs)
     contradicted = (verdict == "faster" and any(p <= 1.0 for p in pairs)) or \
         (verdict == "slower" and any(p >= 1.0 for p in pairs))
@@ -76,10 +79,12 @@ def main(argv: list[str]) -> None:
     if "--json" in argv[2:]:
         print(json.dumps(c, indent=1))
         return
-    print(f"| variant (c={CONCURRENCY}) | draftbench tok/s per repeat | spread | bench_serving tok/s per round | spread |")
+    print(f"| variant (c={CONCURRENCY}) | draftbench tok/s per repeat | spread | bench_serving "
+          "tok/s per round | spread |")
     print("|---|---|---|---|---|")
     for v in VARIANTS:
-        print(f"| {v} | {', '.join(f'{x:.0f}' for x in c['draftbench'][v])} | {pct(c['spread']['draftbench'][v])} | "
+        print(f"| {v} | {', '.join(f'{x:.0f}' for x in c['draftbench'][v])} | "
+              f"{pct(c['spread']['draftbench'][v])} | "
               f"{', '.join(f'{x:.0f}' for x in c['bench_serving'][v]) or 'none'} | "
               f"{pct(c['spread']['bench_serving'][v])} |")
     d = c["verdict"]

@@ -2,27 +2,39 @@
 
 `AlarmTracker.feed(variant, window)` watches each `Decode batch` window as it arrives:
   drafter-inert    accept len exactly 1.00 for several windows in a row (no draft token accepted) from a
-                   drafter that has accepted nothing so far: one that accepted drafts before is not inert (on the
-                   H200 a phase's last request, generating past its answer under ignore_eos, read 1.00 for ten
-                   windows in a row from a head that accepts 4.6 tokens per step everywhere else);
+                   drafter that has accepted nothing so far: one that accepted drafts before is not inert (on
+                   the H200 a phase's last request, generating past its answer under ignore_eos, read 1.00 for
+                   ten windows in a row from a head that accepts 4.6 tokens per step everywhere else);
   cuda-graph-off   `cuda graph: False` windows while the variant runs with CUDA graphs enabled.
 `AlarmTracker.compare(summary)` looks at the finished comparison:
-  slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the break-even accept
-                         length and the measured cost per verify step next to the accept length it got;
-  lossless-suspect       a greedy variant whose lossless_verdict is `suspect` (harness.analysis.lossless): raised live
-                         as the variant finishes (harness.bench.audit, through `raise_once`), else here.
+  slower-than-baseline   a speculative variant whose verdict is `slower` (95 % CI below 1.00x), with the
+                         break-even accept length and the measured cost per verify step next to the accept
+                         length it got;
+  lossless-suspect       a greedy variant whose lossless_verdict is `suspect` (harness.analysis.lossless):
+                         raised live as the variant finishes (harness.bench.audit, through `raise_once`),
+                         else here.
 Each alarm fires once per variant (per concurrency for the comparison); `counts` keeps the tallies.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.forced import is_forced
 from harness.common.events import Alarm
+from harness.inputs.config import Plan, Variant
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from harness.common.logwindow import LogWindow
+
+    # what a tracker learns its variants from: a Plan, one Variant, runner meta ({"variant", "algorithm",
+    # "cuda_graph", ...}), a {name: meta or Variant} mapping, or an iterable of those
+    Source = Plan | Variant | Mapping[str, Any] | Iterable["Source"]
 
 INERT_WINDOWS = 3  # accept len 1.00 this many windows in a row -> the drafter is inert
 ACCEPTING = 1.3  # a window at or above this shows the drafter accepting (random weights read <= 1.10)
@@ -36,7 +48,7 @@ class VariantInfo:
     graph_max_bs: int | None = None
 
 
-def _bool(value: Any) -> bool | None:
+def _bool(value: object) -> bool | None:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     if isinstance(value, str):
@@ -44,7 +56,7 @@ def _bool(value: Any) -> bool | None:
     return bool(value)
 
 
-def _num(value: Any) -> float | None:
+def _num(value: object) -> float | None:
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -52,19 +64,19 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(f) else f
 
 
-def _infos(source: Any) -> dict[str, VariantInfo]:
+def _infos(source: Source) -> dict[str, VariantInfo]:
     """From a Plan, one Variant, runner meta dicts ({"variant", "algorithm", "cuda_graph", ...}), a
     {name: meta} mapping, or an iterable of those."""
-    max_bs = getattr(getattr(source, "server", None), "cuda_graph_max_bs", None)
-    if hasattr(source, "variants"):
+    if isinstance(source, Plan):
+        max_bs = source.server.cuda_graph_max_bs
         return {v.name: _from_variant(v, max_bs) for v in source.variants}
-    if hasattr(source, "spec_algorithm"):
+    if isinstance(source, Variant):
         return {source.name: _from_variant(source, None)}
     if isinstance(source, Mapping):
         if "variant" in source:
             return {str(source["variant"]): _from_meta(source)}
         return {
-            str(k): _from_meta({"variant": k, **v}) if isinstance(v, Mapping) else _from_variant(v, max_bs)
+            str(k): _from_meta({"variant": k, **v}) if isinstance(v, Mapping) else _from_variant(v, None)
             for k, v in source.items()
         }
     out: dict[str, VariantInfo] = {}
@@ -73,7 +85,7 @@ def _infos(source: Any) -> dict[str, VariantInfo]:
     return out
 
 
-def _from_variant(v: Any, max_bs: int | None) -> VariantInfo:
+def _from_variant(v: Variant, max_bs: int | None) -> VariantInfo:
     alg = v.spec_algorithm or ""
     return VariantInfo(bool(alg), alg.upper(), bool(v.cuda_graph), max_bs)
 
@@ -106,7 +118,7 @@ def inert_causes(algorithm: str) -> str:
 class AlarmTracker:
     """Stateful: feed it every log window of a run in order; it returns the alarms to raise now."""
 
-    def __init__(self, source: Any = (), *, inert_windows: int = INERT_WINDOWS):
+    def __init__(self, source: Source = (), *, inert_windows: int = INERT_WINDOWS):
         self.infos = _infos(source)
         self.inert_windows = inert_windows
         self.inert_run: dict[str, int] = {}
@@ -130,12 +142,12 @@ class AlarmTracker:
         """An alarm found elsewhere (the lossless audit), once per variant and code."""
         return self._once(alarm.variant, alarm.code, alarm.severity, alarm.message)
 
-    def feed(self, variant: str, window: Any) -> list[Alarm]:
-        if getattr(window, "kind", None) != "decode":
+    def feed(self, variant: str, window: LogWindow) -> list[Alarm]:
+        if window.kind != "decode":
             return []
         info = self.infos.get(variant, VariantInfo(None))
         out: list[Alarm] = []
-        accept = getattr(window, "accept_len", None)
+        accept = window.accept_len
         if accept is not None and info.speculative is not False:
             inert = round(float(accept), 2) == 1.0
             if float(accept) >= ACCEPTING:
@@ -151,8 +163,8 @@ class AlarmTracker:
                     f"token accepted, every step pays for drafting). Likely causes: "
                     f"{inert_causes(info.algorithm)}. `draftbench check PLAN` tests most of these.",
                 )
-        if getattr(window, "cuda_graph", None) is False and info.cuda_graph:
-            batch = getattr(window, "running_req", None)
+        if window.cuda_graph is False and info.cuda_graph:
+            batch = window.running_req
             if info.graph_max_bs is not None and batch is not None and batch > info.graph_max_bs:
                 out += self._once(
                     variant,
@@ -172,7 +184,7 @@ class AlarmTracker:
                 )
         return out
 
-    def compare(self, summary: Any) -> list[Alarm]:
+    def compare(self, summary: pd.DataFrame | None) -> list[Alarm]:
         """slower-than-baseline alarms from a summary DataFrame (harness.analysis.summary columns)."""
         if summary is None or len(summary) == 0:
             return []

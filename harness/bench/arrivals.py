@@ -7,7 +7,16 @@ import asyncio
 import math
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from harness.client.collect import StreamResult
+    from harness.client.stream import ReplayClient, ReplayRequest
+    from harness.inputs.config import Plan
+    from harness.inputs.suites import Prompt, Suite
+
+P = TypeVar("P")  # what a schedule starts: a prompt (a conversation)
+T = TypeVar("T")  # what it yields: a finished turn
 
 
 def rate_label(rate: float) -> str:
@@ -40,10 +49,10 @@ def arrival_offsets(n: int, rate: float, *, burstiness: float = 1.0, seed: str |
     return out
 
 
-async def replay_at_rate(prompts: list[Any], offsets: list[float],
-                         run_one: Callable[[Any], AsyncIterator[Any]], *,
+async def replay_at_rate(prompts: list[P], offsets: list[float],
+                         run_one: Callable[[P], AsyncIterator[T]], *,
                          stop: asyncio.Event | None = None, clock: Callable[[], float] | None = None,
-                         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> AsyncIterator[Any]:
+                         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> AsyncIterator[T]:
     """Start `run_one(prompt)` (an async iterator of finished turns) for each prompt at its offset, never
     waiting for earlier ones; yield every item as it finishes. A conversation's later turns follow its own
     answers at once. `stop` set: no more arrivals; those in flight finish."""
@@ -53,7 +62,7 @@ async def replay_at_rate(prompts: list[Any], offsets: list[float],
     done: asyncio.Queue[Any] = asyncio.Queue()
     sentinel = object()
 
-    async def one(prompt: Any, at: float) -> None:
+    async def one(prompt: P, at: float) -> None:
         try:
             delay = t0 + at - now()
             if delay > 0:
@@ -80,27 +89,28 @@ async def replay_at_rate(prompts: list[Any], offsets: list[float],
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def max_connections(plan: Any) -> int:
+def max_connections(plan: Plan) -> int:
     """The client's connection cap: the highest concurrency, or every prompt of the largest suite when a
     request-rate phase may have them all in flight (a cap would queue arrivals inside the client)."""
     widest = max(plan.run.concurrency, default=1)
-    if getattr(plan.run, "request_rate", None):
+    if plan.run.request_rate:
         widest = max(widest, max(len(s.prompts) for s in plan.suites))
     return widest + 8
 
 
-async def replay_rate_phase(client: Any, plan: Any, prompts: list[Any], suite: Any, rate: float,
-                            extra: dict | None, phase: str) -> AsyncIterator[tuple[Any, Any, Any]]:
+async def replay_rate_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], suite: Suite,
+                            rate: float, extra: dict | None, phase: str
+                            ) -> AsyncIterator[tuple[ReplayRequest, Prompt, StreamResult]]:
     """Open loop: conversation i starts at its seeded arrival time (seed: run.seed and the phase id, the
     same for every variant); yields (request, prompt, result) per turn as each finishes."""
     from harness.bench.conversation import converse
     from harness.bench.replay import send, to_request
 
-    offsets = arrival_offsets(len(prompts), rate, burstiness=float(getattr(plan.run, "burstiness", 1.0)),
+    offsets = arrival_offsets(len(prompts), rate, burstiness=float(plan.run.burstiness),
                               seed=f"{plan.run.seed}/{phase}")
-    retries = int(getattr(plan.run, "retries", 0))
+    retries = int(plan.run.retries)
 
-    async def conversation(prompt: Any) -> AsyncIterator[tuple[Any, Any, Any]]:
+    async def conversation(prompt: Prompt) -> AsyncIterator[tuple[ReplayRequest, Prompt, StreamResult]]:
         first = to_request(prompt, suite, plan, extra)
         async for req, result in converse(first, prompt, suite, lambda r: send(client, r, retries)):
             yield req, prompt, result

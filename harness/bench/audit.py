@@ -29,8 +29,16 @@ from harness.common.events import Alarm
 from harness.engines import engine_of
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from harness.analysis.logprob_paths import Tok
+    from harness.bench.run_state import RunState
     from harness.client.stream import ReplayClient
     from harness.inputs.config import Plan, Variant
+    from harness.inputs.suites import Prompt, Suite
+
+    Answer = tuple[str, list[Tok]]  # an answer's text and its tokens with their logprobs (none without)
+    Ask = Callable[..., Awaitable[Answer | None]]
 
 AUDIT_TOP = 5  # alternatives per position: the margin is exact when the variant's token is among them
 MAX_ANCHORS = 4  # continuations per timed answer (each passes one more point where the answers part)
@@ -93,7 +101,7 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
         if (exp := prompt.expectation) is not None and (sname, pid) not in audit.expects:
             out.write({"kind": "expect", "suite": sname, "prompt_id": pid, "expect": exp.as_dict()})
 
-    async def ask(suite: Any, item: Any, extra: dict[str, Any], **changes: Any) -> tuple[str, list] | None:
+    async def ask(suite: Suite, item: Prompt, extra: dict[str, Any], **changes: object) -> Answer | None:
         req = to_request(item, suite, plan, request_id=f"audit/{suite.name}/{item.id}")
         if changes:
             req = dataclasses.replace(req, **changes)
@@ -114,8 +122,8 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
         error = None if scored else "the baseline's server answered no request" if not answered \
             else "the baseline's server answered without logprobs"
         head = {"kind": "audit", "variant": name, "concurrency": c_a, "top_logprobs": AUDIT_TOP,
-                "margin": float(plan.run.lossless_margin), "endpoint": client.endpoint, "prompts": len(prompts),
-                "answered": answered, "scored": scored, "error": error}
+                "margin": float(plan.run.lossless_margin), "endpoint": client.endpoint,
+                "prompts": len(prompts), "answered": answered, "scored": scored, "error": error}
         out.write(head)
         audit.add(head)
     timed, reasoning = _baseline_answers(run_dir, name)
@@ -131,18 +139,22 @@ async def audit_baseline(run_dir: Path, plan: Plan, variant: Variant, client: Re
                     jobs.append((key, text, at))
         if not jobs:
             return
-        got = await asyncio.gather(*(_anchor(ask, prompts[key], text, at, plan, chat) for key, text, at in jobs))
+        got = await asyncio.gather(*(_anchor(ask, prompts[key], text, at, plan, chat)
+                                     for key, text, at in jobs))
         for (key, text, (chars, tokens)), answer in zip(jobs, got, strict=True):
             if answer is not None and answer[1]:
                 line = _path_line(name, key[0], key[1], "anchor", text[:chars] + answer[0], answer[1], chars,
                                   tokens)
                 out.write(line)
                 audit.add(line)
-            if not (answer and answer[1]) or next_anchor(audit.paths.get((name, *key), []), text) == (chars, tokens):
-                timed[key].discard(text)  # no answer, or one that went no further: this text stays partly scored
+            if not (answer and answer[1]) \
+                    or next_anchor(audit.paths.get((name, *key), []), text) == (chars, tokens):
+                # no answer, or one that went no further: this text stays partly scored
+                timed[key].discard(text)
 
 
-async def _anchor(ask: Any, where: tuple, text: str, at: tuple[int, int], plan: Plan, chat: bool) -> Any:
+async def _anchor(ask: Ask, where: tuple[Suite, Prompt], text: str, at: tuple[int, int], plan: Plan,
+                  chat: bool) -> Answer | None:
     suite, prompt = where
     chars, tokens = at
     prefix = text[:chars]
@@ -182,9 +194,9 @@ def baseline_for(plan: Plan, variant: Variant) -> str | None:
     return next((v.name for v in plan.variants if v.is_baseline and engine_of(plan, v).name == engine), None)
 
 
-async def after_measure(run: Any, variant: Variant, client: ReplayClient) -> None:
-    """The runner's hook after a variant's phases (harness.bench.runner): a baseline's audit pass on its server,
-    a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
+async def after_measure(run: RunState, variant: Variant, client: ReplayClient) -> None:
+    """The runner's hook after a variant's phases (harness.bench.runner): a baseline's audit pass on its
+    server, a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
     meta = run.metas.get(variant.name)
     if not wanted(run.plan) or (meta is not None and meta.forced_acceptance is not None):
         return  # a forced copy's answers are not the model's

@@ -16,9 +16,12 @@ import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.errors import InputError
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 ENGINE_STARTUP_PRIOR_S = {"simulated": 4.0, "real": 90.0}
 COMPILE_PRIOR_S = 120.0  # the first EAGLE-3 decode on a fresh H200 machine (docs/real-gpu.md)
@@ -53,7 +56,7 @@ def measured_startups(results_dir: str | Path) -> list[float]:
     return out
 
 
-def plan_budget(plan: Any, results_dir: str | Path, budget_s: float) -> BudgetPlan:
+def plan_budget(plan: Plan, results_dir: str | Path, budget_s: float) -> BudgetPlan:
     """The plan's cost against `budget_s`; InputError (exit 2, before any server starts) when the budget
     cannot decide a single row, with the minimum that would."""
     seen = measured_startups(results_dir)

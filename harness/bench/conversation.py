@@ -46,7 +46,8 @@ def request_ids(suite: Suite, prompt: Prompt) -> list[str]:
 
 
 def next_turn(req: ReplayRequest, answer: str, followup: str, request_id: str) -> ReplayRequest:
-    """The request of the next turn: the previous request's messages, the server's answer, the new user turn."""
+    """The request of the next turn: the previous request's messages, the server's answer, the new user
+    turn."""
     history = req.messages if req.messages is not None else [{"role": "user", "content": req.prompt}]
     messages = [*history, {"role": "assistant", "content": answer}, {"role": "user", "content": followup}]
     return dataclasses.replace(req, request_id=request_id, messages=messages, prompt=None)

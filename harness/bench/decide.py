@@ -14,15 +14,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.analysis import sequential
 from harness.bench.conversation import requests_per_pass
 from harness.common import events as ev
 from harness.engines import engine_of
 
+if TYPE_CHECKING:
+    from harness.bench.run_state import RunState
+    from harness.inputs.config import Plan, Variant
 
-async def more_repeats(run: Any, ordered: list) -> None:
+
+async def more_repeats(run: RunState, ordered: list[Variant]) -> None:
     settings = run.plan.run
     if settings.stop == "decided":
         await _decided(run, ordered)
@@ -30,7 +34,7 @@ async def more_repeats(run: Any, ordered: list) -> None:
         await _until_ci(run, ordered)
 
 
-async def _until_ci(run: Any, ordered: list) -> None:
+async def _until_ci(run: RunState, ordered: list[Variant]) -> None:
     """run.until_ci_pct: one more repeat at a time of the baseline (the pairs need it) and of every variant
     whose speedup interval is still wider, up to run.max_repeats."""
     from harness.analysis.summary import summarise_dir
@@ -47,7 +51,7 @@ async def _until_ci(run: Any, ordered: list) -> None:
             await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], [repeat])
 
 
-def interleaved(plan: Any) -> bool:
+def interleaved(plan: Plan) -> bool:
     """May every variant's server stay up at once (harness.serve.kept.gpu_has_room)? Then the stopping rule
     runs the arms repeat by repeat, side by side in time, on servers started once."""
     from harness.serve.kept import gpu_has_room
@@ -55,12 +59,13 @@ def interleaved(plan: Any) -> bool:
     return plan.run.stop == "decided" and gpu_has_room(plan, max(0, len(plan.variants) - 1))
 
 
-def _spec_rows(run: Any) -> list[tuple[str, int]]:
+def _spec_rows(run: RunState) -> list[tuple[str, int]]:
     return [(v.name, c) for v in run.plan.variants if not v.is_baseline and v.name not in run.failed
             for c in run.plan.run.concurrency]
 
 
-def write_look(run: Any, look: int, looks: int, level: float, rows: list[tuple[str, int]], repeats: int) -> None:
+def write_look(run: RunState, look: int, looks: int, level: float, rows: list[tuple[str, int]],
+               repeats: int) -> None:
     from harness.analysis.summary import DECISIONS_FILE
 
     with open(run.run_dir / DECISIONS_FILE, "a", encoding="utf-8") as fh:
@@ -69,7 +74,7 @@ def write_look(run: Any, look: int, looks: int, level: float, rows: list[tuple[s
                              "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
 
 
-def _round_cost(run: Any, rows: list[tuple[str, int]], more: int) -> float:
+def _round_cost(run: RunState, rows: list[tuple[str, int]], more: int) -> float:
     """Seconds `more` repeats of these rows (and of the baseline beside them) would take: their phases'
     mean wall time so far, plus a start-up for every server that is not kept up."""
     import pandas as pd
@@ -83,7 +88,8 @@ def _round_cost(run: Any, rows: list[tuple[str, int]], more: int) -> float:
     cost = 0.0
     if not ph.empty:
         sel = ph[ph["variant"].isin(names) & ph["concurrency"].isin(concs)]
-        cost += float(pd.to_numeric(sel["wall_s"], errors="coerce").groupby([sel["variant"], sel["concurrency"]])
+        cost += float(pd.to_numeric(sel["wall_s"], errors="coerce").groupby([sel["variant"],
+                                                                             sel["concurrency"]])
                       .mean().sum()) * more
     meta = read_variants(run.run_dir)
     for n in names - set(run.parked):
@@ -91,7 +97,7 @@ def _round_cost(run: Any, rows: list[tuple[str, int]], more: int) -> float:
     return cost
 
 
-async def _decided(run: Any, ordered: list) -> None:
+async def _decided(run: RunState, ordered: list[Variant]) -> None:
     from harness.analysis.summary import summarise_dir
     from harness.analysis.verdicts import undecided_rows
 
@@ -99,7 +105,7 @@ async def _decided(run: Any, ordered: list) -> None:
     schedule = sequential.look_schedule(settings.repeats, settings.max_repeats)
     looks = len(schedule)
     open_rows = _spec_rows(run)
-    deadline = getattr(run, "deadline", None)
+    deadline = run.deadline
     for look, repeats in enumerate(schedule, start=1):
         if look > 1:
             prev = schedule[look - 2]
@@ -114,14 +120,15 @@ async def _decided(run: Any, ordered: list) -> None:
                     if not concs or variant.name in run.failed:
                         continue
                     run.total_requests += _requests_of(run, concs) * len(reps)
-                    await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], reps, concs,
-                                           park=True)
+                    await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], reps,
+                                           concs, park=True)
             open_rows = [r for r in open_rows if r[0] not in run.failed]
         level = sequential.look_level(look, looks)
         write_look(run, look, looks, level, open_rows, repeats)
         summary = summarise_dir(run.run_dir)
         still = undecided_rows(summary)
-        verdicts = {(str(r["variant"]), int(r["concurrency"])): str(r["verdict"]) for _, r in summary.iterrows()}
+        verdicts = {(str(r["variant"]), int(r["concurrency"])): str(r["verdict"])
+                    for _, r in summary.iterrows()}
         decided = tuple(f"{v}@c{c} {verdicts.get((v, c))}" for v, c in open_rows if (v, c) not in still)
         open_rows = [r for r in open_rows if r in still]
         detail = ""
@@ -131,17 +138,18 @@ async def _decided(run: Any, ordered: list) -> None:
             if deadline is not None and time.monotonic() + cost > deadline:
                 detail = (f"budget: the next look ({nxt} repeats) needs ~{cost:.0f} s, "
                           f"{max(0.0, deadline - time.monotonic()):.0f} s are left")
-                run.emit(ev.Look(look, looks, level, repeats, decided, tuple(f"{v}@c{c}" for v, c in open_rows),
-                                 detail))
+                run.emit(ev.Look(look, looks, level, repeats, decided,
+                                 tuple(f"{v}@c{c}" for v, c in open_rows), detail))
                 return
             detail = f"next look after {nxt} repeats (~{cost:.0f} s)"
         elif open_rows:
             detail = f"run.max_repeats ({settings.max_repeats}) reached"
-        run.emit(ev.Look(look, looks, level, repeats, decided, tuple(f"{v}@c{c}" for v, c in open_rows), detail))
+        run.emit(ev.Look(look, looks, level, repeats, decided, tuple(f"{v}@c{c}" for v, c in open_rows),
+                         detail))
         if not open_rows:
             return
 
 
-def _requests_of(run: Any, concs: set[int]) -> int:
-    turns = sum(getattr(p, "turns", 1) for s in run.plan.suites for p in s.prompts)
+def _requests_of(run: RunState, concs: set[int]) -> int:
+    turns = sum(p.turns for s in run.plan.suites for p in s.prompts)
     return turns * len(concs)

@@ -12,13 +12,18 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.bench.runner import run_plan
 from harness.checks import run_checks
 from harness.common.errors import PreflightFailed
 from harness.common.findings import PLAN_WIDE, Finding
 from harness.targets import open_target
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.serve.kept import KeptServer
+    from harness.targets.base import Target
 
 HINT = "`draftbench check PLAN` shows every finding; --no-check starts the servers anyway"
 
@@ -37,11 +42,11 @@ def error_line(f: Finding, where: str | None = None) -> str:
     return f"{head}preflight: {who}{f.what}" + (f"; fix: {f.fix}" if f.fix else "")
 
 
-async def preflight(plan: Any, target: Any = None) -> list[Finding]:
+async def preflight(plan: Plan, target: Target | None = None) -> list[Finding]:
     """run_checks over the plan's target (one opened here and closed again unless given)."""
     own = target is None
     if own:
-        target = open_target(plan.target.host, ssh_port=getattr(plan.target, "ssh_port", None))
+        target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)
     try:
         return await run_checks(plan, target)
     finally:
@@ -67,12 +72,12 @@ def own_ports(run_dir: str | Path | None) -> set[int]:
     return {port[p] for p, e in last.items() if p in port and e.get("state") in ("started", "kept")}
 
 
-async def require_preflight(plan: Any, where: str | None = None, *, target: Any = None,
+async def require_preflight(plan: Plan, where: str | None = None, *, target: Target | None = None,
                             variants: Iterable[str] | None = None,
                             resume_dir: str | Path | None = None) -> list[Finding]:
     """The preflight's findings; raises PreflightFailed when one blocks the given variants (all by default).
     A plan over several nodes (`targets:`) is checked per node by its own runs, not here."""
-    if getattr(plan, "targets", None):
+    if plan.targets:
         return []
     found = await preflight(plan, target)
     if plan.server.port in own_ports(resume_dir):  # the resumed run's own server holds it
@@ -86,8 +91,9 @@ async def require_preflight(plan: Any, where: str | None = None, *, target: Any 
 
 
 def earlier_accept_lengths(results_dir: str | Path) -> dict[str, tuple[str, str, float]]:
-    """Per drafter, the accept length the newest run under `results_dir` measured for it (its first speculative
-    row that has one; forced-acceptance rows never count): what `check` holds against training time."""
+    """Per drafter, the accept length the newest run under `results_dir` measured for it (its first
+    speculative row that has one; forced-acceptance rows never count): what `check` holds against training
+    time."""
     from harness.analysis.forced import is_forced
     from harness.analysis.runs import list_runs
     from harness.analysis.summary import load_summary, read_variants
@@ -106,8 +112,11 @@ def earlier_accept_lengths(results_dir: str | Path) -> dict[str, tuple[str, str,
     return out
 
 
-async def checked_run_plan(plan: Any, **kwargs: Any) -> AsyncIterator[Any]:
+async def checked_run_plan(plan: Plan, *, results_dir: str | Path = "results", keep_servers: bool = False,
+                           resume_dir: str | Path | None = None, target: Target | None = None,
+                           adopt: list[KeptServer] | None = None) -> AsyncIterator[Any]:
     """require_preflight, then harness.bench.runner.run_plan with the same arguments (the TUI's Run)."""
-    await require_preflight(plan, target=kwargs.get("target"), resume_dir=kwargs.get("resume_dir"))
-    async for event in run_plan(plan, **kwargs):
+    await require_preflight(plan, target=target, resume_dir=resume_dir)
+    async for event in run_plan(plan, results_dir=results_dir, keep_servers=keep_servers,
+                                resume_dir=resume_dir, target=target, adopt=adopt):
         yield event

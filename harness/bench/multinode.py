@@ -14,9 +14,9 @@ import contextlib
 import dataclasses
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.nodes import NODES_DIR, NODES_FILE, variant_ok
 from harness.analysis.rundir import leftover_servers, new_run_dir, redact_plan, write_json
@@ -29,6 +29,14 @@ from harness.common.aio import drain
 from harness.serve.nodes import node_name, sub_plan, tag_node
 from harness.targets import open_target
 
+if TYPE_CHECKING:
+    from harness.common.aio import Emit
+    from harness.inputs.config import Plan
+    from harness.inputs.plan_parts import Target as TargetSpec
+    from harness.targets.base import Target
+
+    Opener = Callable[..., Target]  # open_target's signature: (host, *, ssh_port=...) -> Target
+
 REACH_TIMEOUT_S = 30.0
 
 
@@ -36,18 +44,18 @@ def node_slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
-def _baselines_for(plan: Any, names: list[str]) -> list[str]:
+def _baselines_for(plan: Plan, names: list[str]) -> list[str]:
     """The baselines the given speculative variants are compared with (one per engine in use)."""
     out: list[str] = []
     for v in plan.variants:
         if v.name in names:
-            base = plan.baseline_of(v) if hasattr(plan, "baseline_of") else plan.baseline
+            base = plan.baseline_of(v)
             if base.name not in out:
                 out.append(base.name)
     return out or [plan.baseline.name]
 
 
-def assign(plan: Any, nodes: list[str]) -> dict[str, list[str]]:
+def assign(plan: Plan, nodes: list[str]) -> dict[str, list[str]]:
     """Speculative variants round-robin over the nodes in plan order; each node that measures anything
     gets the baselines those variants need. A node with nothing to measure gets nothing."""
     share: dict[str, list[str]] = {n: [] for n in nodes}
@@ -60,7 +68,7 @@ def assign(plan: Any, nodes: list[str]) -> dict[str, list[str]]:
     return {n: (_baselines_for(plan, names) + names if names else []) for n, names in share.items()}
 
 
-async def _reachable(target: Any, opener: Any) -> bool:
+async def _reachable(target: TargetSpec, opener: Opener) -> bool:
     t = opener(target.host, ssh_port=target.ssh_port)
     try:
         await asyncio.wait_for(t.connect(), REACH_TIMEOUT_S)
@@ -73,11 +81,11 @@ async def _reachable(target: Any, opener: Any) -> bool:
             await t.close()
 
 
-async def run_multi(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
-                    resume_dir: str | Path | None = None, opener: Any = None) -> AsyncIterator[Any]:
+async def run_multi(plan: Plan, *, results_dir: str | Path = "results", keep_servers: bool = False,
+                    resume_dir: str | Path | None = None, opener: Opener | None = None) -> AsyncIterator[Any]:
     """Run a plan over all its nodes; yields harness.common.events (variants named `variant@node`).
     Closing the generator stops every node's servers."""
-    def start(emit: Any) -> Any:
+    def start(emit: Emit) -> Awaitable[None]:
         return _Multi(plan, Path(results_dir), keep_servers, Path(resume_dir) if resume_dir else None,
                       opener, emit).main()
 
@@ -87,8 +95,8 @@ async def run_multi(plan: Any, *, results_dir: str | Path = "results", keep_serv
 
 
 class _Multi:
-    def __init__(self, plan: Any, results_dir: Path, keep: bool, resume_dir: Path | None, opener: Any,
-                 emit: Any):
+    def __init__(self, plan: Plan, results_dir: Path, keep: bool, resume_dir: Path | None,
+                 opener: Opener | None, emit: Emit):
         self.plan, self.results_dir, self.keep, self.resume_dir = plan, results_dir, keep, resume_dir
         self.opener, self.emit = opener or open_target, emit
         self.targets = {node_name(t): t for t in plan.node_targets()}
@@ -144,7 +152,7 @@ class _Multi:
             write_json(self.run_dir / "plan.resolved.json", redact_plan(self.plan.resolved_dict()))
         write_json(self.run_dir / "provenance.json", {
             "run_id": self.run_dir.name, "plan": self.plan.name, "status": "running",
-            "plan_file": str(Path(getattr(self.plan, "source_path", None) or "").resolve()),
+            "plan_file": str(Path(self.plan.source_path or "").resolve()),
             "target_workdir": str(self.plan.target.workdir), "simulated": bool(self.plan.target.simulated),
             "nodes": [e["node"] for e in state["nodes"]]})
         per_variant = requests_per_pass(self.plan) * int(self.plan.run.repeats or 1)
@@ -162,7 +170,8 @@ class _Multi:
         lost = [n for n, r in results.items() if r is None]
         failures = sum(r.failures for r in results.values() if r is not None) + len(lost)
         prov = json.loads((self.run_dir / "provenance.json").read_text(encoding="utf-8"))
-        write_json(self.run_dir / "provenance.json", {**prov, "status": "complete" if failures == 0 else "incomplete",
+        write_json(self.run_dir / "provenance.json",
+                   {**prov, "status": "complete" if failures == 0 else "incomplete",
                                                       "lost_nodes": lost})
         errors = sum(int(r.extra.get("request_errors", 0)) for r in results.values() if r is not None)
         self.emit(ev.RunDone(str(self.run_dir), failures == 0, failures, summary,
@@ -177,7 +186,7 @@ class _Multi:
         return self.resume_dir is not None and bool(leftover_servers(node_dir / "servers.jsonl")) \
             and entry["node"] not in self.unreachable
 
-    async def _node(self, entry: dict[str, Any], results: dict[str, Any]) -> None:
+    async def _node(self, entry: dict[str, Any], results: dict[str, ev.RunDone | None]) -> None:
         name = entry["node"]
         node_dir = self.run_dir / entry["dir"]
         node_dir.mkdir(parents=True, exist_ok=True)

@@ -143,7 +143,8 @@ async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], 
             suffix = pass_suffix(pass_no)
             first = to_request(prompt, suite, plan, extra, request_id=f"{suite.name}/{prompt.id}{suffix}")
             # one conversation holds its slot for all its turns (live multi-turn: harness.bench.conversation)
-            async for req, result in converse(first, prompt, suite, lambda r: send(client, r, retries, stop, server_up),
+            async for req, result in converse(first, prompt, suite,
+                                              lambda r: send(client, r, retries, stop, server_up),
                                               stop.is_set, replay_pass=pass_no, suffix=suffix):
                 await done.put((req, prompt, result))
 
@@ -206,7 +207,8 @@ async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,
     width = max(1, max(plan.run.concurrency, default=1))
     reqs = [to_request(prompts[i % len(prompts)], suite, plan, request_id=f"warmup/{i}")
             for i in range(max(n, width))]
-    first = await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled", temperature=0.7))
+    first = await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled",
+                                           temperature=0.7))
     ok = bool(first.ok)
     sem = asyncio.Semaphore(width)
     times: list[float] = []

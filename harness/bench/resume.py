@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,29 +30,36 @@ HARMLESS = ("description", "run.request_timeout_s", "run.retries", "server.start
 _HARMLESS_RE = [re.compile(re.escape(p).replace(r"\[\*\]", r"\[[^\]]+\]") + "$") for p in HARMLESS]
 SHOWN = 20  # differences listed in a refusal; the rest are counted
 _MISSING = object()
+# a difference between two plans: (path, value in the first, value in the second); _MISSING where absent
+Diff = tuple[tuple, object, object]
+# reads a plan file: (path, results dir) -> Plan
+PlanReader = Callable[[Path, Path], Plan]
 
 
 @dataclass
 class ResumePlan:
-    plan: Any
+    plan: Plan
     applied: list[str] = field(default_factory=list)  # harmless changes taken from the given plan
     file_differs: list[str] = field(default_factory=list)  # no plan given: how the plan file differs now
 
 
-def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, load: Any = None) -> ResumePlan:
+def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *,
+                load: PlanReader | None = None) -> ResumePlan:
     """The plan to resume `run_dir` with (see the module). `plan_path`: a plan the user passed; `load(path,
     results_dir)` reads a plan file (default `load_plan`; the CLI's also readies the demo's checkpoints)."""
     run_dir = Path(run_dir)
-    read = load or (lambda path, _results: load_plan(path))
+    read: PlanReader = load or (lambda path, _results: load_plan(path))
     prov = _read_json(run_dir / "provenance.json", run_dir, "not a run directory (no provenance.json)")
     resolved_path = run_dir / RESOLVED
-    if not resolved_path.exists():  # a run directory from before plan.resolved.json: its plan file is all there is
+    # a run directory from before plan.resolved.json: its plan file is all there is
+    if not resolved_path.exists():
         return ResumePlan(_legacy_plan(run_dir, prov, plan_path, read))
     # a run from before the engines owned their options says target.launcher / sglang_version: compare (and
     # restore redacted values) in today's shape
     stored = upgraded_plan(_read_json(resolved_path, resolved_path, "cannot be read"))
     original = prov.get("plan_file") or ""
-    source = Path(plan_path) if plan_path else (Path(original) if original and Path(original).is_file() else None)
+    source = Path(plan_path) if plan_path else \
+        (Path(original) if original and Path(original).is_file() else None)
     current, unreadable = None, ""
     if source is not None:
         try:
@@ -61,8 +68,9 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, loa
             if plan_path:
                 raise
             unreadable = str(exc)  # the run's own plan still resumes, unless a redacted value is needed
-    out = ResumePlan(None)
-    data = stored
+    applied: list[str] = []
+    file_differs: list[str] = []
+    data: object = stored
     if current is not None:
         diffs = differences(redact_plan(stored), redact_plan(current.resolved_dict()))
         harmful = [d for d in diffs if not harmless(d[0])]
@@ -72,17 +80,17 @@ def resume_plan(run_dir: str | Path, plan_path: str | Path | None = None, *, loa
             data = json.loads(json.dumps(stored))
             for path, _, new in diffs:
                 _set(data, path, new)
-            out.applied = [describe(d) for d in diffs]
+            applied = [describe(d) for d in diffs]
         else:
-            out.file_differs = [describe(d) for d in harmful]
+            file_differs = [describe(d) for d in harmful]
         data = _restore(data, current.resolved_dict(), ())
     else:
-        _no_secrets(stored, resolved_path, unreadable or (f"the run's plan file is gone ({original})" if original
+        _no_secrets(stored, resolved_path,
+                    unreadable or (f"the run's plan file is gone ({original})" if original
                                                           else "the run names no plan file"))
     plan = _validate(Plan, data, resolved_path)
     plan._source_path = source if source is not None else (Path(original) if original else None)
-    out.plan = plan
-    return out
+    return ResumePlan(plan, applied, file_differs)
 
 
 def harmless(path: tuple) -> bool:
@@ -90,10 +98,10 @@ def harmless(path: tuple) -> bool:
     return any(r.match(text) for r in _HARMLESS_RE)
 
 
-def differences(a: Any, b: Any, path: tuple = ()) -> list[tuple[tuple, Any, Any]]:
+def differences(a: object, b: object, path: tuple = ()) -> list[Diff]:
     """(path, value in a, value in b) for every leaf that differs; lists of named mappings pair by name."""
     if isinstance(a, dict) and isinstance(b, dict):
-        out = []
+        out: list[Diff] = []
         for k in list(a) + [k for k in b if k not in a]:
             out += differences(a.get(k, _MISSING), b.get(k, _MISSING), (*path, k))
         return out
@@ -113,12 +121,12 @@ def render(path: tuple) -> str:
     return text
 
 
-def describe(diff: tuple[tuple, Any, Any]) -> str:
+def describe(diff: Diff) -> str:
     path, old, new = diff
     return f"{render(path)}: {_show(old)} -> {_show(new)}"
 
 
-def refusal(run_dir: Path, harmful: list[tuple[tuple, Any, Any]]) -> str:
+def refusal(run_dir: Path, harmful: list[Diff]) -> str:
     lines = [describe(d) for d in harmful[:SHOWN]]
     if len(harmful) > SHOWN:
         lines.append(f"... and {len(harmful) - SHOWN} more")
@@ -131,7 +139,7 @@ def refusal(run_dir: Path, harmful: list[tuple[tuple, Any, Any]]) -> str:
 # ---- helpers ----------------------------------------------------------------------------------------------
 
 
-def _keyed(value: Any) -> dict | None:
+def _keyed(value: object) -> dict | None:
     """A list of mappings that all carry a distinct name (variants, suites) or id (prompts), by that key."""
     if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
         return None
@@ -142,14 +150,14 @@ def _keyed(value: Any) -> dict | None:
     return None
 
 
-def _child(node: Any, part: Any) -> Any:
+def _child(node: object, part: object) -> object:
     if isinstance(part, tuple):
         keyed = _keyed(node)
         return keyed.get(part, _MISSING) if keyed is not None else _MISSING
     return node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
 
 
-def _set(data: Any, path: tuple, value: Any) -> None:
+def _set(data: object, path: tuple, value: object) -> None:
     node = data
     for part in path[:-1]:
         node = _child(node, part)
@@ -163,15 +171,17 @@ def _set(data: Any, path: tuple, value: Any) -> None:
             node[last] = value
 
 
-def _restore(stored: Any, current: Any, path: tuple) -> Any:
+def _restore(stored: object, current: object, path: tuple) -> object:
     """Redacted values of the stored plan, taken from the plan file at the same place."""
     if stored == REDACTED:
         if current is _MISSING or current == REDACTED:
-            raise InputError(RESOLVED, None, render(path), "is redacted in the run directory and the plan file "
+            raise InputError(RESOLVED, None, render(path),
+                             "is redacted in the run directory and the plan file "
                              "has no value here: pass the plan that holds it with --plan")
         return current
     if isinstance(stored, dict):
-        return {k: _restore(v, current.get(k, _MISSING) if isinstance(current, dict) else _MISSING, (*path, k))
+        return {k: _restore(v, current.get(k, _MISSING) if isinstance(current, dict) else _MISSING,
+                            (*path, k))
                 for k, v in stored.items()}
     if isinstance(stored, list):
         keyed = _keyed(stored)
@@ -183,7 +193,7 @@ def _restore(stored: Any, current: Any, path: tuple) -> Any:
     return stored
 
 
-def _no_secrets(stored: Any, resolved_path: Path, why: str, path: tuple = ()) -> None:
+def _no_secrets(stored: object, resolved_path: Path, why: str, path: tuple = ()) -> None:
     """Without a readable plan file, a redacted value cannot be restored: refuse rather than pass it on."""
     if stored == REDACTED:
         raise InputError(str(resolved_path), None, render(path),
@@ -196,7 +206,7 @@ def _no_secrets(stored: Any, resolved_path: Path, why: str, path: tuple = ()) ->
             _no_secrets(v, resolved_path, why, (*path, i))
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     if value is _MISSING:
         return "(absent)"
     text = json.dumps(value, default=str)
@@ -213,13 +223,13 @@ def _read_json(path: Path, where: Path, message: str) -> dict:
     return data
 
 
-def _load(path: Path, run_dir: Path, read: Any) -> Any:
+def _load(path: Path, run_dir: Path, read: PlanReader) -> Plan:
     if not path.is_file():
         raise InputError(str(path), None, None, "plan file not found")
     return read(path, run_dir.parent)  # the demo's checkpoints sit next to its runs
 
 
-def _validate(model: Any, data: dict, path: Path) -> Any:
+def _validate(model: type[Plan], data: object, path: Path) -> Plan:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -227,7 +237,7 @@ def _validate(model: Any, data: dict, path: Path) -> Any:
         raise InputError(str(path), None, ".".join(str(p) for p in err["loc"]), err["msg"]) from None
 
 
-def _legacy_plan(run_dir: Path, prov: dict, plan_path: str | Path | None, read: Any) -> Any:
+def _legacy_plan(run_dir: Path, prov: dict, plan_path: str | Path | None, read: PlanReader) -> Plan:
     plan_file = str(plan_path or prov.get("plan_file") or "")
     if not Path(plan_file).is_file():
         raise InputError(str(run_dir / "provenance.json"), None, "plan_file",

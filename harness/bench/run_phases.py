@@ -5,7 +5,7 @@ Functions of the run (harness.bench.runner._Run), kept apart so the runner stays
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.store import VariantMeta
 from harness.bench.arrivals import rate_label
@@ -13,7 +13,16 @@ from harness.bench.sizing import Sizer
 from harness.common import events as ev
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
-COMPILE_MIN_S = 20.0  # a first decode this slow, and COMPILE_RATIO x the rest, is a compile (docs/real-gpu.md)
+if TYPE_CHECKING:
+    from harness.bench.run_state import RunState
+    from harness.inputs.config import Variant
+    from harness.inputs.suites import Prompt, Suite
+
+    # a phase still to measure: (phase id, suite, concurrency, repeat, its prompts in replay order)
+    Phase = tuple[str, Suite, int, int, list[Prompt]]
+
+# a first decode this slow, and COMPILE_RATIO x the rest, is a compile (docs/real-gpu.md)
+COMPILE_MIN_S = 20.0
 COMPILE_RATIO = 10.0
 
 
@@ -25,9 +34,9 @@ def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
     return f"{suite}@r{rate_label(rate)}#r{repeat}"
 
 
-def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: set[int] | None = None
-            ) -> list[tuple[str, Any, int, int, list[Any]]]:
-    out = []
+def plan_phases(run: RunState, variant: Variant, repeats: list[int] | None = None,
+                only: set[int] | None = None) -> list[Phase]:
+    out: list[Phase] = []
     rates = [] if only is not None else list(map(float, run.plan.run.request_rate))
     levels = [c for c in run.plan.run.concurrency if only is None or c in only]
     for repeat in repeats or range(1, run.plan.run.repeats + 1):
@@ -46,7 +55,7 @@ def plan_phases(run: Any, variant: Any, repeats: list[int] | None = None, only: 
     return out
 
 
-def one_off(run: Any, name: str, meta: VariantMeta, timing: dict[str, Any]) -> None:
+def one_off(run: RunState, name: str, meta: VariantMeta, timing: dict[str, Any]) -> None:
     """The warmup's first (sampled) request far slower than the rest: a one-off compile, seen for the
     first EAGLE-3 decode on a fresh H200 (~2 min). It stays out of every measured phase (the warmup is
     never measured); recorded as `compile_s` so budgets charge it once per machine (harness.studies.tune)."""
@@ -56,11 +65,13 @@ def one_off(run: Any, name: str, meta: VariantMeta, timing: dict[str, Any]) -> N
         return
     meta.compile_s = round(first - rest, 1)
     run.emit(ev.Alarm(name, "info", "one-off-compile",
-                       f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the warmup: "
-                       "a one-off compile, charged once per machine and kept out of every measured phase"))
+                       f"the first decode took {first:.0f} s against {rest:.1f} s for the rest of the "
+                       "warmup: a one-off compile, charged once per machine and kept "
+                       "out of every measured phase"))
 
 
-def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) -> Sizer | None:
+def sizer_for(run: RunState, name: str, pid: str, suite: Suite, c: int,
+              prompts: list[Prompt]) -> Sizer | None:
     """Phase sizing (harness.bench.sizing) for a closed-loop phase over its whole suite (a resumed phase is
     replayed whole: harness.analysis.attempts)."""
     settings = run.plan.run
@@ -87,7 +98,7 @@ def sizer_for(run: Any, name: str, pid: str, suite: Any, c: int, prompts: list) 
     return sizer
 
 
-def settle_total(run: Any, sizer: Sizer | None) -> None:
+def settle_total(run: RunState, sizer: Sizer | None) -> None:
     """After a sized phase: the progress total counts the passes it really ran (the plan was an estimate)."""
     if sizer is not None:
         done = sizer.prompts * (sizer.passes - 1)

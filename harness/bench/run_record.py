@@ -9,20 +9,26 @@ import asyncio
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import harness
 from harness.analysis.rundir import WINDOW_COLUMNS, mark_incomplete, redact_plan, write_json
 from harness.common import events as ev
 from harness.engines import engine_of
 
+if TYPE_CHECKING:
+    from harness.bench.run_state import RunState
+    from harness.serve.existing import ExistingServer
+    from harness.serve.server import Server
 
-def write_provenance(run: Any, versions: dict[str, str | None], status: str) -> None:
-    if not (run.resume_dir and (run.run_dir / "plan.resolved.json").exists()):  # a resume keeps the run's plan
+
+def write_provenance(run: RunState, versions: dict[str, str | None], status: str) -> None:
+    # a resume keeps the run's plan
+    if not (run.resume_dir and (run.run_dir / "plan.resolved.json").exists()):
         write_json(run.run_dir / "plan.resolved.json", redact_plan(run.plan.resolved_dict()))
     write_json(run.run_dir / "provenance.json", {
         "draftbench_version": harness.__version__, "run_id": run.run_id, "status": status,
-        "plan": run.plan.name, "plan_file": str(Path(getattr(run.plan, "source_path", "")).resolve()),
+        "plan": run.plan.name, "plan_file": str(Path(run.plan.source_path or "").resolve()),
         "target": run.plan.target.host, "target_workdir": str(run.plan.target.workdir),
         "simulated": bool(run.plan.target.simulated),
         "servers_not_started": [v.name for v in run.plan.variants if v.is_existing],
@@ -34,9 +40,10 @@ def write_provenance(run: Any, versions: dict[str, str | None], status: str) -> 
 # ------------------------------------------------------------------------------------------------
 
 
-async def log_catch_up(server: Any, mark: int, timeout: float = 2.0) -> None:
-    """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its tag."""
-    deadline = time.monotonic() + timeout if getattr(server, "has_log", True) else 0.0
+async def log_catch_up(server: Server | ExistingServer, mark: int, timeout: float = 2.0) -> None:
+    """Wait (briefly) for our /get_server_info access line after `mark`: the phase's last windows get its
+    tag."""
+    deadline = time.monotonic() + timeout if server.has_log else 0.0
     while time.monotonic() < deadline:
         new = server.lines_seen - mark
         if new > 0 and any("server_info" in ln for ln in list(server.last_lines)[-min(new, 50):]):
@@ -46,12 +53,12 @@ async def log_catch_up(server: Any, mark: int, timeout: float = 2.0) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def on_lines(run: Any, variant: str, lines: list[str]) -> None:
+def on_lines(run: RunState, variant: str, lines: list[str]) -> None:
     server = run._log_owner.get(variant)
     first = (server.lines_seen if server else len(lines)) - len(lines) + 1
     run.emit(ev.ServerLog(variant, tuple(lines)))
     tag = run.phase_tag.get(variant)
-    engine = getattr(server, "engine", None) or engine_of(
+    engine = server.engine if server is not None else engine_of(
         run.plan, next((v for v in run.plan.variants if v.name == variant), None))
     for i, text in enumerate(lines):
         w = engine.parse_log_line(text, first + i)
@@ -65,7 +72,7 @@ def on_lines(run: Any, variant: str, lines: list[str]) -> None:
             run.emit(alarm)
 
 
-def summarise_at_end(run: Any, complete: bool) -> str:
+def summarise_at_end(run: RunState, complete: bool) -> str:
     from harness.analysis.summary import load_summary, summarise_run
 
     try:

@@ -10,9 +10,9 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import attempts as tries
 from harness.analysis.alarms import AlarmTracker
@@ -48,13 +48,23 @@ from harness.serve.kept import gpu_has_room, reap_leftovers
 from harness.serve.key_handoff import key_in_log_warning
 from harness.serve.server import Server, ServerFailed, stopped_detail
 
+if TYPE_CHECKING:
+    from harness.bench.run_phases import Phase
+    from harness.client.stream import ReplayClient
+    from harness.common.aio import Emit
+    from harness.inputs.config import Plan, Variant
+    from harness.inputs.suites import Prompt, Suite
+    from harness.serve.kept import KeptServer, VariantServer
+    from harness.targets.base import Target
 
-async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_servers: bool = False,
-                   resume_dir: str | Path | None = None, target: Any = None,
-                   adopt: list[Any] | None = None) -> AsyncIterator[Any]:
+
+async def run_plan(plan: Plan, *, results_dir: str | Path = "results", keep_servers: bool = False,
+                   resume_dir: str | Path | None = None, target: Target | None = None,
+                   adopt: list[KeptServer] | None = None) -> AsyncIterator[Any]:
     """Run the plan; yields events from harness.common.events. Closing the generator stops every server.
-    `adopt`: other runs' kept servers that a variant with the same command takes over (harness.serve.adopt)."""
-    def start(emit: Any) -> Any:
+    `adopt`: other runs' kept servers that a variant with the same command takes over
+    (harness.serve.adopt)."""
+    def start(emit: Emit) -> Awaitable[None]:
         return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers, adopt=adopt,
                     resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit).main()
 
@@ -64,8 +74,8 @@ async def run_plan(plan: Any, *, results_dir: str | Path = "results", keep_serve
 
 
 class _Run:
-    def __init__(self, plan: Any, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
-                 target: Any, emit: Any, adopt: list[Any] | None = None):
+    def __init__(self, plan: Plan, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
+                 target: Target | None, emit: Emit, adopt: list[KeptServer] | None = None):
         self.plan = plan
         self.emit = emit
         self.keep = keep_servers or bool(plan.server.keep_running)
@@ -73,21 +83,27 @@ class _Run:
         self.results_dir = results_dir
         self.target = target
         self.own_target = target is None
-        self.servers: list[Server] = []
-        self.kept: list[Server] = []  # kept servers, oldest first: stopped when the next variant needs the GPU
-        self.offered = list(adopt or [])  # other runs' kept servers, for a variant to adopt (harness.serve.adopt)
-        self._log_owner: dict[str, Server] = {}  # never pruned: the last log lines arrive after the stop
+        self.servers: list[Server | ExistingServer] = []
+        # kept servers, oldest first: stopped when the next variant needs the GPU
+        self.kept: list[VariantServer] = []
+        # other runs' kept servers, for a variant to adopt (harness.serve.adopt)
+        self.offered = list(adopt or [])
+        # never pruned: the last log lines arrive after the stop
+        self._log_owner: dict[str, Server | ExistingServer] = {}
         self.phase_tag: dict[str, str | None] = {}
         self.phase_rate: dict[str, float] = {}  # request-rate phases: phase id -> arrivals per second
         self.alarms = AlarmTracker(plan)
         self.versions: dict[str, str | None] = {}  # engine name -> version, asked once per engine
-        self.parked: dict[str, Server] = {}  # run.stop: decided keeps servers up between looks (GPU room rules)
+        # run.stop: decided keeps servers up between looks (GPU room rules)
+        self.parked: dict[str, Server | ExistingServer] = {}
         self.metas: dict[str, VariantMeta] = {}  # a parked server's metadata, for the next look's record
-        self.pass_count: dict[tuple[str, str, int], int] = {}  # (variant, suite, conc) -> passes its phases run
+        # (variant, suite, conc) -> passes its phases run
+        self.pass_count: dict[tuple[str, str, int], int] = {}
         self.warmed: set[str] = set()
         self.probed: set[tuple[str, str]] = set()  # (variant, "suite@cN"): greedy acceptance is probed once
         budget = plan.run.budget_s
-        self.deadline = time.monotonic() + float(budget) if budget else None  # run.budget_s (harness.bench.decide)
+        # run.budget_s (harness.bench.decide)
+        self.deadline: float | None = time.monotonic() + float(budget) if budget else None
         self.failures = 0
         self.failed: set[str] = set()
         self.request_errors = 0
@@ -142,9 +158,11 @@ class _Run:
             self.emit(ev.RunStarted(self.run_id, str(self.run_dir), plan.name,
                                     tuple(v.name for v in plan.variants), self.total_requests,
                                     bool(plan.target.simulated)))
-            for alarm in realism_alarms(plan):  # prompts unlike real traffic's: said before anything is measured
+            # prompts unlike real traffic's: said before anything is measured
+            for alarm in realism_alarms(plan):
                 self.emit(alarm)
-            import harness.client.stream  # noqa: F401  (the SDK import takes ~1 s: pay it before any server is ready)
+            # the SDK import takes ~1 s: pay it before any server is ready
+            import harness.client.stream  # noqa: F401
 
             ordered = sorted(plan.variants, key=lambda v: not v.is_baseline)
             # the stopping rule keeps servers up between looks (GPU room rules); all stop together at the end
@@ -152,8 +170,8 @@ class _Run:
             if park and interleaved(plan):  # every server stays up: repeat by repeat, the arms side by side
                 for repeat in range(1, plan.run.repeats + 1):
                     for variant in ordered:
-                        await self._run_variant(variant, self.versions[engine_of(plan, variant).name], [repeat],
-                                                park=True)
+                        await self._run_variant(variant, self.versions[engine_of(plan, variant).name],
+                                                [repeat], park=True)
             else:
                 for variant in ordered:
                     await self._run_variant(variant, self.versions[engine_of(plan, variant).name], park=park)
@@ -161,8 +179,9 @@ class _Run:
             complete = self.failures == 0
         finally:
             self.parked.clear()
-            # every server is stopped, together, even when this task is cancelled meanwhile (a closed generator,
-            # a second Ctrl-C): the cancellation is re-raised once the files are closed and the summary written
+            # every server is stopped, together, even when this task is cancelled meanwhile (a closed
+            # generator, a second Ctrl-C): the cancellation is re-raised once the files are closed and the
+            # summary written
             cancelled = await finish(asyncio.gather(*(self._stop(s) for s in list(self.servers)),
                                                     return_exceptions=True))
             for f in (self.records, self.phases, self.windows, self.attempts,
@@ -177,7 +196,7 @@ class _Run:
         self.emit(ev.RunDone(str(self.run_dir), complete and bool(summary_csv), self.failures, summary_csv,
                              {"request_errors": self.request_errors}))
 
-    async def _run_variant(self, variant: Any, version: str | None, repeats: list[int] | None = None,
+    async def _run_variant(self, variant: Variant, version: str | None, repeats: list[int] | None = None,
                            only: set[int] | None = None, park: bool = False) -> None:
         """Measure `variant`'s phases (those of `repeats` at the concurrencies `only`, default all). `park`:
         leave its server up afterwards for the stopping rule's next look (harness.bench.decide)."""
@@ -206,8 +225,9 @@ class _Run:
         key = api_key(self.plan, variant)
         server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
             if variant.is_existing else \
-            Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir, engine_version=version,
-                   on_lines=lambda lines, s=name: on_lines(self, s, lines), api_key=key)
+            Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
+                   engine_version=version, on_lines=lambda lines, s=name: on_lines(self, s, lines),
+                   api_key=key)
         self.servers.append(server)
         self._log_owner[name] = server
         if self.parked and not gpu_has_room(self.plan, len(self.parked)):
@@ -215,7 +235,8 @@ class _Run:
                 self.parked.pop(other.name, None)
                 await self._stop(other)
         try:
-            await launch(self, server, variant)  # adopts an offered server with the same command, or starts one
+            # adopts an offered server with the same command, or starts one
+            await launch(self, server, variant)
             meta.port, meta.pgid, meta.launch_command = server.port, server.pgid, redact_argv(server.argv)
             startup = await server.wait_ready(self.plan.server.startup_timeout_s)
             meta.startup_s = round(startup, 2)
@@ -248,15 +269,16 @@ class _Run:
         self.metas[name] = meta.model_copy(deep=True)
         await self._measure_on(variant, server, meta, todo, park)
 
-    def _failed(self, server: Server, meta: VariantMeta, exc: ServerFailed) -> None:
+    def _failed(self, server: Server | ExistingServer, meta: VariantMeta, exc: ServerFailed) -> None:
         self.failures += 1
         self.failed.add(server.name)
         meta.status, meta.failure, meta.last_log_lines = "failed", exc.reason, exc.last_lines[-50:]
-        self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid, "\n".join(exc.last_lines[-50:])))
+        self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid,
+                                 "\n".join(exc.last_lines[-50:])))
         self.emit(ev.VariantDone(server.name, False, exc.reason))
 
-    async def _measure_on(self, variant: Any, server: Server, meta: VariantMeta, todo: list,
-                          park: bool) -> None:
+    async def _measure_on(self, variant: Variant, server: Server | ExistingServer, meta: VariantMeta,
+                          todo: list[Phase], park: bool) -> None:
         name = variant.name
         up = False
         try:
@@ -277,7 +299,7 @@ class _Run:
             else:
                 await self._stop(server)
 
-    async def _stop(self, server: Server) -> None:
+    async def _stop(self, server: Server | ExistingServer) -> None:
         if server not in self.servers:
             return
         self.servers.remove(server)
@@ -291,14 +313,16 @@ class _Run:
             self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                      stopped_detail(server) if gone else "processes left after SIGKILL"))
 
-    async def _measure(self, variant: Any, server: Server, meta: VariantMeta, todo: list) -> None:
+    async def _measure(self, variant: Variant, server: Server | ExistingServer, meta: VariantMeta,
+                       todo: list[Phase]) -> None:
         from harness.bench.replay import warmup
         from harness.client.stream import ReplayClient
 
         run = self.plan.run
         model = await server.admin.model_id() or str(self.plan.model.path)
-        client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint, timeout_s=run.request_timeout_s,
-                              max_connections=max_connections(self.plan), keepalive=run.connections == "keep-alive",
+        client = ReplayClient(server.base_url + "/v1", model, endpoint=run.endpoint,
+                              timeout_s=run.request_timeout_s, max_connections=max_connections(self.plan),
+                              keepalive=run.connections == "keep-alive",
                               api_key=api_key(self.plan, variant) or "EMPTY")
         client = with_sampling(client, variant)  # the variant's sampling arm on every request (run.sampling)
         engine = server.engine
@@ -321,8 +345,8 @@ class _Run:
         finally:
             await client.aclose()
 
-    async def _phase(self, variant: Any, server: Server, client: Any, pid: str, suite: Any, c: int,
-                     repeat: int, prompts: list, probe: str) -> None:
+    async def _phase(self, variant: Variant, server: Server | ExistingServer, client: ReplayClient, pid: str,
+                     suite: Suite, c: int, repeat: int, prompts: list[Prompt], probe: str) -> None:
         from harness.bench.replay import probe_meta, replay_phase
 
         name = variant.name
@@ -367,7 +391,8 @@ class _Run:
         mark = server.lines_seen
         server_side = engine.phase_server_means(before, await server.admin.histograms())
         info = await server.admin.server_info()
-        accept = server_side.pop("server_accept_len", None)  # the phase's counter delta, where the engine has one
+        # the phase's counter delta, where the engine has one
+        accept = server_side.pop("server_accept_len", None)
         if accept is None:
             accept = engine.server_accept_len(info)
         await log_catch_up(server, mark)

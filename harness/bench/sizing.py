@@ -38,8 +38,10 @@ class Sizer:
     min_requests: int
     fixed_passes: int | None = None  # later repeats: exactly this many
     clock: Callable[[], float] = time.perf_counter
-    on_plan: Callable[[int, float, int, float, bool], None] | None = None  # (prompts, one-pass s, passes, s, capped)
-    on_pass: Callable[[int], None] | None = None  # (passes): a pass starts, planned or not (the progress total)
+    # (prompts, one-pass s, passes, s, capped)
+    on_plan: Callable[[int, float, int, float, bool], None] | None = None
+    # (passes): a pass starts, planned or not (the progress total)
+    on_pass: Callable[[int], None] | None = None
     passes: int = 1
     counted: int = 0  # requests of passes after the first already added to the run's progress total
     _t0: float | None = None

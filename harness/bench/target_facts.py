@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.targets.base import Target
 
 
-async def drafter_hash(target: Any, plan: Any, variant: Any) -> str:
+async def drafter_hash(target: Target, plan: Plan, variant: Variant) -> str:
     """sha256 of the drafter's config.json as the target has it ('' when unreadable)."""
     if variant.drafter is None:
         return ""
@@ -22,7 +26,7 @@ async def drafter_hash(target: Any, plan: Any, variant: Any) -> str:
 
 
 
-async def gpus(target: Any, plan: Any) -> list[str]:
+async def gpus(target: Target, plan: Plan) -> list[str]:
     """The target's GPUs as nvidia-smi names them (model, driver, memory); ['simulated'] on the stand-in."""
     if plan.target.simulated:
         return ["simulated"]

@@ -86,8 +86,8 @@ def check_trained_for(
     if drafter is None:
         return []
     fix = f"regenerate data with this target and retrain: {retrain_command(plan_path, variant)}"
-    why = ("a drafter predicts the hidden states and tokens of the model it was trained with; on another model "
-           "(another generation of it too) acceptance falls even when every shape matches")
+    why = ("a drafter predicts the hidden states and tokens of the model it was trained with; on another "
+           "model (another generation of it too) acceptance falls even when every shape matches")
     recorded: TrainedAgainst | None = getattr(drafter, "trained_against", None)
     if recorded is not None and target_cfg:
         diffs = recorded.differences(TrainedAgainst.of(target_cfg))
@@ -107,7 +107,8 @@ def check_trained_for(
         warning(
             variant,
             "trained-for-other-target",
-            f"drafter '{drafter.name}' was trained for another target ({trained_for}); the target is {model_path}",
+            f"drafter '{drafter.name}' was trained for another target ({trained_for}); "
+            f"the target is {model_path}",
             why,
             fix,
         )

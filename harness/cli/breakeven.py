@@ -27,7 +27,8 @@ def _ints(text: str) -> list[int]:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    be = sub.add_parser("breakeven", help="run a variant at forced accept lengths (outputs not the model's) and "
+    be = sub.add_parser("breakeven",
+                        help="run a variant at forced accept lengths (outputs not the model's) and "
                         "find where it equals the baseline's tok/s")
     be.add_argument("plan")
     be.add_argument("--variant", required=True, help="the speculative variant to force")

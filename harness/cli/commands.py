@@ -35,8 +35,10 @@ def _add_wide(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="draftbench", description="Benchmark EAGLE-3 speculative decoding on SGLang.",
-                                epilog=exit_code_table(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="draftbench",
+                                description="Benchmark EAGLE-3 speculative decoding on SGLang.",
+                                epilog=exit_code_table(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"draftbench {harness.__version__}")
     sub = p.add_subparsers(dest="command")
 
@@ -50,11 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("plan", nargs="?", help="plan YAML file")
     run.add_argument("--results-dir", default="results")
     run.add_argument("--keep-servers", action="store_true", help="leave the servers running at the end")
-    run.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run with the plan it started with "
+    run.add_argument("--resume", metavar="RUN_DIR",
+                     help="finish an interrupted run with the plan it started with "
                      "(RUN_DIR/plan.resolved.json)")
-    run.add_argument("--plan", dest="plan_flag", metavar="PLAN", help="with --resume: a changed plan, accepted only "
+    run.add_argument("--plan", dest="plan_flag", metavar="PLAN",
+                     help="with --resume: a changed plan, accepted only "
                      "when what changed measures nothing (timeouts, retries, keep_running); else refused")
-    run.add_argument("--until-decided", action="store_true", help="run.stop: decided: more repeats of the rows "
+    run.add_argument("--until-decided", action="store_true",
+                     help="run.stop: decided: more repeats of the rows "
                      "still undecided, at looks fixed in advance (docs/metrics.md, the stopping rule)")
     run.add_argument("--budget", metavar="DURATION", help="wall-clock budget (90s, 20m, 2h): planned before "
                      "any server starts; no look is started that it cannot pay for")
@@ -68,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="preflight checks of a plan on its target, without loading a model")
     ck.add_argument("plan")
     ck.add_argument("--json", action="store_true", help="findings as JSON on stdout")
-    ck.add_argument("--results-dir", default="results", help="where the demo plan's models are made and earlier "
+    ck.add_argument("--results-dir", default="results",
+                    help="where the demo plan's models are made and earlier "
                     "runs are read (a drafter's accept length against its training time)")
 
     sm = sub.add_parser("summary", help="print the comparison table of a finished run")
@@ -76,12 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--csv", metavar="OUT", help="also export the table as CSV here")
     _add_wide(sm)
 
-    cmp_ = sub.add_parser("compare", help="two runs side by side: accept len, tok/s, TTFT, speedup and change, "
+    cmp_ = sub.add_parser("compare",
+                          help="two runs side by side: accept len, tok/s, TTFT, speedup and change, "
                           "and whether B's tok/s differs from A's for real (ratio, 95%% CI, verdict)")
     cmp_.add_argument("run_a")
     cmp_.add_argument("run_b")
     cmp_.add_argument("--csv", metavar="OUT", help="also export the comparison as CSV here")
-    cmp_.add_argument("--forced", action="store_true", help="also compare forced-acceptance rows (breakeven's "
+    cmp_.add_argument("--forced", action="store_true",
+                      help="also compare forced-acceptance rows (breakeven's "
                       "copies, labelled FORCED); left out by default: their outputs are not the model's")
 
     imp = sub.add_parser("import-suite", help="a suite from question.jsonl (MT-bench/Spec-Bench), ShareGPT "
@@ -91,12 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "suite's name, the one a plan's `suites:` lists")
     imp.add_argument("--name", help="the suite's name, when it should differ from --out's file name")
     imp.add_argument("--force", action="store_true", help="overwrite --out when it exists")
-    imp.add_argument("--format", default="auto", choices=["auto", "question", "sharegpt", "specforge", "prompts",
+    imp.add_argument("--format", default="auto",
+                     choices=["auto", "question", "sharegpt", "specforge", "prompts",
                                                           "speed-bench", "openai"])
     imp.add_argument("--turns", default="live", choices=["live", "first", "separate"],
-                     help="live: later user turns follow the server's own answers (default); first: first turns "
-                          "only; separate: every turn a single-turn prompt")
-    imp.add_argument("--all-turns", action="store_const", const="separate", dest="turns", help=argparse.SUPPRESS)
+                     help="live: later user turns follow the server's own answers (default); first: first "
+                          "turns only; separate: every turn a single-turn prompt")
+    imp.add_argument("--all-turns", action="store_const", const="separate", dest="turns",
+                     help=argparse.SUPPRESS)
     imp.add_argument("--categories", type=lambda v: [c for c in v.split(",") if c], help="comma-separated")
     imp.add_argument("--min-chars", type=int, help="drop prompts whose user turns are shorter")
     imp.add_argument("--max-chars", type=int, help="drop prompts whose user turns are longer")
@@ -131,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in (None, "tui"):
             return _tui(getattr(args, "plan", None), getattr(args, "results_dir", "results"))
         handler = {"demo": _demo, "run": _run, "check": _check, "parse-log": _parse_log, "summary": _summary,
-                   "import-suite": _import_suite, "compare": _compare, **retrain.handlers(), **breakeven.handlers(),
-                   **tune.handlers(), **loop.handlers()}[args.command]
+                   "import-suite": _import_suite, "compare": _compare, **retrain.handlers(),
+                   **breakeven.handlers(), **tune.handlers(), **loop.handlers()}[args.command]
         return handler(args)
     except PreflightFailed as exc:
         for line in exc.lines:
@@ -141,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     except HarnessError as exc:  # InputError: 2 (bad input), others: 1
         say(f"error: {exc}")
         return exc.exit_code
-    except OSError as exc:  # a file the harness could not read or write (a full disk, a lost mount): no traceback
+    # a file the harness could not read or write (a full disk, a lost mount): no traceback
+    except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         say(f"error: {where}{exc.strerror or exc}")
         return EXIT_FAILURES
@@ -165,14 +176,16 @@ def _run(args: argparse.Namespace) -> int:
 
     given = args.plan_flag or args.plan
     if args.plan_flag and args.plan and args.plan_flag != args.plan:
-        raise InputError(None, None, "plan", f"two plans given ({args.plan}, --plan {args.plan_flag}): give one")
+        raise InputError(None, None, "plan",
+                         f"two plans given ({args.plan}, --plan {args.plan_flag}): give one")
     if args.resume:
         resumed = resume_plan(args.resume, given, load=load_ready_plan)
         for change in resumed.applied:
             say(f"resuming with {change} (measures nothing)")
         if resumed.file_differs:
-            say(f"note: the plan file differs from the run's plan in {len(resumed.file_differs)} fields (first: "
-                f"{resumed.file_differs[0]}); resuming the run's own plan, {Path(args.resume) / 'plan.resolved.json'}")
+            say(f"note: the plan file differs from the run's plan in {len(resumed.file_differs)} fields "
+                f"(first: {resumed.file_differs[0]}); resuming the run's own plan, "
+                f"{Path(args.resume) / 'plan.resolved.json'}")
         plan = resumed.plan
     elif given:
         plan = load_plan(given, args.results_dir)
@@ -235,8 +248,8 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None, wide: bool 
         for line in lines:
             say(line)
         say(("interrupted: finished requests kept" if lines else
-             "interrupted: servers stopped, finished requests kept") + "; resume with `draftbench run --resume "
-            + (run_dir[0] if run_dir else "RUN_DIR") + "`")
+             "interrupted: servers stopped, finished requests kept")
+            + "; resume with `draftbench run --resume " + (run_dir[0] if run_dir else "RUN_DIR") + "`")
         return EXIT_INTERRUPTED
     except HarnessError:
         for line in left():  # a lost target: its servers may be running still
@@ -356,8 +369,8 @@ def _import_suite(args: argparse.Namespace) -> int:
         raise InputError(None, None, "jsonl", "give the dataset file to import (or --synthetic --tokens N "
                          "--tokenizer PATH)")
     suite, report = import_suite(args.jsonl, fmt=args.format, name=name, turns=args.turns,
-                                 categories=args.categories, min_chars=args.min_chars, max_chars=args.max_chars,
-                                 sample=args.sample, seed=args.seed)
+                                 categories=args.categories, min_chars=args.min_chars,
+                                 max_chars=args.max_chars, sample=args.sample, seed=args.seed)
     write_suite_yaml(suite, args.out)
     for line in report.lines():
         say(line)

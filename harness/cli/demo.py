@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-from harness.inputs.config import data_dir, load_plan
+from harness.inputs.config import Plan, data_dir, load_plan
 from harness.sim.sglang.fixtures import write_eagle3_drafter, write_target_model
 
 DEMO_PLAN = data_dir("plans") / "demo.yaml"  # the checkout's plans/, or the copy a wheel ships
@@ -35,7 +34,8 @@ def write_demo_models(workdir: str | Path) -> Path:
 
 
 def _copy_rope(target_cfg: Path, draft_cfg: Path) -> None:
-    """SpecForge copies the target's rope settings into the draft config; so do we (the check compares them)."""
+    """SpecForge copies the target's rope settings into the draft config; so do we (the check compares
+    them)."""
     target, draft = json.loads(target_cfg.read_text()), json.loads(draft_cfg.read_text())
     for key in ("rope_theta", "rope_scaling", "rope_parameters"):
         if key in target:
@@ -43,7 +43,7 @@ def _copy_rope(target_cfg: Path, draft_cfg: Path) -> None:
     draft_cfg.write_text(json.dumps(draft, indent=1) + "\n")
 
 
-def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -> Any:
+def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -> Plan:
     """Load plans/demo.yaml, point its work directory at results/.demo-target and write the models there."""
     workdir = (Path(results_dir) / ".demo-target").resolve()
     workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -53,15 +53,17 @@ def prepare_demo(results_dir: str | Path, plan_path: str | Path | None = None) -
     return plan
 
 
-def load_ready_plan(path: str | Path, results_dir: str | Path) -> Any:
+def load_ready_plan(path: str | Path, results_dir: str | Path) -> Plan:
     """`load_plan` for every command: a simulated local plan whose relative model/drafter paths are missing
     under its workdir (plans/demo.yaml as shipped) gets the demo's checkpoints, as `draftbench demo` does."""
     return ready_demo_models(load_plan(path), results_dir)
 
 
-def ready_demo_models(plan: Any, results_dir: str | Path) -> Any:
-    """Point a simulated plan that lacks its relative checkpoints at results/.demo-target, written if needed."""
-    if not plan.target.simulated or plan.target.host != "local" or not _missing_relative(plan, plan.target.workdir):
+def ready_demo_models(plan: Plan, results_dir: str | Path) -> Plan:
+    """Point a simulated plan that lacks its relative checkpoints at results/.demo-target, written if
+    needed."""
+    if not plan.target.simulated or plan.target.host != "local" \
+            or not _missing_relative(plan, plan.target.workdir):
         return plan
     workdir = (Path(results_dir) / ".demo-target").resolve()
     if _missing_relative(plan, str(workdir)):
@@ -71,7 +73,7 @@ def ready_demo_models(plan: Any, results_dir: str | Path) -> Any:
     return plan
 
 
-def _missing_relative(plan: Any, workdir: str) -> bool:
+def _missing_relative(plan: Plan, workdir: str) -> bool:
     paths = [plan.model.path] + [str(v.drafter.path) for v in plan.variants if v.drafter is not None]
     root = Path(workdir).expanduser()
     return any(not p.startswith(("/", "~")) and not (root / p / "config.json").exists() for p in paths)

@@ -25,7 +25,8 @@ def gate(plan, where: str | None, args: argparse.Namespace, variants=None) -> No
     from harness.bench.gate import require_preflight
     from harness.checks.expected import is_expected
 
-    found = asyncio.run(require_preflight(plan, where, variants=variants, resume_dir=getattr(args, "resume", None)))
+    found = asyncio.run(require_preflight(plan, where, variants=variants,
+                                          resume_dir=getattr(args, "resume", None)))
     for f in found:  # why a deliberately wrong arm runs anyway
         if is_expected(f) and (variants is None or f.variant in variants):
             say(f"note: variant '{f.variant}' runs as the plan expects: {f.what}")
@@ -67,7 +68,8 @@ def install_stop_handlers(what: str = "the servers") -> None:
     def stop(sig: signal.Signals) -> None:
         presses[0] += 1
         if presses[0] == 1:
-            say(f"interrupted: stopping {what}, finished requests are kept (Ctrl-C again does not cut this short)")
+            say(f"interrupted: stopping {what}, finished requests are kept (Ctrl-C "
+                "again does not cut this short)")
             task.cancel()
         elif sig == signal.SIGINT and presses[0] == 2:
             say(f"still stopping {what}: one more Ctrl-C leaves them running")

@@ -16,42 +16,49 @@ def _selection_flags(p: argparse.ArgumentParser) -> None:
                    "accept length")
     p.add_argument("--lowest", type=int, default=1, help="how many of the lowest spots are weak (default 1)")
     p.add_argument("--below", type=float, help="instead: every spot below this fraction of the variant's own")
-    p.add_argument("--rest-share", type=float, default=0.25, help="share of the run's other prompts added to the "
+    p.add_argument("--rest-share", type=float, default=0.25,
+                   help="share of the run's other prompts added to the "
                    "data (default 0.25)")
     p.add_argument("--holdout", type=float, default=0.5, help="share of the weak prompts held out for the "
                    "evaluation (default 0.5)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--traffic", action="append", default=[], metavar="FILE", help="a traffic log added to the "
+    p.add_argument("--traffic", action="append", default=[], metavar="FILE",
+                   help="a traffic log added to the "
                    "data: OpenAI request JSONL, ShareGPT, SpecForge, question.jsonl or prompts (repeatable)")
     p.add_argument("--traffic-sample", type=int, metavar="N", help="a seeded sample of N rows of each log")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    ws = sub.add_parser("weak-spots", help="where a drafter accepts least in a finished run; --out writes the "
+    ws = sub.add_parser("weak-spots",
+                        help="where a drafter accepts least in a finished run; --out writes the "
                         "regeneration input and its manifest")
     ws.add_argument("run_dir")
     ws.add_argument("--variant", required=True)
     _selection_flags(ws)
     ws.add_argument("--out", help="directory for regen_input.jsonl + manifest.json")
 
-    rt = sub.add_parser("retrain", help="the loop: weak spots -> regen -> train -> evaluate -> promote only on a "
+    rt = sub.add_parser("retrain",
+                        help="the loop: weak spots -> regen -> train -> evaluate -> promote only on a "
                         "passed A/B (resumes the newest unfinished loop of the plan and variant)")
     rt.add_argument("plan")
     rt.add_argument("--variant", required=True)
-    rt.add_argument("--from-run", help="the run whose weak spots to retrain on (default: the newest of the plan)")
+    rt.add_argument("--from-run",
+                    help="the run whose weak spots to retrain on (default: the newest of the plan)")
     _selection_flags(rt)
     rt.add_argument("--rule", choices=["faster", "faster-or-equivalent-higher-accept"], default="faster",
                     help="what the candidate must be against the current drafter at every concurrency")
-    rt.add_argument("--endpoint", action="append", default=[], help="regenerate on existing servers of the target")
+    rt.add_argument("--endpoint", action="append", default=[],
+                    help="regenerate on existing servers of the target")
     rt.add_argument("--workers", type=int, default=1)
     rt.add_argument("--regen-concurrency", type=int, default=64)
     rt.add_argument("--regen-max-tokens", type=int)
     rt.add_argument("--regen-temperature", type=float)
-    for flag, kind in (("--epochs", int), ("--max-steps", int), ("--save-interval", int), ("--ttt-length", int),
-                       ("--lr", float), ("--batch-size", int), ("--repeats", int)):
+    for flag, kind in (("--epochs", int), ("--max-steps", int), ("--save-interval", int),
+                       ("--ttt-length", int), ("--lr", float), ("--batch-size", int), ("--repeats", int)):
         rt.add_argument(flag, type=kind)
     rt.add_argument("--gpus")
-    rt.add_argument("--from-scratch", action="store_true", help="train a new drafter, not fine-tune the current one")
+    rt.add_argument("--from-scratch", action="store_true",
+                    help="train a new drafter, not fine-tune the current one")
     rt.add_argument("--launcher", help="command replacing torchrun + train script ({python} substituted)")
     rt.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     rt.add_argument("--specforge-dir")
@@ -61,7 +68,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rt.add_argument("--new", action="store_true", help="start a new loop even if one is unfinished")
     rt.add_argument("--results-dir", default="results")
 
-    wt = sub.add_parser("watch", help="drift watch: the deployed drafter's acceptance per category against the "
+    wt = sub.add_parser("watch",
+                        help="drift watch: the deployed drafter's acceptance per category against the "
                         "profile of its promotion run (exit 1 on an alarm)")
     wt.add_argument("plan")
     wt.add_argument("--variant", required=True)
@@ -91,8 +99,8 @@ def _weak_spots(args: argparse.Namespace) -> int:
         m = build_input(args.run_dir, args.variant, chosen, args.by, args.out, rest_share=args.rest_share,
                         holdout=args.holdout, seed=args.seed, position=args.position, traffic=args.traffic,
                         traffic_sample=args.traffic_sample)
-        say(f"{len(m.rows)} rows -> {Path(args.out) / 'regen_input.jsonl'} ({len(m.held_out)} prompts held out; "
-            f"dropped: {m.dropped or 'none'}); manifest {Path(args.out) / 'manifest.json'}")
+        say(f"{len(m.rows)} rows -> {Path(args.out) / 'regen_input.jsonl'} ({len(m.held_out)} prompts held "
+            f"out; dropped: {m.dropped or 'none'}); manifest {Path(args.out) / 'manifest.json'}")
         for note in m.notes:
             say(f"note: {note}")
     return EXIT_OK
@@ -112,10 +120,11 @@ def _settings(args: argparse.Namespace):
         rest_share=args.rest_share, holdout=args.holdout, seed=args.seed,
         traffic=[str(Path(t).resolve()) for t in args.traffic], traffic_sample=args.traffic_sample,
         endpoints=args.endpoint, workers=args.workers, regen_concurrency=args.regen_concurrency,
-        regen_max_tokens=args.regen_max_tokens, regen_temperature=args.regen_temperature, epochs=args.epochs or 2,
-        max_steps=args.max_steps, save_interval=args.save_interval, ttt_length=args.ttt_length,
-        learning_rate=args.lr, batch_size=args.batch_size, gpus=parse_gpus(args.gpus) if args.gpus else None,
-        fine_tune=not args.from_scratch, launcher=shlex.split(args.launcher) if args.launcher else None,
+        regen_max_tokens=args.regen_max_tokens, regen_temperature=args.regen_temperature,
+        epochs=args.epochs or 2, max_steps=args.max_steps, save_interval=args.save_interval,
+        ttt_length=args.ttt_length, learning_rate=args.lr, batch_size=args.batch_size,
+        gpus=parse_gpus(args.gpus) if args.gpus else None, fine_tune=not args.from_scratch,
+        launcher=shlex.split(args.launcher) if args.launcher else None,
         env=dict(e.split("=", 1) for e in args.env), specforge_dir=args.specforge_dir, era=args.era,
         draft_config=args.draft_config, repeats=args.repeats, rule=args.rule)
 
@@ -177,8 +186,8 @@ def _watch(args: argparse.Namespace) -> int:
         from harness.cli.gate import install_stop_handlers
 
         install_stop_handlers()
-        async for e in watch(plan, args.variant, results_dir=args.results_dir, run_dir=run_dir, profile=args.profile,
-                             every_s=every, keep_going=args.keep_going):
+        async for e in watch(plan, args.variant, results_dir=args.results_dir, run_dir=run_dir,
+                             profile=args.profile, every_s=every, keep_going=args.keep_going):
             if isinstance(e, DriftCheck):
                 for line in e.lines():
                     print(line)

@@ -30,7 +30,8 @@ async def consume(events: AsyncIterator[Any], *, out=None, wide: bool = False) -
     async for e in events:
         if isinstance(e, ev.RunStarted):
             sim = " (SIMULATED: draftbench's stand-in)" if e.simulated else ""
-            say(f"run {e.run_id}{sim}: {len(e.variants)} variants, {e.total_requests} requests -> {e.run_dir}")
+            say(f"run {e.run_id}{sim}: {len(e.variants)} variants, "
+                f"{e.total_requests} requests -> {e.run_dir}")
         elif isinstance(e, ev.NodeState):
             detail = f" ({e.detail})" if e.detail else ""
             say(f"[node {e.node}] {e.state}: {', '.join(e.variants) or '-'}{detail}")
@@ -48,7 +49,8 @@ async def consume(events: AsyncIterator[Any], *, out=None, wide: bool = False) -
                 failed_logs[e.variant] = e.detail.splitlines()
                 cause = cause_from_log(failed_logs[e.variant])
                 say(f"[{e.variant}] server failed: {cause}" if cause else f"[{e.variant}] server failed")
-                if cause is None:  # no cause we know: the log's last lines (no progress bars) say what there is
+                # no cause we know: the log's last lines (no progress bars) say what there is
+                if cause is None:
                     for line in meaningful_tail(failed_logs[e.variant]):
                         say("  " + line)
             else:
@@ -81,7 +83,8 @@ async def consume(events: AsyncIterator[Any], *, out=None, wide: bool = False) -
                 extra = render_load_tables(e.run_dir)
                 if extra:
                     print(clean(extra), file=out, flush=True)
-            say(f"run directory: {e.run_dir}" + ("" if e.complete else "  (incomplete: some variants failed)"))
+            say(f"run directory: {e.run_dir}"
+                + ("" if e.complete else "  (incomplete: some variants failed)"))
             print(e.run_dir, file=out, flush=True)
             errors = int(e.extra.get("request_errors", 0))
             if errors:
@@ -91,7 +94,8 @@ async def consume(events: AsyncIterator[Any], *, out=None, wide: bool = False) -
 
 
 def sized_words(e: ev.PhaseSized) -> str:
-    """`c8: 64 prompts give ~2.7 s of steady state; replaying the suite 4x for ~11 s` (harness.bench.sizing)."""
+    """`c8: 64 prompts give ~2.7 s of steady state; replaying the suite 4x for ~11 s`
+    (harness.bench.sizing)."""
     cap = " (run.max_phase_s caps it short of run.min_steady_s)" if e.capped else ""
     return (f"c{e.concurrency}: {e.prompts} prompts give ~{e.one_pass_steady_s:.1f} s of steady state; "
             f"replaying the suite {e.passes}x for ~{e.planned_s:.0f} s{cap}")

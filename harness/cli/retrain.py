@@ -1,4 +1,5 @@
-"""draftbench regen / train / jobs: the retrain loop from the command line (thin shells over harness.retrain)."""
+"""draftbench regen / train / jobs: the retrain loop from the command line (thin shells over
+harness.retrain)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ PROGRESS_EVERY_S = 2.0
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    rg = sub.add_parser("regen", help="regenerate training data: every user turn answered by the target itself")
+    rg = sub.add_parser("regen",
+                        help="regenerate training data: every user turn answered by the target itself")
     rg.add_argument("plan")
     rg.add_argument("--input", required=True, help="prompts: SpecForge {id, conversations} or ShareGPT JSONL")
-    rg.add_argument("--output", required=True, help="SpecForge JSONL to write (resumable; errors go to *_error.jsonl)")
+    rg.add_argument("--output", required=True,
+                    help="SpecForge JSONL to write (resumable; errors go to *_error.jsonl)")
     rg.add_argument("--concurrency", type=int, default=64)
     rg.add_argument("--endpoint", action="append", help="existing server or sglang-router URL (repeatable); "
                     "default: start the plan's baseline server")
@@ -53,7 +56,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--results-dir", default="results")
 
     jb = sub.add_parser("jobs", help="training jobs: list, follow, cancel, resume, checkpoints")
-    jb.add_argument("action", nargs="?", default="list", choices=["list", "follow", "cancel", "resume", "checkpoints"])
+    jb.add_argument("action", nargs="?", default="list",
+                    choices=["list", "follow", "cancel", "resume", "checkpoints"])
     jb.add_argument("job", nargs="?", help="job id (or a unique prefix)")
     jb.add_argument("--results-dir", default="results")
 
@@ -86,11 +90,11 @@ def _regen(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGHUP):  # a clean stop: the server started here is stopped
             asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
         last, final = 0.0, None
-        async for p in regen(plan, args.input, args.output, concurrency=args.concurrency, endpoints=args.endpoint,
-                             max_tokens=args.max_tokens, temperature=args.temperature, model=args.model,
-                             reasoning=args.reasoning, retry_errors=args.retry_errors,
-                             request_timeout_s=args.request_timeout, results_dir=args.results_dir,
-                             workers=args.workers):
+        async for p in regen(plan, args.input, args.output, concurrency=args.concurrency,
+                             endpoints=args.endpoint, max_tokens=args.max_tokens,
+                             temperature=args.temperature, model=args.model, reasoning=args.reasoning,
+                             retry_errors=args.retry_errors, request_timeout_s=args.request_timeout,
+                             results_dir=args.results_dir, workers=args.workers):
             final = p
             now = time.monotonic()
             if p.state != "running" or now - last >= PROGRESS_EVERY_S:
@@ -114,9 +118,10 @@ def _train(args: argparse.Namespace) -> int:
     plan = _plan(args.plan, args.results_dir)
     fields = {"data_path": args.data, "output_dir": args.output_dir, "era": args.era}
     for name, value in (("epochs", args.epochs), ("learning_rate", args.lr), ("max_length", args.max_length),
-                        ("ttt_length", args.ttt_length), ("tp_size", args.tp_size), ("batch_size", args.batch_size),
-                        ("save_interval", args.save_interval), ("log_interval", args.log_interval),
-                        ("max_steps", args.max_steps), ("chat_template", args.chat_template),
+                        ("ttt_length", args.ttt_length), ("tp_size", args.tp_size),
+                        ("batch_size", args.batch_size), ("save_interval", args.save_interval),
+                        ("log_interval", args.log_interval), ("max_steps", args.max_steps),
+                        ("chat_template", args.chat_template),
                         ("draft_model_config", args.draft_model_config), ("eval_data_path", args.eval_data),
                         ("report_to", args.report_to), ("specforge_dir", args.specforge_dir),
                         ("python", args.python), ("run_id", args.run_id), ("nnodes", args.nnodes),
@@ -139,8 +144,8 @@ def _train(args: argparse.Namespace) -> int:
         target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)
         await target.connect()
         try:
-            job = await launch_training(target, spec, workdir=plan.target.workdir, results_dir=args.results_dir,
-                                        ssh_port=plan.target.ssh_port)
+            job = await launch_training(target, spec, workdir=plan.target.workdir,
+                                        results_dir=args.results_dir, ssh_port=plan.target.ssh_port)
             say(f"job {job.job_id} started ({job.era} era), pgid {job.pgid}, log {job.log_path}")
             print(job.job_id)
             if args.follow:
@@ -170,9 +175,10 @@ def _progress_line(p) -> str:
         return "-" if v is None else spec.format(v)
 
     eta = "-" if p.eta_s is None else time.strftime("%H:%M:%S", time.gmtime(p.eta_s))
-    return (f"[{p.job_id}] {p.state} epoch {f(p.epoch, '{}')}/{f(p.num_epochs, '{}')} step {f(p.global_step, '{}')}"
-            f"/{f(p.total_steps, '{}')} loss {f(p.loss, '{:.3f}')} acc {f(p.acc, '{:.3f}')} "
-            f"accept rate {f(p.acceptance_rate, '{:.3f}')} eta {eta} checkpoints {len(p.checkpoints)}")
+    return (f"[{p.job_id}] {p.state} epoch {f(p.epoch, '{}')}/{f(p.num_epochs, '{}')} step "
+            f"{f(p.global_step, '{}')}/{f(p.total_steps, '{}')} loss {f(p.loss, '{:.3f}')} acc "
+            f"{f(p.acc, '{:.3f}')} accept rate {f(p.acceptance_rate, '{:.3f}')} eta {eta} "
+            f"checkpoints {len(p.checkpoints)}")
 
 
 def _jobs(args: argparse.Namespace) -> int:

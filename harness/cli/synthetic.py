@@ -12,7 +12,8 @@ def _token_counts(value: str) -> list[int]:
     try:
         counts = [int(v) for v in value.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated token counts like 4096,16384, got {value!r}") \
+        raise argparse.ArgumentTypeError("expected comma-separated token counts like "
+                                         f"4096,16384, got {value!r}") \
             from None
     if not counts or any(n <= 0 for n in counts):
         raise argparse.ArgumentTypeError(f"expected positive token counts, got {value!r}")
@@ -20,7 +21,8 @@ def _token_counts(value: str) -> list[int]:
 
 
 def add_synthetic_args(imp: argparse.ArgumentParser) -> None:
-    syn = imp.add_argument_group("synthetic long-context prompts (the context-length axis; labelled synthetic)")
+    syn = imp.add_argument_group("synthetic long-context prompts (the context-length "
+                                 "axis; labelled synthetic)")
     syn.add_argument("--synthetic", action="store_true", help="generate prompts instead of importing a file")
     syn.add_argument("--tokens", type=_token_counts, help="prompt lengths in the target's tokens: 4096,16384")
     syn.add_argument("--tokenizer", metavar="PATH", help="the target's tokenizer.json or model directory")
@@ -34,14 +36,16 @@ def synthetic_suite_command(args: argparse.Namespace, name: str) -> int:
     from harness.inputs.synthetic import synthetic_suite
 
     if args.jsonl:
-        raise InputError(None, None, "--synthetic", f"generates its prompts: drop the file argument ({args.jsonl})")
+        raise InputError(None, None, "--synthetic",
+                         f"generates its prompts: drop the file argument ({args.jsonl})")
     for flag, value in (("--tokens", args.tokens), ("--tokenizer", args.tokenizer)):
         if not value:
-            raise InputError(None, None, flag, "is needed with --synthetic (e.g. --tokens 4096,16384 --tokenizer "
+            raise InputError(None, None, flag,
+                             "is needed with --synthetic (e.g. --tokens 4096,16384 --tokenizer "
                              "MODEL_DIR)")
     suite = synthetic_suite(args.tokens, args.tokenizer, count=args.count, name=name, source=args.source,
                             seed=args.seed)
     write_suite_yaml(suite, args.out)
-    say(f"SYNTHETIC: {len(suite.prompts)} prompts ({args.count} each of {', '.join(map(str, args.tokens))} tokens) "
-        f"-> {args.out}; check and run will warn that the suite is synthetic")
+    say(f"SYNTHETIC: {len(suite.prompts)} prompts ({args.count} each of {', '.join(map(str, args.tokens))} "
+        f"tokens) -> {args.out}; check and run will warn that the suite is synthetic")
     return EXIT_OK

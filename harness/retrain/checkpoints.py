@@ -13,13 +13,21 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import yaml
 
 from harness.common.errors import HarnessError, InputError
 from harness.inputs.config import Plan, load_drafter
 from harness.inputs.plan_parts import NAME_RE, Drafter
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    import pandas as pd
+
+    from harness.common.findings import Finding
+    from harness.targets.base import Target
 
 _EPOCH_STEP = re.compile(r"^epoch_(?P<e>\d+)_step_(?P<s>\d+)$")
 _EPOCH = re.compile(r"^epoch_(?P<e>\d+)$")
@@ -109,7 +117,7 @@ def parse_listing(output: str, output_dir: str) -> list[Checkpoint]:
     )
 
 
-async def discover_checkpoints(target: Any, output_dir: str) -> list[Checkpoint]:
+async def discover_checkpoints(target: Target, output_dir: str) -> list[Checkpoint]:
     """The checkpoints in a training output directory on the target (empty while none is saved)."""
     res = await target.run(["sh", "-c", LIST_SH, "sh", output_dir], timeout=60)
     if res.rc != 0:
@@ -144,7 +152,7 @@ def build_export_argv(
 
 
 async def export_checkpoint(
-    target: Any,
+    target: Target,
     ckpt: Checkpoint,
     *,
     draft_config: str,
@@ -171,6 +179,16 @@ def drafter_name(prefix: str, ckpt: Checkpoint) -> str:
     if not NAME_RE.fullmatch(name):
         raise InputError(None, None, "name", f"{name!r} is not a valid drafter name (letters, digits, . _ -)")
     return name
+
+
+class DrafterFields(TypedDict, total=False):
+    """What a drafter file records beside its path and name (register_checkpoint's keywords)."""
+
+    algorithm: str
+    trained_for: str | None
+    training_data: str | None
+    notes: str | None
+    overwrite: bool
 
 
 def register_checkpoint(
@@ -265,13 +283,13 @@ class CheckpointRegistered:
 
 @dataclass(frozen=True)
 class PreflightDone:
-    findings: tuple[Any, ...]  # harness.checks.Finding
+    findings: tuple[Finding, ...]
     ok: bool  # no errors: the benchmark follows
 
 
 async def preflight_drafter(
-    plan: Plan, drafter: Drafter, target: Any, *, template: str | None = None
-) -> list[Any]:
+    plan: Plan, drafter: Drafter, target: Target, *, template: str | None = None
+) -> list[Finding]:
     """harness.checks on a plan of the baseline and this drafter (reads headers only, starts nothing)."""
     from harness.checks import run_checks
 
@@ -283,7 +301,7 @@ async def evaluate_checkpoint(
     checkpoint: Checkpoint | str,
     *,
     name: str,
-    target: Any = None,
+    target: Target | None = None,
     drafters_dir: str | Path = "drafters",
     results_dir: str | Path = "results",
     template: str | None = None,
@@ -291,11 +309,12 @@ async def evaluate_checkpoint(
     draft_config: str | None = None,
     vocab_mapping: str | None = None,
     python: str | None = None,
-    **drafter_fields: Any,
+    **drafter_fields: Unpack[DrafterFields],
 ) -> AsyncIterator[Any]:
     """[export ->] register -> preflight -> benchmark against the baseline (and the earlier drafters).
     Yields CheckpointExported (CLI-era checkpoints, which need `draft_config`), CheckpointRegistered,
-    PreflightDone, then harness.common.events from run_plan (none when preflight found errors). `python` runs the
+    PreflightDone, then harness.common.events from run_plan (none when preflight found errors). `python` runs
+    the
     export (the interpreter with SpecForge; default: the plan's target python)."""
     from harness.bench.runner import run_plan
     from harness.checks import has_errors
@@ -352,7 +371,7 @@ def checkpoint_step(path: str) -> tuple[int | None, int | None]:
     return None, None
 
 
-def accept_len_across(run_dir: str | Path) -> Any:
+def accept_len_across(run_dir: str | Path) -> pd.DataFrame:
     """A finished run -> accept length per variant with the checkpoint's epoch/step (from the drafter path
     recorded in variants.jsonl): earlier drafters first, then checkpoints in training order. This is the
     retrain pane's comparison table."""

@@ -52,7 +52,7 @@ def error_path(output_path: str | Path) -> Path:
     return p.with_name(p.name + ".errors.jsonl")
 
 
-def _message(m: Any, path: str, line: int, i: int, key: str) -> dict[str, Any]:
+def _message(m: object, path: str, line: int, i: int, key: str) -> dict[str, Any]:
     where = f"{key}[{i}]"
     if not isinstance(m, dict):
         raise InputError(path, line, where, f"expected an object, got {type(m).__name__}")
@@ -77,7 +77,7 @@ def _message(m: Any, path: str, line: int, i: int, key: str) -> dict[str, Any]:
     return out
 
 
-def parse_row(obj: Any, path: str, line: int) -> Conversation:
+def parse_row(obj: object, path: str, line: int) -> Conversation:
     """One input row; raises InputError located at `path:line`."""
     if not isinstance(obj, dict):
         raise InputError(path, line, None, f"expected a JSON object per line, got {type(obj).__name__}")

@@ -172,8 +172,8 @@ def build_input(run_dir: str | Path, variant: str, chosen: list[Spot], level: Le
         manifest.held_out += [_held(prompts[k], "weak") for k in h]
         weak_keys.update(keys)
         if not t:
-            manifest.notes.append("every weak prompt is held out for the evaluation; no training row from the "
-                                  "run (choose more spots, or add a traffic log)")
+            manifest.notes.append("every weak prompt is held out for the evaluation; no training row from "
+                                  "the run (choose more spots, or add a traffic log)")
     rest = [k for k in prompts if k not in weak_keys]
     n_rest = round(len(rest) * rest_share)
     rest_order = sorted(rest, key=lambda k: _rank(seed, "rest:" + k))
@@ -201,7 +201,8 @@ def build_input(run_dir: str | Path, variant: str, chosen: list[Spot], level: Le
         row_id = k + (f"#{turn}" if turn else "")
         why = f"weak spot {spot_key} (accept len {accept.get(spot_key) or 0:.2f})" if source == "weak" \
             else f"rest share {rest_share:g}"
-        add(row_id, conversation(p, turn), ManifestRow(id=row_id, source=source, category=p.category, suite=suite,
+        add(row_id, conversation(p, turn),
+            ManifestRow(id=row_id, source=source, category=p.category, suite=suite,
                                                       prompt_id=p.id, turn=turn,
                                                       accept_len=accept.get(spot_key), reason=why))
     for path in traffic or []:

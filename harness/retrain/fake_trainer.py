@@ -29,8 +29,8 @@ import re
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 VOCAB = 48  # hashed word buckets of the toy model
 _WORD = re.compile(r"\w+|[^\w\s]")
@@ -175,7 +175,8 @@ def save(
     vocab = int(target_cfg.get("vocab_size", 256))
     per_position = [min(0.95, max(0.05, acc * 0.97**i)) for i in range(args.ttt_length)]
     by_content = None
-    if init is not None:  # fine-tuned: the starting drafter's profile, its weak spots lifted by what training saw
+    # fine-tuned: the starting drafter's profile, its weak spots lifted by what training saw
+    if init is not None:
         per_position, by_content = list(init["per_position"]), lifted(init, seen or {}) or None
     write_eagle3_drafter(
         out,
@@ -190,7 +191,8 @@ def save(
     )
     cfg_path = out / "config.json"  # SpecForge's draft config copies the target's rope settings
     cfg = json.loads(cfg_path.read_text())
-    cfg.update({k: target_cfg[k] for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in target_cfg})
+    cfg.update({k: target_cfg[k] for k in ("rope_theta", "rope_scaling", "rope_parameters")
+                if k in target_cfg})
     cfg_path.write_text(json.dumps(cfg, indent=1) + "\n")
     state = {"epoch": epoch, "global_step": step, "args": vars(args), "weights": model.w, "seen": seen or {}}
     (out / "training_state.json").write_text(json.dumps(state))
@@ -198,7 +200,7 @@ def save(
     print(f"Saved model configuration to {out}", flush=True)
 
 
-def final_save(args: argparse.Namespace, global_step: int, epoch: int, save: Any) -> None:
+def final_save(args: argparse.Namespace, global_step: int, epoch: int, save: Callable[[int], None]) -> None:
     """SpecForge's end of training: a last checkpoint, unless the last step has just written one."""
     if global_step % args.save_interval != 0:
         print(f"Training completed at step {global_step}, saving final checkpoint...", flush=True)
@@ -254,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
             global_step += 1
             if fail_at and global_step == fail_at:
                 print(
-                    f"\nRuntimeError: CUDA error: an illegal memory access was encountered (step {global_step})",
+                    "\nRuntimeError: CUDA error: an illegal memory access was "
+                    f"encountered (step {global_step})",
                     flush=True,
                 )
                 return 1
@@ -299,7 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         if stop:
             break
-    final_save(args, global_step, epoch, lambda e: save(args, target_cfg, model, e, global_step, acc, init, seen))
+    final_save(args, global_step, epoch,
+               lambda e: save(args, target_cfg, model, e, global_step, acc, init, seen))
     return 0
 
 

@@ -1,5 +1,5 @@
-"""The promotion gate: may the new draft replace the variant's current drafter? Judged on the paired evaluation
-run (baseline, current drafter, candidate on the same held-out prompts, the plan's concurrencies).
+"""The promotion gate: may the new draft replace the variant's current drafter? Judged on the paired
+evaluation run (baseline, current drafter, candidate on the same held-out prompts, the plan's concurrencies).
 
 Per concurrency the candidate is compared with the *current drafter* with the summary's own interval methods
 and verdict words (harness.analysis.verdicts.row_verdict, the current drafter standing where the baseline
@@ -53,8 +53,8 @@ class GateRow:
         al += f" [{self.accept_low:.2f}-{self.accept_high:.2f}]" if self.accept_low is not None \
             and self.accept_high is not None else ""
         base = f", vs baseline {self.vs_baseline}" if self.vs_baseline else ""
-        return f"c{self.concurrency}: {self.verdict} {sp}{ci}{al}{base} -> {'pass' if self.passed else 'fail'}: " \
-            f"{self.why}"
+        outcome = 'pass' if self.passed else 'fail'
+        return f"c{self.concurrency}: {self.verdict} {sp}{ci}{al}{base} -> {outcome}: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ class GateResult:
 def _accept_ratio(requests: pd.DataFrame, a: str, b: str, conc: int) -> tuple[float, float, float] | None:
     """(estimate, low, high) of a's accept length over b's, paired over the prompts both answered."""
     def per_prompt(name: str) -> pd.DataFrame:
-        r = requests[(requests["variant"] == name) & (requests["concurrency"] == conc) & requests["ok"].eq(True)]
-        v = pd.to_numeric(r["spec_verify_ct"], errors="coerce") if "spec_verify_ct" in r else pd.Series(dtype=float)
+        r = requests[(requests["variant"] == name) & (requests["concurrency"] == conc)
+                     & requests["ok"].eq(True)]
+        v = pd.to_numeric(r["spec_verify_ct"], errors="coerce") if "spec_verify_ct" in r \
+            else pd.Series(dtype=float)
         e = pd.to_numeric(r["output_tokens"], errors="coerce") - 1
         r = r.assign(_v=v, _e=e)
         r = r[r["_v"].notna() & (r["_v"] > 0) & r["_e"].notna()]
@@ -138,12 +140,14 @@ def judge(run_dir: str | Path, candidate: str, current: str, concurrencies: list
         cand = sel[sel["variant"].astype(str) == candidate]
         cur = sel[sel["variant"].astype(str) == current]
         if cand.empty or cur.empty:
-            rows.append(GateRow(conc, "missing", None, None, None, "no rows for both drafters at this concurrency",
-                                None, None, None, None, None, False, "the evaluation has no rows to compare here"))
+            rows.append(GateRow(conc, "missing", None, None, None,
+                                "no rows for both drafters at this concurrency", None, None, None, None, None,
+                                False, "the evaluation has no rows to compare here"))
             continue
         tc, tr = _float(cand.iloc[0].get("tok_s")), _float(cur.iloc[0].get("tok_s"))
         speedup = tc / tr if tc is not None and tr and tr > 0 else None
-        row: dict[str, Any] = {"variant": candidate, "concurrency": conc, "speedup": speedup, "baseline": False}
+        row: dict[str, Any] = {"variant": candidate, "concurrency": conc, "speedup": speedup,
+                               "baseline": False}
         ref = pd.DataFrame({"variant": [current], "concurrency": [conc]})
         look = (looks or {}).get(conc)
         got = vd.row_verdict(row, ref, requests, phases, profiles,
@@ -216,7 +220,7 @@ def run_settings(run_dir: Path) -> dict[str, Any]:
     return {k: v for k, v in run.items() if v is not None} if isinstance(run, dict) else {}
 
 
-def _float(v: Any) -> float | None:
+def _float(v: object) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):

@@ -19,11 +19,14 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import HarnessError, InputError
 from harness.retrain.progress import ProgressState, RecordSplitter, TrainProgress
 from harness.retrain.train import TrainSpec, build_train_argv, cli_config_yaml, detect_era, resolve
+
+if TYPE_CHECKING:
+    from harness.targets.base import Target
 
 STATES = ("running", "finished", "failed", "cancelled", "lost")
 _WRAP = (
@@ -93,7 +96,7 @@ def wrapped_argv(job: Job) -> list[str]:
     return ["sh", "-c", _WRAP, "sh", job.status_path, *job.argv]
 
 
-async def write_remote_text(target: Any, path: str, text: str) -> None:
+async def write_remote_text(target: Target, path: str, text: str) -> None:
     """Write a small text file on the target atomically (argv, not stdin: works the same over SSH)."""
     res = await target.run(["sh", "-c", _WRITE, "sh", text, path], timeout=60)
     if res.rc != 0:
@@ -104,7 +107,7 @@ def _index(results_dir: str | Path) -> Path:
     return Path(results_dir) / "jobs"
 
 
-async def save_job(target: Any, job: Job, results_dir: str | Path) -> None:
+async def save_job(target: Target | None, job: Job, results_dir: str | Path) -> None:
     text = json.dumps(job.to_dict(), indent=2) + "\n"
     index = _index(results_dir)
     index.mkdir(parents=True, exist_ok=True)
@@ -162,14 +165,14 @@ async def refresh_jobs(results_dir: str | Path = "results") -> list[Job]:
     return jobs
 
 
-def open_job_target(job: Job) -> Any:
+def open_job_target(job: Job) -> Target:
     from harness.targets import open_target
 
     return open_target(job.target, ssh_port=job.ssh_port)
 
 
 async def launch_training(
-    target: Any,
+    target: Target,
     spec: TrainSpec,
     *,
     workdir: str,
@@ -221,7 +224,7 @@ _PATH_FIELDS = (
 )
 
 
-async def _expand_home(target: Any, spec: TrainSpec) -> TrainSpec:
+async def _expand_home(target: Target, spec: TrainSpec) -> TrainSpec:
     """`~/x` -> `$HOME/x` of the target: argv items are quoted, so no shell would expand them. Relative
     paths stay relative (the trainer runs in the work directory; they may also be Hugging Face ids)."""
     fields = {f: getattr(spec, f) for f in _PATH_FIELDS if str(getattr(spec, f) or "").startswith("~")}
@@ -236,7 +239,7 @@ async def _expand_home(target: Any, spec: TrainSpec) -> TrainSpec:
     )
 
 
-async def _start(target: Any, job: Job, results_dir: str | Path, *, resume: bool) -> None:
+async def _start(target: Target, job: Job, results_dir: str | Path, *, resume: bool) -> None:
     await target.run(["rm", "-f", job.status_path], timeout=30)
     job.pgid = await target.spawn(
         wrapped_argv(job), env=job.env, cwd=job.cwd, log_path=job.log_path, pid_path=job.pid_path
@@ -253,7 +256,7 @@ async def _start(target: Any, job: Job, results_dir: str | Path, *, resume: bool
     await save_job(target, job, results_dir)
 
 
-async def _exit_status(target: Any, job: Job) -> int | None:
+async def _exit_status(target: Target, job: Job) -> int | None:
     try:
         text = (await target.read_file(job.status_path, max_bytes=64)).decode().strip()
     except FileNotFoundError:
@@ -261,7 +264,7 @@ async def _exit_status(target: Any, job: Job) -> int | None:
     return int(text) if text.lstrip("-").isdigit() else None
 
 
-async def _remote_record(target: Any, job: Job) -> Job | None:
+async def _remote_record(target: Target, job: Job) -> Job | None:
     """The job as recorded on the target: every change is written there too, so it is the shared truth
     (another client may have cancelled or resumed the job). None when it cannot be read."""
     with contextlib.suppress(FileNotFoundError, ValueError, TypeError, HarnessError):
@@ -270,7 +273,7 @@ async def _remote_record(target: Any, job: Job) -> Job | None:
     return None
 
 
-async def refresh_job(target: Any, job: Job, results_dir: str | Path = "results") -> Job:
+async def refresh_job(target: Target, job: Job, results_dir: str | Path = "results") -> Job:
     """The job's state as the target sees it now; recorded locally (and on the target when it ended)."""
     remote = await _remote_record(target, job)
     current = remote if remote is not None else job
@@ -286,7 +289,7 @@ async def refresh_job(target: Any, job: Job, results_dir: str | Path = "results"
 
 
 async def cancel_job(
-    target: Any, job: Job, results_dir: str | Path = "results", *, term_timeout: float = 15.0
+    target: Target, job: Job, results_dir: str | Path = "results", *, term_timeout: float = 15.0
 ) -> Job:
     """Stop the whole process group (TERM, then KILL); the checkpoints already saved stay."""
     if job.pgid is None:
@@ -298,7 +301,7 @@ async def cancel_job(
     return job
 
 
-async def resume_job(target: Any, job: Job, results_dir: str | Path = "results") -> Job:
+async def resume_job(target: Target, job: Job, results_dir: str | Path = "results") -> Job:
     """Start a stopped job again from its last checkpoint, appending to the same log."""
     job = await refresh_job(target, job, results_dir)
     if job.state == "running":
@@ -324,14 +327,14 @@ async def resume_job(target: Any, job: Job, results_dir: str | Path = "results")
     return job
 
 
-async def _log_size(target: Any, path: str) -> int:
+async def _log_size(target: Target, path: str) -> int:
     res = await target.run(["wc", "-c", path], timeout=30)
     head = res.stdout.split()
     return int(head[0]) if res.rc == 0 and head and head[0].isdigit() else 0
 
 
 async def follow_job(
-    target: Any, job: Job, *, results_dir: str | Path = "results", offset: int = 0, poll_s: float = 1.0
+    target: Target, job: Job, *, results_dir: str | Path = "results", offset: int = 0, poll_s: float = 1.0
 ) -> AsyncIterator[TrainProgress]:
     """Progress parsed from the job's log (from `offset`), one event per batch of log records, until the
     process group is gone; the last event carries the final state and exit code."""

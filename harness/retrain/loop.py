@@ -1,12 +1,15 @@
 """`draftbench retrain PLAN --variant V`: the whole loop, as one async generator of events.
 
-  select    the weak spots of a finished run -> a regeneration input (harness.retrain.dataset), prompts held out;
+  select    the weak spots of a finished run -> a regeneration input (harness.retrain.dataset), prompts
+            held out;
   regen     the target answers every user turn of it (harness.retrain.regen);
-  train     a SpecForge job on the target, fine-tuning the current drafter (harness.retrain.jobs), followed live;
+  train     a SpecForge job on the target, fine-tuning the current drafter (harness.retrain.jobs), followed
+            live;
   export    its last checkpoint made servable (`specforge export` in the CLI era);
   evaluate  baseline, current drafter and candidate on the held-out prompts at the plan's concurrencies;
   gate      the candidate against the current drafter (harness.retrain.gate);
-  promote   only when the gate passed: the variant's drafters/ file points at the new checkpoint, with lineage.
+  promote   only when the gate passed: the variant's drafters/ file points at the new checkpoint, with
+            lineage.
 Each stage is recorded in results/retrain/<id>/state.json when it ends; the same command resumes the newest
 unfinished loop of the plan and variant at the stage it stopped in. Yields LoopStep events, the regen and
 training progress inside them, and the evaluation run's own events (harness.common.events) as they come.
@@ -19,7 +22,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import HarnessError, InputError
 from harness.retrain import loop_eval as le
@@ -32,6 +35,11 @@ from harness.retrain.loop_state import (
     save_record,
     unfinished,
 )
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.retrain.progress import TrainProgress
+    from harness.targets.base import Target
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,9 @@ class LoopStep:
         return "\n".join((self.text, *self.lines))
 
 
-async def retrain_loop(plan: Any, variant: str, *, settings: RetrainSettings | None = None,
+async def retrain_loop(plan: Plan, variant: str, *, settings: RetrainSettings | None = None,
                        results_dir: str | Path = "results", resume: str | None = None, new: bool = False,
-                       target: Any = None) -> AsyncIterator[Any]:
+                       target: Target | None = None) -> AsyncIterator[Any]:
     """Run (or resume) the loop for `variant`; see the module. `resume`: a loop id; else the newest unfinished
     loop of this plan and variant is resumed unless `new`."""
     from harness.retrain.loop_state import find_record
@@ -89,8 +97,9 @@ async def retrain_loop(plan: Any, variant: str, *, settings: RetrainSettings | N
 
 
 class _Loop:
-    def __init__(self, plan: Any, variant: str, rec: LoopRecord, results_dir: Path, target: Any):
-        self.plan, self.variant, self.rec, self.results_dir, self.target = plan, variant, rec, results_dir, target
+    def __init__(self, plan: Plan, variant: str, rec: LoopRecord, results_dir: Path, target: Target):
+        self.plan, self.variant, self.rec = plan, variant, rec
+        self.results_dir, self.target = results_dir, target
         self.s = rec.settings
         self.dir = loop_dir(rec, results_dir)
 
@@ -121,10 +130,12 @@ class _Loop:
         found, ref = ws.spots(rq, self.s.level), ws.overall(rq)
         chosen = ws.pick(found, lowest=self.s.lowest, below=self.s.below, position=self.s.position, ref=ref)
         if not chosen:
-            raise HarnessError(f"{run_dir}: no weak spot of {self.variant} (level {self.s.level}) to retrain on")
+            raise HarnessError(f"{run_dir}: no weak spot of {self.variant} (level "
+                               f"{self.s.level}) to retrain on")
         manifest = build_input(run_dir, self.variant, chosen, self.s.level, self.dir / "data",
                                rest_share=self.s.rest_share, holdout=self.s.holdout, seed=self.s.seed,
-                               position=self.s.position, traffic=self.s.traffic, traffic_sample=self.s.traffic_sample)
+                               position=self.s.position, traffic=self.s.traffic,
+                               traffic_sample=self.s.traffic_sample)
         if not manifest.rows:
             raise HarnessError("the regeneration input has no row (every weak prompt is held out): "
                                + "; ".join(manifest.notes or ["add a traffic log (--traffic)"]))
@@ -133,8 +144,9 @@ class _Loop:
         self.finish("select")
         yield self.step("select", "done", f"weak spots of {self.variant} in {run_dir}: "
                         + ", ".join(f"{s.key} (accept len {s.accept_len or 0:.2f})" for s in chosen)
-                        + f"; {len(manifest.rows)} rows to regenerate ({counts['weak']} weak, {counts['rest']} rest, "
-                        f"{counts['traffic']} traffic), {len(manifest.held_out)} prompts held out",
+                        + f"; {len(manifest.rows)} rows to regenerate ({counts['weak']} weak, "
+                        f"{counts['rest']} rest, {counts['traffic']} traffic), "
+                        f"{len(manifest.held_out)} prompts held out",
                         tuple(ws.spot_lines(found, chosen, ref)) + tuple(manifest.notes))
 
     # ---- regen --------------------------------------------------------------------------------------------
@@ -146,8 +158,8 @@ class _Loop:
         final, last = None, 0.0
         temperature = self.s.regen_temperature if self.s.regen_temperature is not None \
             else float(self.plan.run.temperature)
-        progress = regen(self.plan, self.dir / "data" / REGEN_INPUT, out, concurrency=self.s.regen_concurrency,
-                         endpoints=self.s.endpoints or None,
+        progress = regen(self.plan, self.dir / "data" / REGEN_INPUT, out,
+                         concurrency=self.s.regen_concurrency, endpoints=self.s.endpoints or None,
                          max_tokens=self.s.regen_max_tokens or int(self.plan.run.max_tokens),
                          temperature=temperature, results_dir=self.results_dir, workers=self.s.workers,
                          target=self.target if not self.s.endpoints else None)
@@ -157,12 +169,14 @@ class _Loop:
                 if p.state != "running" or time.monotonic() - last >= 1.0:
                     last = time.monotonic()
                     yield self.step("regen", "progress", f"regen [{p.state}] {p.note()}")
-        rows = sum(1 for line in out.read_text(encoding="utf-8").splitlines() if line.strip()) if out.exists() else 0
+        rows = sum(1 for line in out.read_text(encoding="utf-8").splitlines() if line.strip()) \
+            if out.exists() else 0
         if not rows:
-            raise HarnessError(f"regeneration wrote no row to {out}" + (f": {final.last_error}" if final else ""))
+            raise HarnessError(f"regeneration wrote no row to {out}"
+                               + (f": {final.last_error}" if final else ""))
         if final is not None and (final.deferred or final.remaining):
-            raise HarnessError(f"regeneration left {final.deferred + final.remaining} rows unanswered: run the "
-                               "same command again to resume")
+            raise HarnessError(f"regeneration left {final.deferred + final.remaining} rows unanswered: run "
+                               "the same command again to resume")
         self.finish("regen")
         yield self.step("regen", "done", f"regenerated {rows} rows through the target -> {out}")
 
@@ -179,18 +193,22 @@ class _Loop:
             await self.target.write_private(data, Path(str(self.rec.regen_output)).read_bytes())
             self.rec.remote_data = data
             spec = spec_from_plan(self.plan, **le.train_fields(self.plan, self.variant, self.s, data=data,
-                                                               output_dir=f"{remote}/checkpoints", workdir=root))
+                                                               output_dir=f"{remote}/checkpoints",
+                                                               workdir=root))
             job = await J.launch_training(self.target, spec, workdir=str(self.plan.target.workdir),
                                           results_dir=self.results_dir, ssh_port=self.plan.target.ssh_port)
             self.rec.job_id = job.job_id
             save_record(self.rec, self.results_dir)
-            yield self.step("train", "started", f"training job {job.job_id} ({job.era} era) on {self.target.name}, "
+            yield self.step("train", "started",
+                            f"training job {job.job_id} ({job.era} era) on {self.target.name}, "
                             f"log {job.log_path}")
         else:
-            job = await J.refresh_job(self.target, J.load_job(self.rec.job_id, self.results_dir), self.results_dir)
+            job = await J.refresh_job(self.target, J.load_job(self.rec.job_id, self.results_dir),
+                                      self.results_dir)
             if job.state in ("failed", "lost", "cancelled"):
                 job = await J.resume_job(self.target, job, self.results_dir)
-                yield self.step("train", "started", f"training job {job.job_id} resumed from its last checkpoint")
+                yield self.step("train", "started",
+                                f"training job {job.job_id} resumed from its last checkpoint")
         last, state = 0.0, job.state
         if job.state == "running":
             follow = J.follow_job(self.target, job, results_dir=self.results_dir)
@@ -201,8 +219,8 @@ class _Loop:
                         last = time.monotonic()
                         yield self.step("train", "progress", _train_line(p))
         if state != "finished":
-            raise HarnessError(f"training job {job.job_id} ended {state}: run the same command again to resume it "
-                               f"from its last checkpoint (log: {job.log_path})")
+            raise HarnessError(f"training job {job.job_id} ended {state}: run the same command again to "
+                               f"resume it from its last checkpoint (log: {job.log_path})")
         self.finish("train")
         yield self.step("train", "done", f"training job {job.job_id} finished")
 
@@ -223,8 +241,10 @@ class _Loop:
             from harness.checks.remote import target_path
 
             v = self.plan.variant(self.variant)
-            cfg = self.s.draft_config or f"{target_path(str(v.drafter.path), str(self.plan.target.workdir))}/config.json"
-            path = await export_checkpoint(self.target, ckpt, draft_config=cfg, python=str(self.plan.target.python))
+            cfg = self.s.draft_config \
+                or f"{target_path(str(v.drafter.path), str(self.plan.target.workdir))}/config.json"
+            path = await export_checkpoint(self.target, ckpt, draft_config=cfg,
+                                           python=str(self.plan.target.python))
         self.rec.candidate_path = path
         self.rec.candidate = le.candidate_name(self.plan, self.variant, self.rec)
         self.finish("export")
@@ -233,8 +253,9 @@ class _Loop:
     # ---- evaluate: the gate's own stopping rule ------------------------------------------------------------
     async def evaluate(self) -> AsyncIterator[Any]:
         """Looks fixed in advance (harness.analysis.sequential: the first repeats, doubling, the plan's
-        run.max_repeats), each judged at its Haybittle-Peto level: a concurrency whose candidate-against-current
-        verdict is decided (or too short for more repeats to help) stops; the others get the next look's
+        run.max_repeats), each judged at its Haybittle-Peto level: a concurrency whose
+        candidate-against-current verdict is decided (or too short for more repeats to help) stops; the others
+        get the next look's
         repeats, in the same run directory (run_plan resumes it: done phases are not run again)."""
         from harness.analysis.sequential import look_level, look_schedule
         from harness.analysis.verdicts import DECIDED
@@ -257,8 +278,8 @@ class _Loop:
                     yield e
             level = look_level(look, len(schedule))
             stamp = {"look": look, "looks": len(schedule), "level": round(level, 6), "repeats": repeats}
-            result = judge(str(self.rec.eval_run), str(self.rec.candidate), self.variant, open_concs, self.s.rule,
-                           looks=dict.fromkeys(open_concs, stamp))
+            result = judge(str(self.rec.eval_run), str(self.rec.candidate), self.variant, open_concs,
+                           self.s.rule, looks=dict.fromkeys(open_concs, stamp))
             last = look == len(schedule)
             for row in result.rows:
                 if last or row.verdict in (*DECIDED, "too-short", "missing"):
@@ -266,7 +287,8 @@ class _Loop:
             self.rec.look_done = look
             save_record(self.rec, self.results_dir)
             still = [c for c in open_concs if str(c) not in self.rec.looks]
-            yield self.step("evaluate", "progress", f"gate look {look}/{len(schedule)} after {repeats} repeats "
+            yield self.step("evaluate", "progress",
+                            f"gate look {look}/{len(schedule)} after {repeats} repeats "
                             f"({100 * level:.1f}% intervals): " + "; ".join(
                                 f"c{r.concurrency} {r.verdict}" for r in result.rows)
                             + (f"; c{', c'.join(map(str, still))} get more repeats" if still else ""))
@@ -285,15 +307,16 @@ class _Loop:
                 if k.jsonl is not None and k.jsonl.parent.resolve() == here]
         await stop_kept_servers(self.plan, self.target, mine, by="retrain")
 
-    async def _measure(self, bench: Any, look: int, looks: int) -> AsyncIterator[Any]:
+    async def _measure(self, bench: Plan, look: int, looks: int) -> AsyncIterator[Any]:
         from harness.bench.gate import require_preflight
         from harness.bench.runner import run_plan
         from harness.common import events as ev
 
         resume = self.rec.eval_run
-        yield self.step("evaluate", "started", f"look {look}/{looks}: {', '.join(v.name for v in bench.variants)} "
-                        f"at c{', c'.join(str(c) for c in bench.run.concurrency)}, {bench.run.repeats} repeats, "
-                        f"{sum(len(s.prompts) for s in bench.suites)} held-out prompts"
+        yield self.step("evaluate", "started",
+                        f"look {look}/{looks}: {', '.join(v.name for v in bench.variants)} "
+                        f"at c{', c'.join(str(c) for c in bench.run.concurrency)}, {bench.run.repeats} "
+                        f"repeats, {sum(len(s.prompts) for s in bench.suites)} held-out prompts"
                         + (f" (in {resume})" if resume else ""))
         await require_preflight(bench, target=self.target, resume_dir=resume)
         done = None
@@ -301,7 +324,8 @@ class _Loop:
 
         # servers stay up between the looks, and a server the plan's own runs kept (run --keep-servers) with
         # the launch command a variant here would start is taken over instead of started again
-        offered = [*kept_servers(self.results_dir, self.plan.name), *kept_servers(self.results_dir, bench.name)]
+        offered = [*kept_servers(self.results_dir, self.plan.name),
+                   *kept_servers(self.results_dir, bench.name)]
         events = run_plan(bench, results_dir=self.results_dir, target=self.target, resume_dir=resume,
                           keep_servers=True, adopt=offered)
         async with contextlib.aclosing(events):  # closing us stops its servers
@@ -313,8 +337,8 @@ class _Loop:
                     done = e
                 yield e
         if done is None or not done.complete:
-            raise HarnessError(f"the evaluation run {self.rec.eval_run} did not complete: run the same command "
-                               "again to resume it")
+            raise HarnessError(f"the evaluation run {self.rec.eval_run} did not complete: run the same "
+                               "command again to resume it")
 
     # ---- gate ---------------------------------------------------------------------------------------------
     async def gate(self) -> AsyncIterator[Any]:
@@ -344,21 +368,24 @@ class _Loop:
         path = drafter_file(self.plan, self.variant)
         self.rec.drafter_file = str(path)
         profile = write_profile(str(self.rec.eval_run), str(self.rec.candidate))
-        if not any(e.retrain_id == self.rec.retrain_id for e in load_drafter(path).lineage):  # not before a kill
+        # not before a kill
+        if not any(e.retrain_id == self.rec.retrain_id for e in load_drafter(path).lineage):
             await self.target.connect()
             model_dir = target_path(str(self.plan.model.path), str(self.plan.target.workdir))
             cfg, _ = await read_json(self.target, f"{model_dir}/config.json")
-            entry = LineageEntry(promoted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), path=str(self.rec.candidate_path),
-                                 data_manifest=_local(self.rec.manifest), training_data=_local(self.rec.regen_output),
-                                 job=self.rec.job_id, checkpoint=self.rec.checkpoint,
-                                 evaluation_run=_local(self.rec.eval_run), profile=_local(str(profile)),
-                                 rule=self.s.rule, verdicts=[line.strip() for line in self.rec.gate[1:]],
+            entry = LineageEntry(promoted_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                 path=str(self.rec.candidate_path), data_manifest=_local(self.rec.manifest),
+                                 training_data=_local(self.rec.regen_output), job=self.rec.job_id,
+                                 checkpoint=self.rec.checkpoint, evaluation_run=_local(self.rec.eval_run),
+                                 profile=_local(str(profile)), rule=self.s.rule,
+                                 verdicts=[line.strip() for line in self.rec.gate[1:]],
                                  retrain_id=self.rec.retrain_id)
             promote(path, new_path=str(self.rec.candidate_path), entry=entry, target_cfg=cfg,
                     trained_for=str(self.plan.model.path))
         self.rec.outcome = "promoted"
         self.finish("promote")
-        yield self.step("promote", "promoted", f"promoted: {path} now points at {self.rec.candidate_path} (lineage "
+        yield self.step("promote", "promoted",
+                        f"promoted: {path} now points at {self.rec.candidate_path} (lineage "
                         f"entry {self.rec.retrain_id}; profile {profile})")
 
 
@@ -367,12 +394,13 @@ def _local(path: str | None) -> str | None:
     return str(Path(path).resolve()) if path else None
 
 
-def _train_line(p: Any) -> str:
-    def f(v: Any, spec: str = "{}") -> str:
+def _train_line(p: TrainProgress) -> str:
+    def f(v: object, spec: str = "{}") -> str:
         return "-" if v is None else spec.format(v)
 
-    return (f"train [{p.state}] epoch {f(p.epoch)}/{f(p.num_epochs)} step {f(p.global_step)}/{f(p.total_steps)} "
-            f"loss {f(p.loss, '{:.3f}')} acc {f(p.acc, '{:.3f}')} checkpoints {len(p.checkpoints)}")
+    return (f"train [{p.state}] epoch {f(p.epoch)}/{f(p.num_epochs)} step "
+            f"{f(p.global_step)}/{f(p.total_steps)} loss {f(p.loss, '{:.3f}')} acc {f(p.acc, '{:.3f}')} "
+            f"checkpoints {len(p.checkpoints)}")
 
 
 __all__ = ["LoopStep", "RetrainSettings", "retrain_loop", "InputError"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common.errors import InputError
-from harness.inputs.config import Plan
+from harness.inputs.config import Plan, Variant
 from harness.inputs.plan_parts import Drafter
 from harness.retrain.dataset import Manifest, held_out_suites
 from harness.retrain.loop_state import LoopRecord, RetrainSettings
@@ -16,13 +16,14 @@ STAND_IN_TRAINER = ["{python}", "-m", "harness.retrain.fake_trainer"]  # simulat
 EVAL_SUFFIX = "-retrain-eval"
 
 
-def spec_variant(plan: Plan, variant: str) -> Any:
+def spec_variant(plan: Plan, variant: str) -> Variant:
     v = plan.variant(variant)
     if v.is_baseline or v.drafter is None:
         raise InputError(str(plan.source_path or ""), None, "variant",
                          f"{variant} has no drafter: retrain a speculative variant with a drafter")
     if v.is_existing:
-        raise InputError(str(plan.source_path or ""), None, "variant", f"{variant} is a server draftbench did not "
+        raise InputError(str(plan.source_path or ""), None, "variant",
+                         f"{variant} is a server draftbench did not "
                          "start (endpoint:): its drafter cannot be swapped for the evaluation")
     return v
 
@@ -42,9 +43,10 @@ def source_run(results_dir: str | Path, plan: Plan, variant: str) -> str:
         if meta and meta.get("status") == "ok" and not meta.get("forced_acceptance") \
                 and str(meta.get("drafter_path") or "") == path:
             return info.run_dir
-    raise InputError(str(results_dir), None, "source_run", f"no finished run of plan {plan.name!r} whose {variant} "
-                     f"served its drafter as it is now ({path}) under {results_dir}: run the plan first, or give "
-                     "--from-run")
+    raise InputError(str(results_dir), None, "source_run",
+                     f"no finished run of plan {plan.name!r} whose {variant} "
+                     f"served its drafter as it is now ({path}) under {results_dir}: run the plan first, or "
+                     "give --from-run")
 
 
 def train_fields(plan: Plan, variant: str, s: RetrainSettings, *, data: str, output_dir: str,
@@ -59,12 +61,13 @@ def train_fields(plan: Plan, variant: str, s: RetrainSettings, *, data: str, out
     if launcher is None and plan.target.simulated:
         launcher = list(STAND_IN_TRAINER)
         era = "script"
-        env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # the stand-in is this checkout's
+        # the stand-in is this checkout's
+        env.setdefault("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
     fields: dict[str, Any] = {"data_path": data, "output_dir": output_dir, "epochs": s.epochs, "era": era,
                               "env": env, "max_steps": s.max_steps, "save_interval": s.save_interval,
                               "ttt_length": s.ttt_length, "learning_rate": s.learning_rate,
-                              "batch_size": s.batch_size, "specforge_dir": s.specforge_dir, "launcher": launcher,
-                              "run_id": None}
+                              "batch_size": s.batch_size, "specforge_dir": s.specforge_dir,
+                              "launcher": launcher, "run_id": None}
     if s.gpus is not None:
         fields["gpus"] = s.gpus
     if s.fine_tune and v.drafter is not None:
@@ -102,16 +105,16 @@ def eval_plan(plan: Plan, variant: str, rec: LoopRecord, run_dir: str, manifest:
     current = next(v for v in data["variants"] if v["name"] == variant)
     current_drafter = plan.variant(variant).drafter
     assert current_drafter is not None and rec.candidate_path and rec.candidate
-    drafter = Drafter(name=f"{current_drafter.name}-{rec.retrain_id.rsplit('-', 1)[-1]}", path=rec.candidate_path,
-                      algorithm=current_drafter.algorithm, trained_for=current_drafter.trained_for,
-                      training_data=rec.regen_output)
+    drafter = Drafter(name=f"{current_drafter.name}-{rec.retrain_id.rsplit('-', 1)[-1]}",
+                      path=rec.candidate_path, algorithm=current_drafter.algorithm,
+                      trained_for=current_drafter.trained_for, training_data=rec.regen_output)
     cand = {**current, "name": rec.candidate, "drafter": drafter.model_dump(mode="json")}
     data["variants"] = [v for v in data["variants"] if v["name"] == base.name] + [current, cand]
     data["suites"] = [s.model_dump(mode="json", exclude_none=True) for s in suites]
     data["name"] = plan.name + EVAL_SUFFIX
     run = dict(data.get("run") or {})
-    run.update(repeats=repeats, max_repeats=max(int(run.get("max_repeats") or repeats), repeats), stop="fixed",
-               until_ci_pct=None, concurrency=list(concurrency))
+    run.update(repeats=repeats, max_repeats=max(int(run.get("max_repeats") or repeats), repeats),
+               stop="fixed", until_ci_pct=None, concurrency=list(concurrency))
     data["run"] = run
     data.pop("targets", None)  # one node: the evaluation is a pair of arms on the same machine
     out = Plan.model_validate(data)

@@ -9,12 +9,15 @@ import os
 import secrets
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.common.errors import InputError
 from harness.retrain.gate import Rule
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 STAGES = ("select", "regen", "train", "export", "evaluate", "gate", "promote")
 Stage = Literal["select", "regen", "train", "export", "evaluate", "gate", "promote"]
@@ -60,7 +63,8 @@ class RetrainSettings(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     specforge_dir: str | None = None
     era: Literal["auto", "script", "script-v0.1", "cli"] = "auto"
-    draft_config: str | None = Field(default=None, description="CLI era export: the draft config.json (default: "
+    draft_config: str | None = Field(default=None,
+                                     description="CLI era export: the draft config.json (default: "
                                      "the current drafter's)")
     # evaluation and gate
     repeats: int | None = Field(default=None, ge=1, description="evaluation repeats (default: the plan's, at "
@@ -90,7 +94,8 @@ class LoopRecord(BaseModel):
     candidate: str | None = None  # the evaluation's variant name for it
     eval_run: str | None = None
     look_done: int = 0  # the gate's stopping rule: the last look judged
-    looks: dict[str, dict[str, Any]] = Field(default_factory=dict)  # concurrency -> the look its row stopped at
+    # concurrency -> the look its row stopped at
+    looks: dict[str, dict[str, Any]] = Field(default_factory=dict)
     gate: list[str] = Field(default_factory=list)  # GateResult.lines()
     outcome: Literal["promoted", "refused"] | None = None
     reason: str = ""
@@ -108,7 +113,7 @@ def loops_dir(results_dir: str | Path) -> Path:
     return Path(results_dir) / "retrain"
 
 
-def new_record(plan: Any, variant: str, settings: RetrainSettings, results_dir: str | Path) -> LoopRecord:
+def new_record(plan: Plan, variant: str, settings: RetrainSettings, results_dir: str | Path) -> LoopRecord:
     rid = f"retrain-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
     rec = LoopRecord(retrain_id=rid, plan=str(plan.source_path or ""), plan_name=plan.name, variant=variant,
                      created_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"), settings=settings)
@@ -150,7 +155,8 @@ def find_record(results_dir: str | Path, retrain_id: str) -> LoopRecord:
     exact = [r for r in found if r.retrain_id == retrain_id]
     if len(exact or found) != 1:
         known = ", ".join(r.retrain_id for r in list_records(results_dir)[-5:]) or "none"
-        raise InputError(str(loops_dir(results_dir)), None, "retrain", f"{len(found)} loops match {retrain_id!r} "
+        raise InputError(str(loops_dir(results_dir)), None, "retrain",
+                         f"{len(found)} loops match {retrain_id!r} "
                          f"(latest: {known})")
     return (exact or found)[0]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +48,19 @@ class SpeculationProfile(BaseModel):
 
 
 def measure_profile(run_dir: str | Path, variant: str) -> dict[str, Any]:
-    """The whole file: specdec_bench's fields from the variant's summed histograms, and the draftbench section."""
+    """The whole file: specdec_bench's fields from the variant's summed histograms, and the draftbench
+    section."""
     from harness.analysis import tune_model as tm
     from harness.analysis.summary import read_variants
 
     rq = variant_requests(run_dir, variant)
     ref = overall(rq)
     if ref is None:
-        raise InputError(str(run_dir), None, "variant", f"{variant}: no requests with speculative stats in this run")
+        raise InputError(str(run_dir), None, "variant",
+                         f"{variant}: no requests with speculative stats in this run")
     meta = read_variants(Path(run_dir)).get(variant, {})
 
-    def summed(rows: Any) -> list[int]:
+    def summed(rows: Iterable[object]) -> list[int]:
         return tm.add_histograms(tm.parse_histogram(x) for x in rows) if "spec_histogram" in rq else []
 
     h = summed(rq.get("spec_histogram", []))
@@ -65,7 +68,8 @@ def measure_profile(run_dir: str | Path, variant: str) -> dict[str, Any]:
     out = tm.speculation_profile(
         h, steps, method=str(meta.get("algorithm") or "eagle3"),
         per_category={str(c): summed(g["spec_histogram"]) for c, g in rq.groupby("category")},
-        per_request_mean=ref.accept_len, draft_checkpoint={"name": meta.get("drafter"), "path": meta.get("drafter_path")},
+        per_request_mean=ref.accept_len,
+        draft_checkpoint={"name": meta.get("drafter"), "path": meta.get("drafter_path")},
         conditions={"engine": meta.get("engine") or "sglang", "num_steps": steps, "run": str(run_dir),
                     "variant": variant, "simulated": bool(meta.get("simulated"))})
     out["draftbench"] = SpeculationProfile(

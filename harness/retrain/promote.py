@@ -1,7 +1,7 @@
-"""Promotion: the variant's drafters/ file is rewritten to point at the new checkpoint, recording the target it
-was trained against and a lineage entry (data manifest, job, checkpoint, evaluation run, the gate's verdicts,
-the profile `watch` compares with). The plan keeps naming the same drafter, so its next run serves the new
-one. Only `draftbench retrain` calls this, and only after the gate passed."""
+"""Promotion: the variant's drafters/ file is rewritten to point at the new checkpoint, recording the target
+it was trained against and a lineage entry (data manifest, job, checkpoint, evaluation run, the gate's
+verdicts, the profile `watch` compares with). The plan keeps naming the same drafter, so its next run serves
+the new one. Only `draftbench retrain` calls this, and only after the gate passed."""
 
 from __future__ import annotations
 
@@ -13,20 +13,22 @@ from typing import Any
 import yaml
 
 from harness.common.errors import InputError
-from harness.inputs.config import Resolver, load_drafter
+from harness.inputs.config import Plan, Resolver, load_drafter
 from harness.inputs.drafter_record import LineageEntry, TrainedAgainst
 from harness.inputs.plan_parts import Drafter
 from harness.inputs.yamlio import load_yaml
 
 
-def drafter_file(plan: Any, variant: str) -> Path:
+def drafter_file(plan: Plan, variant: str) -> Path:
     """The drafters/ file the plan's variant names (found as the plan found it). A drafter written inline in
     the plan has no file of its own: promotion refuses it, with what to do."""
     source = plan.source_path
     if source is None:
-        raise InputError(None, None, "plan", "the plan was not loaded from a file: its drafter files are unknown")
+        raise InputError(None, None, "plan",
+                         "the plan was not loaded from a file: its drafter files are unknown")
     data, lines = load_yaml(source)
-    found = [(i, v) for i, v in enumerate(data.get("variants") or []) if isinstance(v, dict) and v.get("name") == variant]
+    found = [(i, v) for i, v in enumerate(data.get("variants") or [])
+             if isinstance(v, dict) and v.get("name") == variant]
     if not found:
         raise InputError(str(source), None, "variants", f"no variant {variant!r}")
     i, v = found[0]
@@ -63,7 +65,8 @@ def promote(path: str | Path, *, new_path: str, entry: LineageEntry, target_cfg:
         if not line.startswith("#"):
             break
         head.append(line)
-    head.append(f"# Promoted by draftbench retrain on {time.strftime('%Y-%m-%d')}: earlier paths are in lineage.")
+    head.append(f"# Promoted by draftbench retrain on {time.strftime('%Y-%m-%d')}: "
+                "earlier paths are in lineage.")
     body = yaml.safe_dump({k: v for k, v in data.items() if v not in (None, [])}, sort_keys=False,
                           allow_unicode=True)
     tmp = path.with_name(path.name + ".tmp")

@@ -15,15 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.common.aio import drain
 from harness.common.errors import InputError
 from harness.retrain.data import drop_ids, error_path, finished_ids, read_conversations
 from harness.retrain.regen_rows import RegenProgress, RowEngine
+
+if TYPE_CHECKING:
+    from harness.common.aio import Emit
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 __all__ = ["REASONING_MODES", "RegenProgress", "normalize_endpoint", "regen", "sglang_version"]
 
@@ -43,7 +48,7 @@ def normalize_endpoint(endpoint: str) -> str:
 
 
 async def regen(
-    plan: Any,
+    plan: Plan,
     input_path: str | Path,
     output_path: str | Path,
     *,
@@ -56,7 +61,7 @@ async def regen(
     retry_errors: bool = False,
     request_timeout_s: float | None = None,
     max_retries: int = 2,
-    target: Any = None,
+    target: Target | None = None,
     results_dir: str | Path = "results",
     workers: int = 1,
 ) -> AsyncIterator[RegenProgress]:
@@ -69,7 +74,8 @@ async def regen(
     if workers < 1:
         raise InputError(None, None, "workers", f"must be at least 1, got {workers}")
     if workers > 1 and endpoints:
-        raise InputError(None, None, "workers", "give either endpoints (servers you run) or workers (started here)")
+        raise InputError(None, None, "workers",
+                         "give either endpoints (servers you run) or workers (started here)")
     if max_tokens < 1:
         raise InputError(None, None, "max_tokens", f"must be at least 1, got {max_tokens}")
     if reasoning not in REASONING_MODES:
@@ -86,7 +92,7 @@ async def regen(
     skip = done | failed
     pending = [c for c in convs if c.id not in skip]
     already = len(convs) - len(pending)
-    timeout_s = float(request_timeout_s or getattr(plan.run, "request_timeout_s", 600))
+    timeout_s = float(request_timeout_s or plan.run.request_timeout_s)
     name = model or plan.model.served_model_name or str(plan.model.path)
     job = RowEngine(
         convs,
@@ -106,7 +112,7 @@ async def regen(
             yield replace(job.state, state="done", detail="nothing to do: every input row is finished")
             return
 
-        def start(emit: Any) -> Any:
+        def start(emit: Emit) -> Awaitable[None]:
             job.emit = emit
             return _main(job, plan, urls, timeout_s, max_retries, target, Path(results_dir), emit, workers)
 
@@ -119,13 +125,13 @@ async def regen(
 
 async def _main(
     job: RowEngine,
-    plan: Any,
+    plan: Plan,
     urls: list[str],
     timeout_s: float,
     max_retries: int,
-    target: Any,
+    target: Target | None,
     results_dir: Path,
-    emit: Any,
+    emit: Callable[[RegenProgress], None],
     workers: int = 1,
 ) -> None:
     if urls:
@@ -145,7 +151,8 @@ async def _main(
         version = await sglang_version(plan, target)
         run_id, run_dir = new_run_dir(results_dir / "regen", plan.name)
         if workers > 1:
-            await _behind_router(job, plan, target, workers, run_id, run_dir, version, timeout_s, max_retries, emit)
+            await _behind_router(job, plan, target, workers, run_id, run_dir, version, timeout_s, max_retries,
+                                 emit)
             return
         server = Server(target, plan, plan.baseline, run_id=run_id, run_dir=run_dir, engine_version=version)
         emit(replace(job.state, state="starting-server", detail=f"{plan.baseline.name} on {target.name}"))
@@ -165,18 +172,20 @@ async def _main(
                 await target.close()
 
 
-async def sglang_version(plan: Any, target: Any) -> str | None:
+async def sglang_version(plan: Plan, target: Target) -> str | None:
     from harness.engines import engine_of
 
     return await engine_of(plan).detect_version(plan, target)
 
 
-async def _behind_router(job: RowEngine, plan: Any, target: Any, workers: int, run_id: str, run_dir: Path,
-                         version: str | None, timeout_s: float, max_retries: int, emit: Any) -> None:
+async def _behind_router(job: RowEngine, plan: Plan, target: Target, workers: int, run_id: str, run_dir: Path,
+                         version: str | None, timeout_s: float, max_retries: int,
+                         emit: Callable[[RegenProgress], None]) -> None:
     from harness.retrain.router import RouterFleet
 
     fleet = RouterFleet(target, plan, workers, run_id=run_id, run_dir=run_dir, version=version)
-    emit(replace(job.state, state="starting-server", detail=f"{workers} x {plan.baseline.name} behind sglang-router"))
+    emit(replace(job.state, state="starting-server",
+                 detail=f"{workers} x {plan.baseline.name} behind sglang-router"))
 
     plain_emit = job.emit
     job.emit = lambda state: plain_emit(replace(state, workers=fleet.progress()))  # the workers' own numbers

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,7 @@ class RowEngine:
         temperature: float,
         model: str,
         reasoning: str,
-        emit: Any,
+        emit: Callable[[RegenProgress], None],
     ):
         self.pending = pending
         self.emit = emit

@@ -13,15 +13,20 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from harness.common.errors import HarnessError, InputError
 from harness.serve.server import Server, ServerFailed
 from harness.targets.base import free_port
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 ROUTER_MODULE = "sglang_router.launch_router"
 ROUTER_READY_S = 120.0
@@ -51,11 +56,13 @@ def worker_envs(env: dict[str, str], workers: int, tp_size: int, simulated: bool
         groups = len(visible) // tp_size
         per_gpu = -(-workers // groups) if groups else workers
         if not groups or mem_fraction is None or per_gpu * mem_fraction > SHARE_LIMIT:
-            raise InputError(None, None, "workers", f"{workers} workers x tp_size {tp_size} need {workers * tp_size} "
+            raise InputError(None, None, "workers",
+                             f"{workers} workers x tp_size {tp_size} need {workers * tp_size} "
                              f"GPUs; CUDA_VISIBLE_DEVICES lists {len(visible)} (to share them, set "
                              f"server.mem_fraction_static so that {per_gpu} servers fit on one GPU: "
                              f"{per_gpu} x it <= {SHARE_LIMIT})")
-        return [{**env, "CUDA_VISIBLE_DEVICES": ",".join(visible[(i % groups) * tp_size:(i % groups + 1) * tp_size])}
+        return [{**env,
+                 "CUDA_VISIBLE_DEVICES": ",".join(visible[(i % groups) * tp_size:(i % groups + 1) * tp_size])}
                 for i in range(workers)]
     return [{**env, "CUDA_VISIBLE_DEVICES": ",".join(visible[i * tp_size:(i + 1) * tp_size])}
             for i in range(workers)]
@@ -85,14 +92,14 @@ class WorkerStats:
 class RouterFleet:
     """The workers and the router of one regeneration."""
 
-    def __init__(self, target: Any, plan: Any, workers: int, *, run_id: str, run_dir: Path, version: str | None,
-                 router_port: int | None = None):
+    def __init__(self, target: Target, plan: Plan, workers: int, *, run_id: str, run_dir: Path,
+                 version: str | None, router_port: int | None = None):
         if workers < 1:
             raise InputError(None, None, "workers", f"must be at least 1, got {workers}")
         self.target, self.plan, self.run_id, self.run_dir = target, plan, run_id, Path(run_dir)
         self.router_port = router_port
         env = {str(k): str(v) for k, v in (plan.target.env or {}).items()}
-        mem = getattr(plan.server, "mem_fraction_static", None)
+        mem = plan.server.mem_fraction_static
         envs = worker_envs(env, workers, int(plan.model.tp_size), bool(plan.target.simulated), mem)
         # servers sharing a GPU start one after the other: each sizes its memory from what is free
         self.one_by_one = shares_gpus(env, workers, int(plan.model.tp_size))
@@ -135,7 +142,7 @@ class RouterFleet:
     def progress(self) -> tuple[str, ...]:
         return tuple(s.note() for s in self.stats)
 
-    async def start(self, on_state: Any = None) -> str:
+    async def start(self, on_state: Callable[[str], None] | None = None) -> str:
         """Start every worker, wait until all are ready, then the router; returns the router's base URL."""
         timeout = self.plan.server.startup_timeout_s
         if self.one_by_one:
@@ -152,7 +159,8 @@ class RouterFleet:
         workdir = await self.target.makedirs_private(self.plan.target.workdir)
         rundir = f"{workdir}/runs/{self.run_id}"
         argv = router_argv(str(self.plan.target.python), host, port,
-                           [f"http://{host}:{s.port}" for s in self.servers], metrics_port=await free_port(self.target))
+                           [f"http://{host}:{s.port}" for s in self.servers],
+                           metrics_port=await free_port(self.target))
         log = f"{rundir}/router.log"
         self.router_pgid = await self.target.spawn(argv, env={}, cwd=workdir, log_path=log,
                                                    pid_path=f"{rundir}/router.pgid")
@@ -169,7 +177,8 @@ class RouterFleet:
         deadline = time.monotonic() + ROUTER_READY_S
         while time.monotonic() < deadline:
             with contextlib.suppress(aiohttp.ClientError, OSError, asyncio.TimeoutError):
-                async with self._session.get(base + "/v1/models", timeout=aiohttp.ClientTimeout(total=5)) as r:
+                async with self._session.get(base + "/v1/models",
+                                             timeout=aiohttp.ClientTimeout(total=5)) as r:
                     if r.status == 200:
                         return
             if self.router_pgid is not None and not await self.target.alive(self.router_pgid):
@@ -188,5 +197,6 @@ class RouterFleet:
             await self._session.close()
         if self.router_pgid is not None:
             gone = await self.target.kill_group(self.router_pgid)
-            self._record({"variant": "router", "pgid": self.router_pgid, "state": "stopped" if gone else "stop-failed"})
+            self._record({"variant": "router", "pgid": self.router_pgid,
+                          "state": "stopped" if gone else "stop-failed"})
         await asyncio.gather(*(s.stop() for s in self.servers), return_exceptions=True)

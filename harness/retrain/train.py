@@ -16,13 +16,17 @@ against the job's working directory on the target (the plan's `target.workdir`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, field_validator
 
 from harness.common.errors import HarnessError, InputError
 from harness.inputs.yamlio import StrictModel
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 ERAS = ("script", "script-v0.1", "cli")
 Era = Literal["script", "script-v0.1", "cli"]
@@ -45,9 +49,11 @@ class TrainSpec(StrictModel):
     chat_template: str = Field(default="llama3", min_length=1, description="SpecForge chat template name")
     tp_size: int = Field(default=1, gt=0, description="tensor parallelism of the target inside the trainer")
     gpus: int | list[int] = Field(default=1, description="trainer processes per node, or the GPU ids to use")
-    nnodes: int = Field(default=1, ge=1, description="nodes of the training job (torchrun --nnodes); each node "
+    nnodes: int = Field(default=1, ge=1,
+                        description="nodes of the training job (torchrun --nnodes); each node "
                         "runs this job with its own node_rank")
-    node_rank: int = Field(default=0, ge=0, description="this node's rank among nnodes (torchrun --node_rank)")
+    node_rank: int = Field(default=0, ge=0,
+                           description="this node's rank among nnodes (torchrun --node_rank)")
     master_addr: str | None = Field(default=None, description="rank 0's address, reachable from every node "
                                     "(torchrun --master_addr; required with nnodes > 1)")
     master_port: int = Field(default=29500, ge=1, le=65535, description="rank 0's rendezvous port")
@@ -58,7 +64,8 @@ class TrainSpec(StrictModel):
     log_interval: int | None = Field(default=None, gt=0, description="steps between metric lines")
     max_steps: int | None = Field(default=None, gt=0, description="stop after this many optimizer steps")
     draft_model_config: str | None = Field(default=None, description="draft config.json (default: derived)")
-    init_from: str | None = Field(default=None, description="a drafter checkpoint to fine-tune from (script era: "
+    init_from: str | None = Field(default=None,
+                                  description="a drafter checkpoint to fine-tune from (script era: "
                                   "--ckpt-dir); default: train from scratch")
     eval_data_path: str | None = Field(default=None, description="evaluation JSONL (script era)")
     report_to: str | None = Field(default=None, description="tracker: tensorboard, wandb, ... (script era)")
@@ -105,7 +112,7 @@ class TrainSpec(StrictModel):
         return env
 
 
-def spec_from_plan(plan: Any, **fields: Any) -> TrainSpec:
+def spec_from_plan(plan: Plan, **fields: object) -> TrainSpec:
     """A TrainSpec for the plan's target model, run by the plan's target python; `fields` set the rest
     (data_path and output_dir are required). Raises pydantic's ValidationError on bad fields."""
     base = {"target_model_path": str(plan.model.path), "python": str(plan.target.python)}
@@ -162,7 +169,7 @@ def era_from_probe(output: str, *, specforge_dir: str | None) -> Era:
     raise HarnessError(f"SpecForge not found on the target: no `specforge.cli` module and {where}; {hint}")
 
 
-async def detect_era(target: Any, spec: TrainSpec, *, workdir: str) -> Era:
+async def detect_era(target: Target, spec: TrainSpec, *, workdir: str) -> Era:
     """Ask the target which SpecForge it has (CLI module, or a checkout with the training script)."""
     if spec.era != "auto":
         return spec.era
@@ -241,7 +248,8 @@ def build_train_argv(
         return argv + list(spec.extra_args)
     v01 = era == "script-v0.1"
     if v01 and spec.init_from:
-        raise InputError(None, None, "init_from", "SpecForge v0.1 cannot start from a checkpoint (no --ckpt-dir)")
+        raise InputError(None, None, "init_from",
+                         "SpecForge v0.1 cannot start from a checkpoint (no --ckpt-dir)")
     if v01 and not spec.draft_model_config:
         raise InputError(None, None, "draft_model_config", "SpecForge v0.1 needs --draft-model-config")
     argv = _launcher(spec, SCRIPT_V01 if v01 else SCRIPT, workdir) + [
@@ -302,7 +310,8 @@ def cli_config(spec: TrainSpec, *, run_id: str) -> dict[str, Any]:
     _check(spec)
     base = spec.base_config or {}
     if spec.init_from:
-        raise InputError(None, None, "init_from", "the CLI era starts from a checkpoint through its recipe: give a "
+        raise InputError(None, None, "init_from",
+                         "the CLI era starts from a checkpoint through its recipe: give a "
                          "base config whose model section names it")
     if spec.tp_size != 1 and "deployment" not in base:
         raise InputError(

@@ -21,11 +21,15 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import InputError
 from harness.retrain.profile import AcceptStats, SpeculationProfile, read_profile
 from harness.retrain.weak_spots import overall, spots, variant_requests
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 COLLAPSED = 1.05
 NO_INTERVAL_FACTOR = 0.9
@@ -62,7 +66,8 @@ class DriftRow:
                 return "-"
             return f"{v:.2f}" + (f" [{lo:.2f}-{hi:.2f}]" if lo is not None and hi is not None else "")
 
-        return f"{self.category}\t{self.state}\trecorded {iv(self.recorded, self.recorded_low, self.recorded_high)}" \
+        return f"{self.category}\t{self.state}\trecorded " \
+            f"{iv(self.recorded, self.recorded_low, self.recorded_high)}" \
             f"\tnow {iv(self.now, self.now_low, self.now_high)}\t{self.requests} requests"
 
 
@@ -123,21 +128,22 @@ def compare(profile: SpeculationProfile, run_dir: str | Path, variant: str, plan
                       tuple(rows))
 
 
-def recorded_profile(plan: Any, variant: str) -> str:
+def recorded_profile(plan: Plan, variant: str) -> str:
     """speculation_profile.json of the variant's drafter's last promotion."""
     v = plan.variant(variant)
     lineage = list(v.drafter.lineage) if v.drafter is not None else []
     found = next((e.profile for e in reversed(lineage) if e.profile), None)
     if not found:
-        raise InputError(str(plan.source_path or ""), None, "variant", f"{variant}'s drafter has no recorded profile "
-                         "(none is written before a promotion by `draftbench retrain`): give --profile FILE, a "
-                         "speculation_profile.json (harness.retrain.profile)")
+        raise InputError(str(plan.source_path or ""), None, "variant",
+                         f"{variant}'s drafter has no recorded profile "
+                         "(none is written before a promotion by `draftbench retrain`): give --profile FILE, "
+                         "a speculation_profile.json (harness.retrain.profile)")
     return found
 
 
-def check_plan(plan: Any, variant: str, profile: SpeculationProfile) -> Any:
-    """The plan cut to its baseline and the variant, the profile run's prompts (the plan's own suites when that
-    run is gone), the lowest concurrency, one repeat."""
+def check_plan(plan: Plan, variant: str, profile: SpeculationProfile) -> Plan:
+    """The plan cut to its baseline and the variant, the profile run's prompts (the plan's own suites when
+    that run is gone), the lowest concurrency, one repeat."""
     from harness.inputs.config import Plan
     from harness.retrain.dataset import run_suites
 
@@ -181,9 +187,9 @@ def last_check(results_dir: str | Path, plan_name: str, variant: str) -> dict[st
         return None
 
 
-async def watch(plan: Any, variant: str, *, results_dir: str | Path = "results", run_dir: str | None = None,
+async def watch(plan: Plan, variant: str, *, results_dir: str | Path = "results", run_dir: str | None = None,
                 profile: str | None = None, every_s: float | None = None, keep_going: bool = False,
-                rounds: int | None = None, target: Any = None) -> AsyncIterator[Any]:
+                rounds: int | None = None, target: Target | None = None) -> AsyncIterator[Any]:
     """Checks (see the module): one on `run_dir`, else a check run now, and with `every_s` one every interval
     until an alarm (or for ever with `keep_going`; `rounds` caps the count). Yields the check runs' events,
     then a DriftCheck (and an Alarm event when it alarms) per check."""

@@ -57,7 +57,8 @@ def _num(s: pd.Series) -> pd.Series:
 
 def variant_requests(run_dir: str | Path, variant: str) -> pd.DataFrame:
     """The variant's answered requests of the run's closed-loop phases, per-request spec stats filled from the
-    untimed probe where the stream carried none; InputError when the run has no such variant or it is forced."""
+    untimed probe where the stream carried none; InputError when the run has no such variant or it is
+    forced."""
     from harness.analysis.acceptance import requests_with_spec
     from harness.analysis.forced import forced_value
     from harness.analysis.goodput import closed_loop
@@ -69,9 +70,11 @@ def variant_requests(run_dir: str | Path, variant: str) -> pd.DataFrame:
     requests, _phases, _windows, variants, probe = read_tables(run_dir)
     if variant not in variants:
         known = ", ".join(sorted(n for n, m in variants.items() if not m.get("baseline"))) or "none"
-        raise InputError(str(run_dir), None, "variant", f"no variant {variant!r} in this run (speculative: {known})")
+        raise InputError(str(run_dir), None, "variant",
+                         f"no variant {variant!r} in this run (speculative: {known})")
     if forced_value(variants[variant].get("forced_acceptance")) is not None:
-        raise InputError(str(run_dir), None, "variant", f"{variant} ran under forced acceptance: its acceptance "
+        raise InputError(str(run_dir), None, "variant",
+                         f"{variant} ran under forced acceptance: its acceptance "
                          "is not the drafter's")
     requests, probe = closed_loop(requests, probe)
     rq = requests_with_spec(requests, probe) if not requests.empty else requests
@@ -99,7 +102,8 @@ def histogram_rates(histograms: Sequence[object]) -> tuple[tuple[float, ...], tu
 
 
 def accept_interval(group: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
-    """(accept length, low, high): pooled over the group's requests, the interval a bootstrap over its prompts."""
+    """(accept length, low, high): pooled over the group's requests, the interval a bootstrap over its
+    prompts."""
     if group.empty or group["_verify"].sum() <= 0:
         return None, None, None
     est = float(group["_extra"].sum() / group["_verify"].sum())
@@ -120,7 +124,8 @@ def _key(level: Level, cat: str, suite: str, pid: str, turn: int) -> str:
 
 
 def spots(rq: pd.DataFrame, level: Level = "category") -> list[Spot]:
-    """One Spot per category, prompt or (prompt, turn) of the variant's requests, lowest accept length first."""
+    """One Spot per category, prompt or (prompt, turn) of the variant's requests, lowest accept length
+    first."""
     if level not in LEVELS:
         raise InputError(None, None, "by", f"one of {', '.join(LEVELS)}, not {level!r}")
     if rq.empty:
@@ -131,12 +136,14 @@ def spots(rq: pd.DataFrame, level: Level = "category") -> list[Spot]:
     for values, g in rq.groupby(keys, sort=True):
         v = dict(zip(keys, values if isinstance(values, tuple) else (values,), strict=True))
         est, low, high = accept_interval(g)
-        marginal, conditional = histogram_rates(list(g["spec_histogram"])) if "spec_histogram" in g else ((), ())
+        marginal, conditional = histogram_rates(list(g["spec_histogram"])) if "spec_histogram" in g \
+            else ((), ())
         out.append(Spot(level, _key(level, v["category"], v.get("suite", ""), v.get("prompt_id", ""),
                                     int(v.get("turn", 1))),
                         str(v["category"]), v.get("suite"), v.get("prompt_id"),
                         int(v["turn"]) if "turn" in v else None, len(g),
-                        int(g.groupby(["suite", "prompt_id"]).ngroups), est, low, high, marginal, conditional))
+                        int(g.groupby(["suite", "prompt_id"]).ngroups), est, low, high, marginal,
+                        conditional))
     return sorted(out, key=lambda s: (s.accept_len if s.accept_len is not None else float("inf"), s.key))
 
 
@@ -145,7 +152,8 @@ def overall(rq: pd.DataFrame) -> Spot | None:
     if rq.empty:
         return None
     est, low, high = accept_interval(rq)
-    marginal, conditional = histogram_rates(list(rq["spec_histogram"])) if "spec_histogram" in rq else ((), ())
+    marginal, conditional = histogram_rates(list(rq["spec_histogram"])) if "spec_histogram" in rq \
+        else ((), ())
     return Spot("category", "(all)", "(all)", None, None, None, len(rq),
                 int(rq.groupby(["suite", "prompt_id"]).ngroups), est, low, high, marginal, conditional)
 
@@ -154,7 +162,8 @@ def pick(found: list[Spot], *, lowest: int | None = 1, below: float | None = Non
          position: int | None = None, ref: Spot | None = None) -> list[Spot]:
     """The weak spots: those whose metric is below `below` x the variant's own (when given), else the
     `lowest` N by the metric (accept length, or P(>=position))."""
-    ranked = sorted((s for s in found if s.metric(position) is not None), key=lambda s: (s.metric(position), s.key))
+    ranked = sorted((s for s in found if s.metric(position) is not None),
+                    key=lambda s: (s.metric(position), s.key))
     if below is not None:
         ref_value = ref.metric(position) if ref is not None else None
         if ref_value is None:
@@ -166,13 +175,14 @@ def pick(found: list[Spot], *, lowest: int | None = 1, below: float | None = Non
 def spot_lines(found: list[Spot], chosen: list[Spot], ref: Spot | None, positions: int = 4) -> list[str]:
     """The table `draftbench weak-spots` prints (tab-separated), weak spots marked with `*`."""
     pos = min(positions, max((len(s.marginal) for s in found), default=0))
-    head = ["", "spot", "requests", "prompts", "accept len", "95% CI"] + [f"P(>={k})" for k in range(1, pos + 1)]
+    head = ["", "spot", "requests", "prompts", "accept len", "95% CI"] \
+        + [f"P(>={k})" for k in range(1, pos + 1)]
     out = ["\t".join(head)]
     keys = {s.key for s in chosen}
 
     def row(s: Spot, mark: str) -> str:
-        ci = f"{s.accept_low:.2f}-{s.accept_high:.2f}" if s.accept_low is not None and s.accept_high is not None \
-            else "-"
+        known = s.accept_low is not None and s.accept_high is not None
+        ci = f"{s.accept_low:.2f}-{s.accept_high:.2f}" if known else "-"
         al = f"{s.accept_len:.2f}" if s.accept_len is not None else "-"
         ps = [f"{s.marginal[k]:.2f}" if k < len(s.marginal) else "-" for k in range(pos)]
         return "\t".join([mark, s.key, str(s.requests), str(s.prompts), al, ci, *ps])

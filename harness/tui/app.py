@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from textual import on, work
 from textual.app import App, SystemCommand
@@ -46,6 +46,20 @@ from harness.tui.session_control import SessionControl
 from harness.tui.state import Alarm, ProgressSnapshot, ServerView
 from harness.tui.tune_control import TuneControl
 
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from textual.notifications import SeverityLevel
+
+    from harness.analysis.compare import Comparison
+    from harness.analysis.runs import LoadedRun
+    from harness.inputs.config import Plan
+    from harness.retrain.progress import TrainProgress
+    from harness.retrain.regen_rows import RegenProgress
+    from harness.serve.fleet import Fleet
+    from harness.serve.fleet_nodes import NodeFleet
+    from harness.targets.base import Target
+
 SECTIONS: list[tuple[str, str, type[SectionScreen]]] = [
     ("servers", "Servers", ServersScreen),
     ("run", "Run", RunScreen),
@@ -70,10 +84,11 @@ class DraftbenchApp(App[int]):
     ]
 
     # ---- the state the screens watch ----------------------------------------------------------------------
-    plan: var[Any] = var(None)
+    plan: var[Plan | None] = var(None)
     plan_line: var[str] = var("loading the plan...")
     servers: var[dict[str, ServerView]] = var(dict)
-    live_alarms: var[tuple[str, ...]] = var(tuple)  # live alarms of runs and Servers, as the Run tab lists them
+    # live alarms of runs and Servers, as the Run tab lists them
+    live_alarms: var[tuple[str, ...]] = var(tuple)
     # the run going or last gone (run_control.py)
     run_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     run_status: var[str] = var("idle: choose suites, variants, concurrency and max tokens, then ctrl+r")
@@ -83,20 +98,21 @@ class DraftbenchApp(App[int]):
     run_verdicts: var[dict[str, str]] = var(dict)  # finished variant -> its verdicts so far (verdict_lines)
     # Results (results_control.py)
     runs: var[tuple] = var(tuple)
-    result: var[Any] = var(None)
-    comparison: var[Any] = var(None)
+    result: var[LoadedRun | None] = var(None)
+    comparison: var[Comparison | None] = var(None)
     drafters: var[tuple] = var(tuple)
     # Retrain (retrain_control.py)
     jobs: var[tuple] = var(tuple)
-    job_progress: var[Any] = var(None)  # TrainProgress of the followed job
+    job_progress: var[TrainProgress | None] = var(None)  # of the followed job
     checkpoints: var[tuple] = var(tuple)  # of the followed job
-    regen_progress: var[Any] = var(None)
+    regen_progress: var[RegenProgress | None] = var(None)
     retrain_note: var[str] = var("")
     # the tune going or on display (tune_control.py)
     tune_state: var[str] = var("idle")  # idle | preparing | running | cancelling | done | failed | cancelled
     tune_status: var[str] = var("idle: choose the variant, concurrency and budget, then ctrl+r (r resumes)")
     tune_stage: var[tuple[str, float, float]] = var(("", 0.0, 0.0))  # stage, spent_s, budget_s
-    tune_stage_at: float | None = None  # the clock when tune_stage's spent_s held (the view counts on from it)
+    # the clock when tune_stage's spent_s held (the view counts on from it)
+    tune_stage_at: float | None = None
     tune_dir: var[str | None] = var(None)
     tune_progress: var[ProgressSnapshot | None] = var(None)
     tune_candidates: var[dict[str, str]] = var(dict)  # config -> its latest TuneCandidate status
@@ -107,11 +123,11 @@ class DraftbenchApp(App[int]):
         self,
         *,
         plan_path: str | None = None,
-        plan: Any = None,
+        plan: Plan | None = None,
         results_dir: str | Path = "results",
         run_events: RunEvents | None = None,
-        fleet_factory: Callable[..., Any] | None = None,
-        target_factory: Callable[[], Any] | None = None,
+        fleet_factory: Callable[..., Fleet] | None = None,
+        target_factory: Callable[[], Target] | None = None,
         section: str = "servers",
         flush_interval: float = FLUSH_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
@@ -133,7 +149,7 @@ class DraftbenchApp(App[int]):
         self.drafter_dirs = drafter_dirs  # None: where the config looks drafters up for this plan
         if theme:
             self.theme = theme
-        self.fleet: Any = None
+        self.fleet: Fleet | NodeFleet | None = None
         self.fleet_feed = EventFeed(self.post_message, source="fleet")
         self.log_buffers: dict[str, deque[str]] = {}
         self.plan_alarms: list[Alarm] = []
@@ -161,7 +177,8 @@ class DraftbenchApp(App[int]):
         for handler in self._routes.get(type(m), ()):
             handler(m)
 
-    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None,
                markup: bool = False) -> None:
         """Every notification is plain text: its words come from servers, suites and error messages, and a
         log line like `[/models/x]` read as markup raised MarkupError. Control characters made visible."""
@@ -203,7 +220,7 @@ class DraftbenchApp(App[int]):
             plan = prepare_demo(self.results_dir)
         self.post_message(msg.PlanLoaded(plan, str(self.plan_path or "demo plan")))
 
-    # ---- actions: the keys and the palette; each one half's ---------------------------------------------------
+    # ---- actions: the keys and the palette; each one half's ------------------------------------------------
     def action_refresh_runs(self) -> None:
         self.results_control.refresh_runs()
 
@@ -222,7 +239,7 @@ class DraftbenchApp(App[int]):
     async def action_quit(self) -> None:
         await self.session_control.quit()
 
-    # ---- sections, help, palette -----------------------------------------------------------------------------
+    # ---- sections, help, palette ---------------------------------------------------------------------------
     def action_section(self, name: str) -> None:
         if isinstance(self.screen, SectionScreen) and self.screen is not self.get_screen(name):
             first_visit = not self.get_screen(name).is_mounted
@@ -250,7 +267,8 @@ class DraftbenchApp(App[int]):
             )
         yield SystemCommand(
             "Preflight: draftbench check",
-            "the plan's checks (flags, drafter against algorithm, shapes); the findings as the CLI prints them",
+            "the plan's checks (flags, drafter against algorithm, shapes); the "
+            "findings as the CLI prints them",
             self.action_preflight,
         )
         for name, title, cls in SECTIONS:
@@ -266,7 +284,8 @@ class DraftbenchApp(App[int]):
         await self.get_screen(section).run_action(action)
 
     async def on_unmount(self) -> None:
-        """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI started."""
+        """Any other way out (an exception, a test ending, App.exit) still stops the servers this TUI
+        started."""
         gc.unfreeze()  # what was frozen for the app's lifetime can be collected again
         if self.tune_control.proc is not None:  # its process stops the tune's servers on SIGTERM
             self.tune_control.proc.cancel()
@@ -275,7 +294,7 @@ class DraftbenchApp(App[int]):
             with contextlib.suppress(Exception):
                 await fleet.close()
 
-    def mounted(self, name: str) -> Any:
+    def mounted(self, name: str) -> Screen | None:
         """The section's screen when it is on display or was (a timer may fire while the app shuts down)."""
         if not self.is_screen_installed(name):
             return None
@@ -317,8 +336,23 @@ def key_sections() -> KeySections:
     ]
 
 
+class AppOptions(TypedDict, total=False):
+    """DraftbenchApp's other keywords, as build_app passes them on."""
+
+    plan: Plan | None
+    run_events: RunEvents | None
+    fleet_factory: Callable[..., Fleet] | None
+    target_factory: Callable[[], Target] | None
+    section: str
+    flush_interval: float
+    clock: Callable[[], float]
+    gpu_poll_s: float
+    theme: str | None
+    drafter_dirs: list[Path] | None
+
+
 def build_app(
-    plan_path: str | None = None, results_dir: str | Path = "results", **kwargs: Any
+    plan_path: str | None = None, results_dir: str | Path = "results", **kwargs: Unpack[AppOptions]
 ) -> DraftbenchApp:
     """The one factory: the CLI and the tests build the app the same way, everything through here."""
     return DraftbenchApp(plan_path=plan_path, results_dir=results_dir, **kwargs)

@@ -3,7 +3,7 @@ findings."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,6 +13,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from harness.common.terminal import clean
+
+if TYPE_CHECKING:
+    from textual.widgets import DataTable
 
 HELP_DESC_W = 20
 # keys Textual gives every section, said in `?` help and the README with the sections' own
@@ -74,7 +77,8 @@ class HelpScreen(ModalScreen[None]):
 
     def on_resize(self) -> None:
         """As many keys to a line as the dialog holds: never a description wrapped onto the next line."""
-        width = self.query_one("#help-text").content_region.width or self.query_one("#help-box").size.width - 6
+        width = self.query_one("#help-text").content_region.width \
+            or self.query_one("#help-box").size.width - 6
         text = key_help(self.sections, width)
         if text.plain != self.text.plain:
             self.text = text
@@ -249,7 +253,7 @@ class FindingsScreen(ModalScreen[None]):
         lines += [f"fix: {f.fix}"] if f.fix else []
         self.query_one("#finding-detail", Static).update(clean("\n".join(lines)))
 
-    def on_data_table_row_highlighted(self, event: Any) -> None:
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.row_key is not None and event.row_key.value is not None:
             self._detail(int(event.row_key.value))
 

@@ -29,7 +29,7 @@ class EventFeed:
         self._logs: dict[str, list[str]] = {}
         self._dirty = False
 
-    def push(self, event: Any) -> None:
+    def push(self, event: object) -> None:
         if isinstance(event, ev.ServerLog):
             buf = self._logs.setdefault(event.variant, [])
             buf.extend(event.lines)
@@ -65,7 +65,7 @@ class EventFeed:
             self.flush()
 
 
-def translate(e: Any, source: str) -> Message | None:
+def translate(e: object, source: str) -> Message | None:
     """One state-changing event as its message; None for events that only feed the progress model."""
     if isinstance(e, ev.RunStarted):
         return msg.RunLaunched(e.run_id, e.run_dir, tuple(e.variants), e.total_requests, e.simulated)

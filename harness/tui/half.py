@@ -23,7 +23,8 @@ class Half:
         self.app: Any = app  # harness.tui.app.DraftbenchApp, which imports this module: not imported back
 
     def handlers(self) -> list[tuple[type[Message], Callable[[Any], Any]]]:
-        """(message type, bound handler) of every method marked with `handles`, in the order they are written."""
+        """(message type, bound handler) of every method marked with `handles`, in the order they are
+        written."""
         out = []
         for name, fn in vars(type(self)).items():
             for message in getattr(fn, ROUTE, ()):
@@ -46,9 +47,9 @@ def work(*, group: str, thread: bool = False, exclusive: bool = False) -> Callab
     """textual's @work(group=..., exit_on_error=False) for a half's method: the worker runs on the App."""
     def decorator(method: Callable[..., Any]) -> Callable[..., Worker[Any]]:
         @wraps(method)
-        def start(half: Half, *args: Any, **kwargs: Any) -> Worker[Any]:
-            return half.app.run_worker(partial(method, half, *args, **kwargs), name=method.__name__, group=group,
-                                       description=method.__name__, exclusive=exclusive, exit_on_error=False,
-                                       thread=thread)
+        def start(half: Half, *args: object, **kwargs: object) -> Worker[Any]:
+            return half.app.run_worker(partial(method, half, *args, **kwargs), name=method.__name__,
+                                       group=group, description=method.__name__, exclusive=exclusive,
+                                       exit_on_error=False, thread=thread)
         return start
     return decorator

@@ -7,25 +7,33 @@ so the Run section says "done" once the gate has spoken, not when the benchmark 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common import events as ev
 from harness.common.errors import InputError
 from harness.tui import messages as msg
-from harness.tui.feed import EventFeed, translate
+from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed, translate
 from harness.tui.half import Half, handles, work
 from harness.tui.runproc import RunProcess
+
+if TYPE_CHECKING:
+    from textual.message import Message
+
+    from harness.inputs.config import Plan
+    from harness.retrain.loop_state import RetrainSettings
+    from harness.targets.base import Target
 
 LOOP = "harness.retrain.loop:retrain_loop"
 WATCH = "harness.retrain.watch:watch"
 
 
-def speculative_variants(plan: Any) -> list[str]:
+def speculative_variants(plan: Plan) -> list[str]:
     return [v.name for v in plan.variants if v.drafter is not None and not v.is_existing]
 
 
-def loop_fields(plan: Any) -> list[tuple[str, str, str]]:
+def loop_fields(plan: Plan) -> list[tuple[str, str, str]]:
     names = speculative_variants(plan)
     return [
         ("variant", f"variant whose drafter to retrain ({', '.join(names) or 'none has a drafter'})",
@@ -38,7 +46,7 @@ def loop_fields(plan: Any) -> list[tuple[str, str, str]]:
     ]
 
 
-def loop_settings(values: dict[str, str]) -> Any:
+def loop_settings(values: dict[str, str]) -> RetrainSettings:
     """The dialog's text -> RetrainSettings; pydantic's errors name the field."""
     from harness.retrain.loop_state import RetrainSettings
 
@@ -57,9 +65,9 @@ def loop_settings(values: dict[str, str]) -> Any:
 class LoopFeed(EventFeed):
     """Core events -> messages, the loop's own steps included; the evaluation's RunDone held back."""
 
-    held: Any = None
+    held: ev.RunDone | None = None
 
-    def push(self, event: Any) -> None:
+    def push(self, event: object) -> None:
         kind = type(event).__name__
         if kind == "LoopStep":
             self.flush()
@@ -81,8 +89,11 @@ class LoopFeed(EventFeed):
 class LoopProcess(RunProcess):
     """A loop or a drift check in runchild; ends with the held RunFinished (if a run ended) and LoopEnded."""
 
-    def __init__(self, call: str, args: tuple, kwargs: dict[str, Any], **options: Any) -> None:
-        super().__init__(call, args, kwargs, **options)
+    def __init__(self, call: str, args: tuple, kwargs: dict[str, Any], *, post: Callable[[Message], Any],
+                 target_factory: Callable[[], Target] | None = None,
+                 flush_interval: float = FLUSH_INTERVAL_S) -> None:
+        super().__init__(call, args, kwargs, post=post, target_factory=target_factory,
+                         flush_interval=flush_interval)
         self.feed = LoopFeed(self.post, source="run")
 
     def ended(self, status: str, detail: str) -> None:
@@ -149,5 +160,5 @@ class LoopControl(Half):
         m = build_input(run_dir, variant, chosen, "category", out)
         lines = [line.replace("\t", "  ") for line in ws.spot_lines(found, chosen, ref)]
         self.app.post_message(msg.RetrainNote("\n".join([
-            f"weak spots of {variant}: {len(m.rows)} rows -> {out / REGEN_INPUT} ({len(m.held_out)} prompts held "
-            "out); g in Retrain regenerates them, L runs the whole loop", *lines, *m.notes])))
+            f"weak spots of {variant}: {len(m.rows)} rows -> {out / REGEN_INPUT} ({len(m.held_out)} prompts "
+            "held out); g in Retrain regenerates them, L runs the whole loop", *lines, *m.notes])))

@@ -5,11 +5,20 @@ it (harness.tui.half.handles); the halves own every state change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from harness.tui.state import ProgressSnapshot, RunChoice
+
+if TYPE_CHECKING:
+    from harness.analysis.compare import Comparison
+    from harness.analysis.runs import LoadedRun
+    from harness.inputs.config import Plan
+    from harness.retrain.jobs import Job
+    from harness.retrain.progress import TrainProgress
+    from harness.retrain.regen_rows import RegenProgress
+    from harness.studies.tune_view import TuneView
 
 
 class AppMessage(Message):
@@ -20,7 +29,7 @@ class AppMessage(Message):
 
 
 class PlanLoaded(AppMessage):
-    def __init__(self, plan: Any, path: str) -> None:
+    def __init__(self, plan: Plan, path: str) -> None:
         super().__init__()
         self.plan = plan
         self.path = path
@@ -171,15 +180,15 @@ class RunsListed(AppMessage):
 
 
 class ResultsLoaded(AppMessage):
-    def __init__(self, result: Any) -> None:
+    def __init__(self, result: LoadedRun) -> None:
         super().__init__()
-        self.result = result  # harness.analysis.runs.LoadedRun
+        self.result = result
 
 
 class ComparisonLoaded(AppMessage):
-    def __init__(self, comparison: Any) -> None:
+    def __init__(self, comparison: Comparison) -> None:
         super().__init__()
-        self.comparison = comparison  # harness.analysis.compare.Comparison
+        self.comparison = comparison
 
 
 class Exported(AppMessage):
@@ -269,15 +278,15 @@ class JobsListed(AppMessage):
 
 
 class JobUpdated(AppMessage):
-    def __init__(self, job: Any) -> None:
+    def __init__(self, job: Job) -> None:
         super().__init__()
         self.job = job
 
 
 class JobProgressed(AppMessage):
-    def __init__(self, progress: Any) -> None:
+    def __init__(self, progress: TrainProgress) -> None:
         super().__init__()
-        self.progress = progress  # harness.retrain.progress.TrainProgress
+        self.progress = progress
 
 
 class CheckpointsListed(AppMessage):
@@ -288,13 +297,14 @@ class CheckpointsListed(AppMessage):
 
 
 class RegenProgressed(AppMessage):
-    def __init__(self, progress: Any) -> None:
+    def __init__(self, progress: RegenProgress) -> None:
         super().__init__()
-        self.progress = progress  # harness.retrain.regen.RegenProgress
+        self.progress = progress
 
 
 class LoopEnded(AppMessage):
-    """A retrain loop's or drift check's process ended: "done" | "cancelled" | "crashed" (harness.tui.loop_control)."""
+    """A retrain loop's or drift check's process ended: "done" | "cancelled" | "crashed"
+    (harness.tui.loop_control)."""
 
     def __init__(self, status: str, detail: str) -> None:
         super().__init__()
@@ -359,9 +369,9 @@ class TuneEnded(AppMessage):
 
 
 class TuneLoaded(AppMessage):
-    def __init__(self, view: Any) -> None:
+    def __init__(self, view: TuneView) -> None:
         super().__init__()
-        self.view = view  # harness.studies.tune_view.TuneView
+        self.view = view
 
 
 class TunesListed(AppMessage):

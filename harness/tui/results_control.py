@@ -4,13 +4,16 @@ read through harness.analysis.summary (the CLI's numbers) on worker threads."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.analysis.compare import compare_runs
 from harness.analysis.runs import drafter_dirs, export_csv, list_drafters, list_runs, load_run
 from harness.inputs.config import Plan, user_dir
 from harness.tui import messages as msg
 from harness.tui.half import Half, handles, work
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class ResultsControl(Half):
@@ -62,7 +65,7 @@ class ResultsControl(Half):
             self._export(tables[m.what], m.path)
 
     @work(thread=True, group="results")
-    def _export(self, df: Any, path: str) -> None:
+    def _export(self, df: pd.DataFrame, path: str) -> None:
         self.app.post_message(msg.Exported(str(Path(path).expanduser()), export_csv(df, path)))
 
     @handles(msg.Exported)

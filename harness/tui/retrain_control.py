@@ -10,12 +10,19 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import InputError
 from harness.tui import messages as msg
 from harness.tui.half import Half, handles, work
 from harness.tui.runproc import RunProcess
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.retrain.checkpoints import Checkpoint
+    from harness.retrain.jobs import Job
+    from harness.retrain.train import TrainSpec
+    from harness.targets.base import Target
 
 EVALUATE = "harness.retrain.checkpoints:evaluate_checkpoint"
 
@@ -23,7 +30,7 @@ EVALUATE = "harness.retrain.checkpoints:evaluate_checkpoint"
 DEMO_LAUNCHER = "{python} -m harness.retrain.fake_trainer"  # the stand-in for SpecForge, same flags and logs
 
 
-def train_fields(plan: Any) -> list[tuple[str, str, str]]:
+def train_fields(plan: Plan) -> list[tuple[str, str, str]]:
     """The train dialog; on a simulated plan the stand-in trainer and the shipped demo conversations are
     filled in, so the demo trains without typing a launcher."""
     from harness.cli.demo import DEMO_PLAN
@@ -52,11 +59,12 @@ def train_fields(plan: Any) -> list[tuple[str, str, str]]:
     ]
 
 
-def train_spec(values: dict[str, str]) -> Any:
+def train_spec(values: dict[str, str]) -> TrainSpec:
     """The dialog's text -> TrainSpec; pydantic's errors name the field."""
     from harness.retrain.train import TrainSpec, parse_gpus
 
-    numbers = {"epochs": int, "max_steps": int, "save_interval": int, "batch_size": int, "learning_rate": float}
+    numbers = {"epochs": int, "max_steps": int, "save_interval": int, "batch_size": int,
+               "learning_rate": float}
     data: dict[str, Any] = {k: v for k, v in values.items() if v and k not in ("gpus", "launcher", *numbers)}
     data["gpus"] = parse_gpus(values.get("gpus") or "1")
     values = {**values, "epochs": values.get("epochs") or "1"}
@@ -77,7 +85,7 @@ def train_spec(values: dict[str, str]) -> Any:
 class RetrainControl(Half):
     followed: str | None = None  # the job whose progress and checkpoints are on display
 
-    def _target(self, job: Any = None) -> Any:
+    def _target(self, job: Job | None = None) -> Target:
         app = self.app
         if app.target_factory is not None:
             return app.target_factory()
@@ -128,7 +136,7 @@ class RetrainControl(Half):
         self._launch(spec)
 
     @work(group="retrain")
-    async def _launch(self, spec: Any) -> None:
+    async def _launch(self, spec: TrainSpec) -> None:
         from harness.retrain.jobs import launch_training
 
         app = self.app
@@ -166,14 +174,14 @@ class RetrainControl(Half):
         if action == "resume":
             self.follow(job)
 
-    def follow(self, job: Any) -> None:
+    def follow(self, job: Job) -> None:
         self.followed = job.job_id
         self.app.job_progress = None
         self.app.checkpoints = ()
         self._follow(job)
 
     @work(group="follow", exclusive=True)
-    async def _follow(self, job: Any) -> None:
+    async def _follow(self, job: Job) -> None:
         """Progress from the job's log until its process group is gone; checkpoints as they are saved."""
         from harness.retrain.checkpoints import discover_checkpoints
         from harness.retrain.jobs import follow_job
@@ -213,14 +221,14 @@ class RetrainControl(Half):
             self.app.checkpoints = m.checkpoints
 
     # ---- evaluation: a run -------------------------------------------------------------------------------
-    def evaluate(self, checkpoint: Any, name: str) -> None:
+    def evaluate(self, checkpoint: Checkpoint, name: str) -> None:
         from harness.inputs.config import user_dir
 
         app = self.app
         # registered where the user keeps their own drafters, never inside the checkout; benchmarked
         # against the baseline only: two server loads, not the whole plan again
-        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")), "results_dir": str(app.results_dir),
-                  "keep_existing": False}
+        kwargs = {"name": name, "drafters_dir": str(user_dir("drafters")),
+                  "results_dir": str(app.results_dir), "keep_existing": False}
         app.run_control.start_run(
             RunProcess(
                 EVALUATE,

@@ -37,7 +37,8 @@ def _where(p: ProgressSnapshot) -> str:
 
 
 class RunControl(Half):
-    run_decides = False  # the run going uses the stopping rule (run.stop: decided): verdicts come at its looks
+    # the run going uses the stopping rule (run.stop: decided): verdicts come at its looks
+    run_decides = False
     _verdict_seq = 0
     _verdicts_shown = 0
 
@@ -120,7 +121,8 @@ class RunControl(Half):
         app.progress = ProgressSnapshot()
         app.nodes = {}
         app.run_verdicts = {}
-        self.set_state("preparing", "preparing: stopping the Servers section's servers, then starting the run")
+        self.set_state("preparing",
+                       "preparing: stopping the Servers section's servers, then starting the run")
         self._run(run)
 
     @work(group="run", exclusive=True)
@@ -180,8 +182,10 @@ class RunControl(Half):
         """The status line follows the run's servers between phases (a start takes minutes on a GPU)."""
         if m.source != "run" or self.app.run_state != "running":
             return
-        words = {"starting": f"starting {m.variant}'s server", "adopted": f"{m.variant}: taking over a kept server",
-                 "ready": f"{m.variant}'s server is ready: warming up", "stopping": f"stopping {m.variant}'s server"}
+        words = {"starting": f"starting {m.variant}'s server",
+                 "adopted": f"{m.variant}: taking over a kept server",
+                 "ready": f"{m.variant}'s server is ready: warming up",
+                 "stopping": f"stopping {m.variant}'s server"}
         if m.state in words:
             self.app.run_status = f"running: {words[m.state]}"
 
@@ -212,7 +216,8 @@ class RunControl(Half):
             rows = summarise_dir(run_dir).to_dict("records")
         except Exception:  # noqa: BLE001 (records mid-write; the final table, summarised at the end, says it)
             return
-        self.app.post_message(msg.VerdictsUpdated(verdict_lines(rows, None if variant is None else [variant]), seq))
+        self.app.post_message(msg.VerdictsUpdated(verdict_lines(rows, None if variant is None else [variant]),
+                                                  seq))
 
     @handles(msg.VerdictsUpdated)
     def _verdicts(self, m: msg.VerdictsUpdated) -> None:
@@ -225,7 +230,8 @@ class RunControl(Half):
         app = self.app
         if m.ok:
             bases = {v.name for v in getattr(app.plan, "variants", ()) if v.is_baseline}  # nothing to judge
-            if not self.run_decides and app.run_dir and m.variant in app.run_variants and m.variant not in bases:
+            if not self.run_decides and app.run_dir and m.variant in app.run_variants \
+                    and m.variant not in bases:
                 self._judge(app.run_dir, m.variant)
             return
         view = app.servers.get(m.variant)
@@ -241,7 +247,8 @@ class RunControl(Half):
         every = bool(failures) and len(failures) >= max(len(app.run_variants), 1)
         head = "every variant failed" if every else f"{m.failures} variant(s) failed"
         reasons = "".join(f"\n  {v}: {why}" for v, why in failures.items())
-        self.set_state("done" if ok else "failed", f"finished: {m.run_dir}" if ok else f"{head}: {m.run_dir}{reasons}")
+        self.set_state("done" if ok else "failed",
+                       f"finished: {m.run_dir}" if ok else f"{head}: {m.run_dir}{reasons}")
         app.notify(
             "run complete: press 3 for the results" if ok else "run finished with failures",
             severity="information" if ok else "warning",
@@ -265,7 +272,8 @@ class RunControl(Half):
         self.set_state(
             "cancelled",
             "cancelled" + (_where(p) if (p := app.progress) is not None and p.variant else "")
-            + ": finished requests are kept" + (f" in {m.run_dir}; R in Results resumes it" if m.run_dir else ""),
+            + ": finished requests are kept"
+            + (f" in {m.run_dir}; R in Results resumes it" if m.run_dir else ""),
         )
         if m.run_dir:
             self._after_run(m.run_dir)

@@ -1,13 +1,13 @@
 """The benchmark's own process: `python -m harness.tui.runchild`, started by the TUI for every run.
 
-The TUI process renders; this one measures. It runs the same `harness.bench.runner.run_plan` as the CLI with its
-own interpreter (own GIL, own event loop), so nothing the UI does can delay a network read here.
-Protocol: stdin carries one pickle of (call, args, kwargs, target_factory or None) where call names a core
-async generator of events ("harness.bench.runner:run_plan", its several-node form
-"harness.bench.multinode:run_multi", "harness.retrain.checkpoints:evaluate_checkpoint",
-which ends in run_plan, or "harness.studies.tune:tune", a search made of run_plans); stdout carries
-length-prefixed pickles of ("event", event) ... then ("end", status, detail) with status one of "done" |
-"cancelled" | "crashed". SIGTERM or SIGHUP cancels the run (servers stopped unless kept), as in the CLI. No textual here.
+The TUI process renders; this one measures. It runs the same `harness.bench.runner.run_plan` as the CLI with
+its own interpreter (own GIL, own event loop), so nothing the UI does can delay a network read here. Protocol:
+stdin carries one pickle of (call, args, kwargs, target_factory or None) where call names a core async
+generator of events ("harness.bench.runner:run_plan", its several-node form
+"harness.bench.multinode:run_multi", "harness.retrain.checkpoints:evaluate_checkpoint", which ends in
+run_plan, or "harness.studies.tune:tune", a search made of run_plans); stdout carries length-prefixed pickles
+of ("event", event) ... then ("end", status, detail) with status one of "done" | "cancelled" | "crashed".
+SIGTERM or SIGHUP cancels the run (servers stopped unless kept), as in the CLI. No textual here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pickle
 import signal
 import sys
 import traceback
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
 from harness.common.errors import PreflightFailed
@@ -26,7 +27,7 @@ from harness.common.errors import PreflightFailed
 HEADER = 4  # bytes of big-endian frame length
 
 
-def frame(obj: Any) -> bytes:
+def frame(obj: object) -> bytes:
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
     return len(data).to_bytes(HEADER, "big") + data
 
@@ -43,12 +44,12 @@ def unframe(buf: bytearray) -> list[Any]:
     return out
 
 
-CALLS = {"harness.bench.runner:run_plan", "harness.bench.gate:checked_run_plan", "harness.bench.multinode:run_multi",
-         "harness.retrain.checkpoints:evaluate_checkpoint", "harness.studies.tune:tune",
-         "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
+CALLS = {"harness.bench.runner:run_plan", "harness.bench.gate:checked_run_plan",
+         "harness.bench.multinode:run_multi", "harness.retrain.checkpoints:evaluate_checkpoint",
+         "harness.studies.tune:tune", "harness.retrain.loop:retrain_loop", "harness.retrain.watch:watch"}
 
 
-def resolve_call(name: str) -> Any:
+def resolve_call(name: str) -> Callable[..., AsyncIterator[Any]]:
     if name not in CALLS:
         raise ValueError(f"not a run the TUI starts: {name}")
     module, _, attr = name.partition(":")

@@ -52,7 +52,8 @@ class RunProcess:
         self._cancelled = False
 
     def run(self) -> None:
-        """Blocking (call it on a thread). Ends with exactly one of RunFinished, RunCancelled or RunCrashed."""
+        """Blocking (call it on a thread). Ends with exactly one of RunFinished, RunCancelled or
+        RunCrashed."""
         try:
             payload = pickle.dumps((self.call, self.args, self.kwargs, self.target_factory))
         except (pickle.PicklingError, AttributeError, TypeError) as exc:

@@ -10,12 +10,15 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from harness.tui import messages as msg
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 RunEvents = Callable[..., AsyncIterator[Any]]  # harness.bench.runner.run_plan's signature
 
@@ -24,7 +27,7 @@ class RunThread:
     def __init__(
         self,
         run_events: RunEvents,
-        plan: Any,
+        plan: Plan,
         *,
         results_dir: str | Path,
         keep_servers: bool,

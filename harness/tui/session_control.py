@@ -31,22 +31,27 @@ class SessionControl(Half):
         live = getattr(self.app.fleet, "live", None)
         if live is not None:
             return list(live())
-        return [n for n, v in self.app.servers.items() if v.source == "fleet" and v.state in ("starting", "ready")]
+        return [n for n, v in self.app.servers.items() if v.source == "fleet" and v.state in ("starting",
+                                                                                              "ready")]
 
     async def quit(self) -> None:
-        """Leave at once when nothing runs; else say what quitting stops and ask (stop, keep servers, cancel)."""
+        """Leave at once when nothing runs; else say what quitting stops and ask (stop, keep servers,
+        cancel)."""
         app, tune = self.app, self.app.tune_control
         running = app.run_thread is not None and app.run_state in ACTIVE_RUN
         live = self._live_servers() if app.fleet is not None else []
         if not running and not live and not tune.active():
             await self._quit("stop")
             return
-        what = [f"the run {app.run_dir or ''} (cancelled; finished requests kept, resumable)"] if running else []
+        what = [f"the run {app.run_dir or ''} (cancelled; finished requests kept, resumable)"] \
+            if running else []
         if tune.active():
             what.append(f"the tune {app.tune_dir or ''} (cancelled; measurements kept, resumable)")
-        what += [f"server {n}" + (f" on port {app.servers[n].port}" if n in app.servers and app.servers[n].port
-                                  else "") for n in live]
-        answers = [("stop", "Stop and quit")] + ([("keep", "Keep servers, quit")] if live and not running else [])
+        what += [f"server {n}"
+                 + (f" on port {app.servers[n].port}" if n in app.servers and app.servers[n].port else "")
+                 for n in live]
+        answers = [("stop", "Stop and quit")] \
+            + ([("keep", "Keep servers, quit")] if live and not running else [])
         self.confirm("Quitting stops:\n  " + "\n  ".join(what), answers, self._quit)
 
     async def _quit(self, answer: str) -> None:
@@ -79,8 +84,8 @@ class SessionControl(Half):
 
         found = await self.app.fleet.check()
         errors = sum(1 for f in found if getattr(f, "severity", "") == "error")
-        self.app.post_message(msg.PreflightReported(render_findings(found), errors if has_errors(found) else 0,
-                                                    tuple(found)))
+        self.app.post_message(msg.PreflightReported(render_findings(found),
+                                                    errors if has_errors(found) else 0, tuple(found)))
 
     @handles(msg.PreflightReported)
     def _preflight_reported(self, m: msg.PreflightReported) -> None:
@@ -95,7 +100,8 @@ class SessionControl(Half):
         if adopted:
             # after their ServerStateChanged (posted as they were adopted): the uptime counts from their start
             self.app.post_message(msg.ServersAdopted({n: fleet.uptime(n) or 0.0 for n in adopted}))
-            self.app.notify(f"adopted {len(adopted)} server(s) left running: {', '.join(adopted)}", timeout=10)
+            self.app.notify(f"adopted {len(adopted)} server(s) left running: {', '.join(adopted)}",
+                            timeout=10)
 
     @handles(msg.ServersAdopted)
     def _servers_adopted(self, m: msg.ServersAdopted) -> None:

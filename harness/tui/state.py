@@ -9,9 +9,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common import events as ev
+
+if TYPE_CHECKING:
+    from harness.common import logwindow
 
 SERIES_POINTS = 120  # points kept per plot series (the newest)
 GONE = ("stopped", "failed")  # server states without a process (a failed row keeps its port: "port N in use")
@@ -129,7 +132,7 @@ def verdict_lines(rows: Iterable[dict[str, Any]], variants: Iterable[str] | None
     return {name: "; ".join(parts) for name, parts in out.items()}
 
 
-def _num(value: Any, spec: str) -> str:
+def _num(value: object, spec: str) -> str:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -161,7 +164,7 @@ class ProgressModel:
         self._accept: dict[str, deque[float]] = {}
         self._tok_s: dict[str, deque[float]] = {}
 
-    def observe(self, event: Any) -> bool:
+    def observe(self, event: object) -> bool:
         """Take one event; True when the snapshot changed."""
         if isinstance(event, ev.RunStarted):  # a run, or the next of a tune's runs: counts start again
             self.done, self.errors, self.variant, self.phase = 0, 0, None, None
@@ -208,7 +211,8 @@ class ProgressModel:
         if e.phase == self.phase and e.variant == self.variant:
             self.phase_wall += float(e.wall_s)
             self.phase_requests += self.phase_done
-            if e.passes > 1 and self.concurrency is not None:  # the passes it ran: its later repeats run as many
+            # the passes it ran: its later repeats run as many
+            if e.passes > 1 and self.concurrency is not None:
                 self.passes[(e.variant, e.phase.rpartition("@")[0], int(self.concurrency))] = int(e.passes)
 
     def _eta(self, now: float) -> float | None:
@@ -221,8 +225,8 @@ class ProgressModel:
         left_variants = len([v for v in self.variants if v not in self.seen])
         return max(0, self.total - self.done) * per_request + left_variants * overhead
 
-    def _window(self, variant: str, w: Any) -> bool:
-        if getattr(w, "kind", None) != "decode":
+    def _window(self, variant: str, w: logwindow.LogWindow) -> bool:
+        if w.kind != "decode":
             return False
         changed = False
         if w.accept_len is not None:

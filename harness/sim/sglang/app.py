@@ -291,7 +291,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
     )
     kw = {"enable_metrics": state.enable_metrics, "spec_draft_tokens": state.spec_draft_tokens}
 
-    def logprob_fields(r: Req) -> dict[str, Any] | None:  # return_logprob: the lists so far (tokenizer_manager)
+    # return_logprob: the lists so far (tokenizer_manager)
+    def logprob_fields(r: Req) -> dict[str, Any] | None:
         if r.logprob_top is None:
             return None
         return lp.meta_fields(r.token_logprobs, prompt_ids[-1], r.logprob_top,

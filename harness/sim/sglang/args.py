@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.sim.sglang import flags_table
 
-# --- argparse types with SGLang's names (argparse prints the function name in "invalid X value") -------------
+# --- argparse types with SGLang's names (argparse prints the function name in "invalid X value") ------------
 
 
 def human_readable_int(value: str) -> int:
@@ -28,8 +28,8 @@ def human_readable_int(value: str) -> int:
         if suffix in iec:
             if "." in number:
                 raise argparse.ArgumentTypeError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer IEC value such "
-                    f"as '{int(Decimal(number))}{suffix}', or an SI value such as '{number}{suffix[0]}'."
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. Use an integer IEC value "
+                    f"such as '{int(Decimal(number))}{suffix}', or an SI value such as '{number}{suffix[0]}'."
                 )
             return int(number) * iec[suffix]
         return int(Decimal(number) * {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[suffix])
@@ -84,7 +84,7 @@ _TYPES = {
 
 
 # --- SGLang's deprecation actions (argparse_actions.py); they warn through an unconfigured logger, which
-# --- Python's lastResort handler prints to stderr as the bare message. ---------------------------------------
+# --- Python's lastResort handler prints to stderr as the bare message. --------------------------------------
 
 
 def _warn_deprecated(message: str) -> None:

@@ -34,7 +34,8 @@ ENV = "DRAFTBENCH_SIM_CONTEXT_DECAY"
 @dataclass(frozen=True)
 class ContextDecay:
     knee: int = 2048  # tokens of context up to which acceptance does not depend on it
-    per_doubling: float = 0.12  # the fall of every position's acceptance per doubling of context past the knee
+    # the fall of every position's acceptance per doubling of context past the knee
+    per_doubling: float = 0.12
     floor: float = 0.4  # the factor never goes below this
 
     def factor(self, context: int) -> float:

@@ -282,7 +282,8 @@ class Engine:
             if forced is not None:
                 k = forced
             elif not cfg.wrong_flag:
-                profile = conditions.step_profile(r.per_position or cfg.per_position, cfg.spec.topk, r.temperature, r.top_p,
+                profile = conditions.step_profile(r.per_position or cfg.per_position, cfg.spec.topk,
+                                                  r.temperature, r.top_p,
                                                   len(r.prompt_ids) + len(r.output_ids), cfg.context_decay)
                 assert r.rng is not None
                 k = model.sample_accepted(r.rng, profile, cfg.spec.max_accepted)

@@ -98,8 +98,8 @@ def _token_map(vocab_size: int, draft_vocab_size: int) -> tuple[bytes, bytes]:
 
 def write_acceptance(directory: str | Path, per_position: list[float],
                      by_content: list[dict[str, Any]] | None = None) -> Path:
-    """acceptance.json; `by_content`: [{"contains": [words], "per_position": [...]}], a request whose user text
-    holds one of the words takes that profile (the first rule that matches)."""
+    """acceptance.json; `by_content`: [{"contains": [words], "per_position": [...]}], a request whose user
+    text holds one of the words takes that profile (the first rule that matches)."""
     for profile in [per_position] + [r.get("per_position") or [] for r in by_content or []]:
         if not profile or any(not 0.0 <= p <= 1.0 for p in profile):
             raise ValueError(f"per_position must be non-empty probabilities in [0, 1], got {profile!r}")

@@ -1,4 +1,5 @@
-"""Forced acceptance, as SGLang's speculative workers do it for benchmarking (`srt/speculative/spec_utils.py`).
+"""Forced acceptance, as SGLang's speculative workers do it for benchmarking
+(`srt/speculative/spec_utils.py`).
 
 Environment (read once at start, as SGLang reads them at import):
   SGLANG_SIMULATE_ACC_LEN        float, default -1: off unless > 0; the accept length to force

@@ -79,7 +79,8 @@ def chat_content(entries: list[Entry]) -> dict[str, Any]:
     for _, token, lp, top in entries:
         alts = {t: a for _, t, a in top}
         content.append({"token": token, "bytes": _bytes(token), "logprob": lp,
-                        "top_logprobs": [{"token": t, "bytes": _bytes(t), "logprob": a} for t, a in alts.items()]})
+                        "top_logprobs": [{"token": t, "bytes": _bytes(t), "logprob": a}
+                                         for t, a in alts.items()]})
     return {"content": content}
 
 

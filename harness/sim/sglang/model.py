@@ -130,7 +130,8 @@ def effective_profile(per_position: Sequence[float], topk: int = 1, temperature:
 
 def content_profile(rules: Sequence[tuple[tuple[str, ...], tuple[float, ...]]], messages: Any
                     ) -> tuple[float, ...] | None:
-    """The profile of the first rule one of whose words is in the request's user text (lower case), or None."""
+    """The profile of the first rule one of whose words is in the request's user text (lower case), or
+    None."""
     if not rules or not isinstance(messages, list):
         return None
     text = " ".join(str(m.get("content", "")) for m in messages
@@ -241,7 +242,8 @@ def _token_hash(prompt_key: int, index: int, sample_key: int | None) -> int:
 
 def held_back(prompt_key: int, index: int, sample_key: int | None = None) -> bool:
     """Whether output position ``index`` starts a multi-byte character (about 2% of positions): its text stays
-    in SGLang's detokenizer until the next token completes it, or is flushed as U+FFFD when the request ends."""
+    in SGLang's detokenizer until the next token completes it, or is flushed as U+FFFD when the request
+    ends."""
     return index > 0 and 7 <= _token_hash(prompt_key, index, sample_key) % 100 < 9
 
 

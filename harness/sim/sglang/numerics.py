@@ -168,7 +168,8 @@ def broken_draft(num: Numerics, seed: int, prompt_key: int, step: int, accepted:
     return model.stable_hash(seed, prompt_key, step, "which") % accepted
 
 
-def resume(num: Numerics, prompt_key: int, prefix: str, vocab: int, limit: int = 1 << 16) -> tuple[int, int] | None:
+def resume(num: Numerics, prompt_key: int, prefix: str, vocab: int,
+           limit: int = 1 << 16) -> tuple[int, int] | None:
     """(position, path) after an assistant prefix that this prompt's greedy answer starts with, taking at
     each near-tie whichever token the prefix holds (continue_final_message); None when it is not such a
     prefix (it ends inside a token, or holds a token neither candidate gives)."""

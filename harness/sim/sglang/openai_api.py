@@ -33,10 +33,10 @@ def generate_error(state: SimState, prompt_len: int, max_new: int | None) -> str
         return f"The input ({prompt_len} tokens) is longer than the model's context length ({ctx} tokens)."
     if max_new is not None and max_new + prompt_len > ctx:
         return (
-            f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You requested a "
-            f"total of {max_new + prompt_len} tokens: {prompt_len} tokens from the input messages and {max_new} "
-            "tokens for the completion. Please reduce the number of tokens in the input messages or the "
-            "completion to fit within the limit."
+            f"Requested token count exceeds the model's maximum context length of {ctx} tokens. You "
+            f"requested a total of {max_new + prompt_len} tokens: {prompt_len} tokens from the input "
+            f"messages and {max_new} tokens for the completion. Please reduce the number of tokens in the "
+            "input messages or the completion to fit within the limit."
         )
     if max_new is not None and max_new < 0:
         return f"max_new_tokens must be at least 0, got {max_new}."
@@ -150,7 +150,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
                 sent_ts=None,
             )
         out = rs.chat_response(req, name, meta=meta, cache_report=cache_report,
-                               logprobs=lp.chat_content(req.token_logprobs) if extra.top is not None else None)
+                               logprobs=lp.chat_content(req.token_logprobs) if extra.top is not None
+                               else None)
         if (details := _spec_details(state, body, req)) is not None:
             out["sglext"] = {"spec_tokens_details": details}
         return json_response(out)
@@ -257,11 +258,13 @@ async def completions(request: web.Request) -> web.StreamResponse:
         async for r in stream_outputs:
             n = len(r.output_ids)
             delta = "".join(r.texts[sent:n])
-            logprobs = None if extra.top is None else lp.completion_logprobs(req.token_logprobs[sent:n], extra.top)
+            logprobs = None if extra.top is None else lp.completion_logprobs(req.token_logprobs[sent:n],
+                                                                             extra.top)
             sent = n
             reason, matched = rs.finish_fields(r) if r.finished else (None, None)
             usage = rs.usage(len(prompt_ids), n) if continuous else None
-            await resp.write(rs.completion_chunk(req.rid, name, created, delta, reason, matched, usage, logprobs))
+            await resp.write(rs.completion_chunk(req.rid, name, created, delta, reason, matched, usage,
+                                                 logprobs))
         if (details := _spec_details(state, body, req)) is not None:
             await resp.write(rs.sglext_chunk(req.rid, name, "text_completion", details))
         if include_usage:

@@ -40,7 +40,8 @@ class Req:
     rng: random.Random | None = None
     per_position: tuple[float, ...] | None = None  # this request's own profile (a by_content rule matched)
     # the lossless audit's interface (harness.sim.sglang.tokens): logprobs, continue_final_message, structure
-    key_ids: list[int] | None = None  # the ids the prompt key comes from, when not prompt_ids (a continuation)
+    # the ids the prompt key comes from, when not prompt_ids (a continuation)
+    key_ids: list[int] | None = None
     start_index: int = 0  # the answer's position of the first output token (a continuation: after its prefix)
     path: int = 0  # which path the answer is on after near-tie flips and wrong tokens (numerics.content_key)
     structured: list[str] | None = None  # a structured answer's tokens (response_format)

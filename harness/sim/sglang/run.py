@@ -41,8 +41,8 @@ def _env_float(name: str, default: float) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     warnings.warn(
-        "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended entrypoint.\n"
-        "  Example: sglang serve --model-path <model> [options]",
+        "'python -m sglang.launch_server' is still supported, but 'sglang serve' is the recommended "
+        "entrypoint.\n  Example: sglang serve --model-path <model> [options]",
         UserWarning,
         stacklevel=1,
     )
@@ -180,7 +180,8 @@ class Boot:
         return self.target_arch + ("NextN" if self.target_arch in resolve.MTP_TARGETS else "")
 
     def _check_draft(self) -> None:
-        """Draft-model construction failures (an EAGLE-2 draft under EAGLE3 fails later, at its first forward)."""
+        """Draft-model construction failures (an EAGLE-2 draft under EAGLE3 fails later, at its first
+        forward)."""
         if self.draft is None and self.target_arch not in resolve.MTP_TARGETS:
             raise startup.target_as_draft(self.target_arch)
         if self.draft and "Eagle3" in self.draft.arch and "draft_vocab_size" not in self.draft.config:
@@ -195,7 +196,8 @@ class Boot:
         return startup.fc_shape_error(tokens, *bad, "Eagle3" in self.draft.arch, capturing=self.graphs)
 
     async def _graphs(self, avail: float) -> float:
-        """Each model runner (target, then draft) checks its prefill graph before capturing its decode graphs."""
+        """Each model runner (target, then draft) checks its prefill graph before capturing its decode
+        graphs."""
         cg, sa = self.cg, self.sa
         phases = [("target decode", 1, True)]  # (graph, tokens per batch entry, first graph of its runner)
         if self.algo:
@@ -208,8 +210,9 @@ class Boot:
         for name, per_bs, runner_start in phases:
             if runner_start and cg["prefill"]["backend"] == "disabled":
                 self.sched(
-                    "Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
-                    "(e.g. via --cuda-graph-backend-prefill=disabled or auto-disable rules)."
+                    "Disable prefill CUDA graph because cuda_graph_config resolved "
+                    "prefill.backend='disabled' (e.g. via --cuda-graph-backend-prefill=disabled or "
+                    "auto-disable rules)."
                 )
             if not self.graphs:
                 continue

@@ -71,9 +71,9 @@ async def start_sse(request: web.Request, state: SimState) -> web.StreamResponse
 async def start_stream(
     request: web.Request, state: SimState, req: Req
 ) -> tuple[web.StreamResponse, AsyncIterator[Req]]:
-    """The OpenAI handlers' kick-start: SGLang awaits the first output before it returns the StreamingResponse,
-    so the headers (and uvicorn's access line) go out after the prefill. Returns the response and the outputs;
-    a client gone before that aborts the request."""
+    """The OpenAI handlers' kick-start: SGLang awaits the first output before it returns the
+    StreamingResponse, so the headers (and uvicorn's access line) go out after the prefill. Returns the
+    response and the outputs; a client gone before that aborts the request."""
     rest = outputs(req)
     try:
         first = await anext(rest)
@@ -92,7 +92,8 @@ async def start_stream(
 
 
 async def outputs(req: Req) -> AsyncIterator[Req]:
-    """Yield the request each time the engine committed tokens (several commits may coalesce, as in SGLang)."""
+    """Yield the request each time the engine committed tokens (several commits may coalesce, as in
+    SGLang)."""
     while True:
         await req.event.wait()
         req.event.clear()

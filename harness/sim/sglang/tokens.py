@@ -27,7 +27,8 @@ def held_back(r: Req, index: int) -> bool:
     return model.held_back(numerics.content_key(r.prompt_key, r.path), index, r.sample_key)
 
 
-def commit(num: numerics.Numerics, vocab: int, r: Req, index: int, shape: tuple, wrong: bool) -> tuple[int, str]:
+def commit(num: numerics.Numerics, vocab: int, r: Req, index: int, shape: tuple,
+           wrong: bool) -> tuple[int, str]:
     """(token id, text) committed at absolute position `index` by a pass of `shape`; `wrong`: this is a draft
     the broken verify path accepts wrongly. Advances the request's path and records its logprobs entry."""
     k = 0 if r.logprob_top is None else max(1, r.logprob_top)  # the chosen token's own logprob needs one

@@ -35,7 +35,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--max-cudagraph-capture-size", type=int, default=None)
     s.add_argument("--enforce-eager", action="store_true")
     s.add_argument("--speculative-config", type=_spec_config, default=None)
-    s.add_argument("--per-request-spec-decode-metrics", choices=("none", "summary", "detailed"), default="none")
+    s.add_argument("--per-request-spec-decode-metrics", choices=("none", "summary", "detailed"),
+                   default="none")
     s.add_argument("--max-model-len", type=int, default=None)
     s.add_argument("--disable-log-stats", action="store_true")
     s.add_argument("--disable-uvicorn-access-log", action="store_true")

@@ -6,7 +6,8 @@ near-ties that follow the batch shape, DRAFTBENCH_SIM_BROKEN_VERIFY's wrong draf
   "top_logprobs": [{"token", "logprob", "bytes"}]}]} (serving_chat's _create_chat_logprobs: logprobs floored
   at -9999.0, bytes the token's UTF-8 with errors replaced, the first `top_logprobs` of the step's dict);
 - completions, `logprobs: N`: CompletionLogProbs {"text_offset" (running offsets), "token_logprobs",
-  "tokens", "top_logprobs": [{token: logprob}] (the sampled token and N more: "num_output_top_logprobs >= i")}.
+  "tokens", "top_logprobs": [{token: logprob}] (the sampled token and N more: "num_output_top_logprobs >=
+  i")}.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class Tokens:
             else numerics.pick(self.num, self.key, self.path, index, self.vocab, None, shape, k)
         self.path = got.path
         if self.top is not None:
-            self.entries.append((decoded(got.text), got.logprob, tuple((decoded(t), a) for _, t, a in got.top)))
+            self.entries.append((decoded(got.text), got.logprob,
+                                 tuple((decoded(t), a) for _, t, a in got.top)))
         return got.text
 
 

@@ -28,12 +28,13 @@ def engine_stats(prompt_tps: float, gen_tps: float, running: int, waiting: int, 
         f"{kv_usage * 100:.1f}%, Prefix cache hit rate: 0.0%")
 
 
-def spec_decoding(drafts: int, draft_tokens: int, accepted: int, per_pos: Sequence[int], elapsed: float) -> str:
+def spec_decoding(drafts: int, draft_tokens: int, accepted: int, per_pos: Sequence[int],
+                  elapsed: float) -> str:
     """SpecDecodingLogging.log: the interval's counts; mean = 1 + accepted / drafts."""
     rates = ", ".join(f"{p / drafts:.3f}" for p in per_pos)
     rate = accepted / draft_tokens * 100 if draft_tokens else float("nan")
     return prefix(where="metrics.py:120") + (
         f"SpecDecoding metrics: Mean acceptance length: {1 + accepted / drafts:.2f}, Accepted throughput: "
         f"{accepted / elapsed:.2f} tokens/s, Drafted throughput: {draft_tokens / elapsed:.2f} tokens/s, "
-        f"Accepted: {accepted} tokens, Drafted: {draft_tokens} tokens, Per-position acceptance rate: {rates}, "
-        f"Avg Draft acceptance rate: {rate:.1f}%")
+        f"Accepted: {accepted} tokens, Drafted: {draft_tokens} tokens, Per-position acceptance rate: "
+        f"{rates}, Avg Draft acceptance rate: {rate:.1f}%")

@@ -24,7 +24,8 @@ from harness.sim.vllm import logs
 
 VERSION = "0.33.0"
 VOCAB = 32000
-_HIST = ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds", "vllm:e2e_request_latency_seconds")
+_HIST = ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
+         "vllm:e2e_request_latency_seconds")
 
 
 def say(line: str) -> None:
@@ -41,7 +42,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def aux_layers(ns: Any, draft: Path) -> tuple[list[int], bool]:
-    """The layers vLLM 0.33 captures: the head config's top-level ids, else the target's (2, L // 2, L - 3)."""
+    """The layers vLLM 0.33 captures: the head config's top-level ids, else the target's (2, L // 2, L -
+    3)."""
     top = _read_json(draft / "config.json").get("eagle_aux_hidden_state_layer_ids")
     if top:
         return list(top), True
@@ -51,7 +53,8 @@ def aux_layers(ns: Any, draft: Path) -> tuple[list[int], bool]:
 
 def trained_layers(draft: Path) -> list[int] | None:
     """The capture layers (vLLM's convention) a SpecForge-layout head was trained on: eagle_config ids + 1."""
-    nested = (_read_json(draft / "config.json").get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    eagle = _read_json(draft / "config.json").get("eagle_config") or {}
+    nested = eagle.get("eagle_aux_hidden_state_layer_ids")
     return [int(k) + 1 for k in nested] if nested else None
 
 
@@ -68,7 +71,8 @@ class Sim:
     window: dict[str, Any] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     aux_layers: list[int] = field(default_factory=list)
-    numerics: numerics.Numerics = field(default_factory=numerics.Numerics.from_env)  # near-ties, broken verify
+    # near-ties, broken verify
+    numerics: numerics.Numerics = field(default_factory=numerics.Numerics.from_env)
 
     @classmethod
     def build(cls, ns: Any) -> Sim:
@@ -159,9 +163,9 @@ def _spec_block(sim: Sim, stats: dict[str, Any]) -> dict[str, Any] | None:
     steps, acc = stats["steps"], stats["accepted"]
     return {"mean_acceptance_length": 1 + acc / steps if steps else 1.0,
             "draft_acceptance_rate": acc / (steps * sim.k) if steps else 0.0,
-            "acceptance_histogram": stats["hist"], "acceptance_histogram_by_draft_length": {str(sim.k): stats["hist"]},
-            "num_spec_steps": steps, "num_accepted_draft_tokens": acc, "num_draft_tokens": steps * sim.k,
-            "num_spec_tokens": sim.k}
+            "acceptance_histogram": stats["hist"],
+            "acceptance_histogram_by_draft_length": {str(sim.k): stats["hist"]}, "num_spec_steps": steps,
+            "num_accepted_draft_tokens": acc, "num_draft_tokens": steps * sim.k, "num_spec_tokens": sim.k}
 
 
 def _sse(obj: Any) -> bytes:
@@ -173,11 +177,13 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         body = await request.json()
     except ValueError:
-        return web.json_response({"error": {"message": "invalid JSON", "type": "BadRequestError", "code": 400}},
+        return web.json_response({"error": {"message": "invalid JSON", "type": "BadRequestError",
+                                            "code": 400}},
                                  status=400)
     start, path = 0, 0
     messages = body.get("messages") or []
-    if chat and body.get("continue_final_message") and messages and (messages[-1] or {}).get("role") == "assistant":
+    if chat and body.get("continue_final_message") and messages \
+            and (messages[-1] or {}).get("role") == "assistant":
         key_ids = m.chat_prompt_ids(messages[:-1], VOCAB)  # the answer goes on after the final message
         prefix = str(messages[-1].get("content") or "")
         prompt_ids = key_ids + m.tokenize(prefix, VOCAB)
@@ -200,11 +206,13 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     texts_all: list[str] = []
     finish, stats = None, None
     if not body.get("stream"):
-        async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start):  # noqa: B007 (the last values are used)
+        # (the loop's last values are used after it)
+        async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start):  # noqa: B007
             texts_all += texts
         out = _final(sim, base, chat, "".join(texts_all), finish, len(prompt_ids), len(texts_all), stats)
         if top is not None:
-            out["choices"][0]["logprobs"] = lp.chat(toks.entries, top) if chat else lp.completion(toks.entries, top)
+            out["choices"][0]["logprobs"] = lp.chat(toks.entries, top) if chat \
+                else lp.completion(toks.entries, top)
         return web.json_response(out)
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     await resp.prepare(request)
@@ -216,14 +224,16 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
         n += len(texts)
         text = "".join(texts)
         choice = ({"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish} if chat
-                  else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "stop_reason": None})
+                  else {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                        "stop_reason": None})
         chunk: dict[str, Any] = {**base, "choices": [choice]}
         if (body.get("stream_options") or {}).get("continuous_usage_stats"):  # vLLM: cumulative, every chunk
             chunk["usage"] = {"prompt_tokens": len(prompt_ids), "total_tokens": len(prompt_ids) + n,
                               "completion_tokens": n}
         await resp.write(_sse(chunk))
     if (body.get("stream_options") or {}).get("include_usage"):
-        usage = {"prompt_tokens": len(prompt_ids), "total_tokens": len(prompt_ids) + n, "completion_tokens": n}
+        usage = {"prompt_tokens": len(prompt_ids), "total_tokens": len(prompt_ids) + n,
+                 "completion_tokens": n}
         final: dict[str, Any] = {**base, "choices": [], "usage": usage}
         spec = _spec_block(sim, stats or {"steps": 0, "accepted": 0, "hist": [0] * (sim.k + 1)})
         if spec is not None:

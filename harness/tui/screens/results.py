@@ -243,7 +243,8 @@ class ResultsScreen(SectionScreen):
         ])
 
     def _show_context(self, table: pd.DataFrame | None) -> None:
-        """Accept length per context-length bucket, as the CLI prints it (harness.analysis.by_context_report)."""
+        """Accept length per context-length bucket, as the CLI prints it
+        (harness.analysis.by_context_report)."""
         tabs = self.query_one("#results-tabs", TabbedContent)
         headers, rows = context_grid(table if table is not None else pd.DataFrame(), "context")
         widget = self.query_one("#context-table", DataTable)
@@ -340,12 +341,14 @@ class ResultsScreen(SectionScreen):
         tab = self.query_one("#results-tabs", TabbedContent).active
         what = {"tab-categories": "categories", "tab-compare": "compare"}.get(tab)
         result, comparison = self.app.result, self.app.comparison
-        if what is None or (what == "categories" and result is None) or (what == "compare" and comparison is None):
+        if what is None or (what == "categories" and result is None) \
+                or (what == "compare" and comparison is None):
             self.notify("open the Categories or Compare tab with a table first", severity="warning")
             return
         # into the run's directory; a comparison into B's (the run compared against A), named after A
         where = Path(result.info.run_dir if what == "categories" else comparison.b.run_dir)
-        name = "export-categories.csv" if what == "categories" else f"export-compare-with-{comparison.a.run_id}.csv"
+        name = "export-categories.csv" if what == "categories" \
+            else f"export-compare-with-{comparison.a.run_id}.csv"
         default = str(where / name)
 
         def done(path: str | None) -> None:

@@ -5,7 +5,7 @@ Everything goes through harness.retrain (the core), driven by the App."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,6 +17,11 @@ from harness.tui.dialogs import FormDialog
 from harness.tui.retrain_control import train_fields
 from harness.tui.screens.section import SUB_TAB_KEYS, SectionScreen
 from harness.tui.widgets.table import Table
+
+if TYPE_CHECKING:
+    from harness.retrain.checkpoints import Checkpoint
+    from harness.retrain.progress import TrainProgress
+    from harness.retrain.regen_rows import RegenProgress
 
 REGEN_FIELDS = [
     ("input", "conversations to regenerate (JSONL, on this machine)", ""),
@@ -35,7 +40,7 @@ def _num(v: float | None, spec: str = "{:.3f}") -> str:
     return "-" if v is None else spec.format(v)
 
 
-def progress_text(p: Any) -> str:
+def progress_text(p: TrainProgress | None) -> str:
     if p is None:
         return "no job followed: select one and press w, or start one with t"
     epoch = f"epoch {p.epoch + 1}/{p.num_epochs or '?'}" if p.epoch is not None else "epoch -"
@@ -94,8 +99,9 @@ class RetrainScreen(SectionScreen):
                 )
                 yield Static("no regeneration yet", id="regen-progress", markup=False)
                 yield Static(
-                    "L runs the whole loop for a variant: its weak spots in the newest run, regeneration, training, "
-                    "the A/B against the current drafter, promotion only if it passes; D checks its drift.",
+                    "L runs the whole loop for a variant: its weak spots in the newest run, regeneration, "
+                    "training, the A/B against the current drafter, promotion only if it "
+                    "passes; D checks its drift.",
                     classes="pane-title",
                 )
                 yield Static("", id="loop-status", markup=False)
@@ -203,7 +209,7 @@ class RetrainScreen(SectionScreen):
                 else:
                     table.add_row(*cells.values(), key=j.job_id)
 
-    def _show_progress(self, p: Any) -> None:
+    def _show_progress(self, p: TrainProgress | None) -> None:
         self.query_one("#job-progress", Static).update(progress_text(p))
 
     def _show_checkpoints(self, checkpoints: tuple[Any, ...]) -> None:
@@ -222,7 +228,7 @@ class RetrainScreen(SectionScreen):
                         key=c.path,
                     )
 
-    def _show_regen(self, p: Any) -> None:
+    def _show_regen(self, p: RegenProgress | None) -> None:
         if p is not None:
             self.query_one("#regen-progress", Static).update(
                 f"[{p.state}] {p.note()}\n{p.detail}\n-> {p.output_path}"
@@ -335,8 +341,9 @@ class RetrainScreen(SectionScreen):
             if values:
                 self.app.loop_control.retrain(values)
 
-        self.app.push_screen(FormDialog("Retrain: weak spots -> regenerate -> train -> A/B -> promote only if it "
-                                        "passes", loop_fields(self.app.plan), ok="Start the loop"), done)
+        self.app.push_screen(FormDialog("Retrain: weak spots -> regenerate -> train -> A/B -> promote only "
+                                        "if it passes", loop_fields(self.app.plan), ok="Start the loop"),
+                             done)
 
     def action_drift(self) -> None:
         if self.app.plan is None:
@@ -350,11 +357,13 @@ class RetrainScreen(SectionScreen):
             if values:
                 self.app.loop_control.check_drift(values.get("variant", ""))
 
-        self.app.push_screen(FormDialog("Check drift: acceptance per category against the promotion's profile",
-                                        [("variant", "variant", names[0] if names else "")], ok="Check"), done)
+        self.app.push_screen(FormDialog("Check drift: acceptance per category "
+                                        "against the promotion's profile",
+                                        [("variant", "variant", names[0] if names else "")], ok="Check"),
+                             done)
 
 
-def default_drafter_name(plan_name: str, ckpt: Any) -> str:
+def default_drafter_name(plan_name: str, ckpt: Checkpoint) -> str:
     """The core's name for a checkpoint's drafter; a slug of it when the plan's name does not fit one."""
     from harness.common.errors import InputError
     from harness.retrain.checkpoints import drafter_name

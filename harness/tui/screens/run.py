@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -18,6 +18,9 @@ from harness.tui.state import ProgressSnapshot, RunChoice
 from harness.tui.widgets.charts import SeriesPanel
 from harness.tui.widgets.progress_panel import ProgressPanel
 from harness.tui.widgets.toggles import Checkbox, SelectionList
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
 
 ACTIVE = ("preparing", "running", "cancelling")
 
@@ -69,12 +72,13 @@ class RunScreen(SectionScreen):
         self.watch(self.app, "nodes", self._show_nodes)
 
     # ---- attributes down ----------------------------------------------------------------------------------
-    def _show_plan(self, plan: Any) -> None:
+    def _show_plan(self, plan: Plan | None) -> None:
         if plan is None:
             return
         suites = self.query_one("#pick-suites", SelectionList)
         suites.clear_options()
-        mine = {s.name for s in plan.suites}  # the plan's suites picked, every other one under suites/ offered
+        # the plan's suites picked, every other one under suites/ offered
+        mine = {s.name for s in plan.suites}
         suites.add_options([(n, n, n in mine) for n in suite_names(plan)])
         variants = self.query_one("#pick-variants", SelectionList)
         variants.clear_options()
@@ -98,19 +102,21 @@ class RunScreen(SectionScreen):
     def _show_alarms(self, lines: tuple[str, ...]) -> None:
         shown = self.query_one("#run-alarms", Static)
         shown.display = bool(lines)
-        shown.update("\n".join(f"! {clean(ln, one_line=True)}" for ln in lines[-4:]))  # the newest; all are in Servers' detail
+        # the newest; all are in Servers' detail
+        shown.update("\n".join(f"! {clean(ln, one_line=True)}" for ln in lines[-4:]))
 
     def _show_nodes(self, nodes: dict[str, tuple[str, tuple[str, ...], str]]) -> None:
         """A plan with several targets: each node's state and the variants it measures."""
         shown = self.query_one("#run-nodes", Static)
         shown.display = bool(nodes)
-        shown.update(clean("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}" + (f"  ({detail})" if detail else "")
+        shown.update(clean("\n".join(f"{node}  {state}: {', '.join(variants) or '-'}"
+                                     + (f"  ({detail})" if detail else "")
                                      for node, (state, variants, detail) in nodes.items())))
 
     def _show_status(self, text: str) -> None:
         self.query_one(ProgressPanel).show_status(text)
 
-    def _show_progress(self, _: Any = None) -> None:
+    def _show_progress(self, _: object = None) -> None:
         p: ProgressSnapshot | None = self.app.progress
         self.query_one(ProgressPanel).show_progress(p, self.app.clock(), self.app.run_verdicts)
         if p is not None:

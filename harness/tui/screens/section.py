@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,10 +19,11 @@ SUB_TAB_KEYS = [
 
 class SectionScreen(Screen):
     SECTION = ""
-    HELP_KEYS: list[tuple[str, str]] = []  # keys its widgets own (a table's enter), said in `?` help and README
+    # keys its widgets own (a table's enter), said in `?` help and README
+    HELP_KEYS: list[tuple[str, str]] = []
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self) -> None:
+        super().__init__()
         self._styled_for: tuple | None = None  # what the app's styling was when this screen was hidden
 
     def compose_top(self) -> ComposeResult:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 from textual import events
@@ -11,6 +11,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Tab, TabbedContent, TabPane, Tabs
 from textual.widgets._footer import FooterKey
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 SECTIONS = [("servers", "1 Servers"), ("run", "2 Run"), ("results", "3 Results"), ("retrain", "4 Retrain"),
             ("tune", "5 Tune")]
@@ -49,12 +52,12 @@ def cycle_tab(tabs: TabbedContent, step: int) -> str:
 Shown = tuple[Binding, bool, str]  # a key the footer shows: binding, enabled, tooltip
 
 
-def key_width(app: Any, binding: Binding, compact: bool) -> int:
+def key_width(app: App, binding: Binding, compact: bool) -> int:
     """Cells one FooterKey takes: ` k desc ` in the regular style, `k desc` and a 1-cell margin compact."""
     return cell_len(app.get_key_display(binding)) + cell_len(binding.description) + (2 if compact else 3)
 
 
-def fit_keys(app: Any, screen_keys: list[Shown], app_keys: list[Shown], palette: Binding | None,
+def fit_keys(app: App, screen_keys: list[Shown], app_keys: list[Shown], palette: Binding | None,
              width: int) -> tuple[list[Shown], bool]:
     """What fits in `width` cells: every key in the regular style, else compact, else compact without the
     section's last keys (its BINDINGS are in order of importance; the app's `?` and `q` always stay; every
@@ -81,8 +84,8 @@ class SectionFooter(Footer):
     (an lru_cache keyed on each widget's StylesCache), so full GC pauses grew with every switch.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self) -> None:
+        super().__init__()
         self._shown: tuple | None = None  # what the keys on display were built from
 
     def _keys(self) -> tuple[list[Shown], bool, Any]:
@@ -111,12 +114,13 @@ class SectionFooter(Footer):
         keys, compact, palette = self._keys()
         self.compact = compact
         for binding, enabled, tooltip in keys:
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            disabled=not enabled, tooltip=tooltip).data_bind(compact=Footer.compact)
+            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
+                            binding.action, disabled=not enabled,
+                            tooltip=tooltip).data_bind(compact=Footer.compact)
         if palette is not None:
             _node, binding, enabled, tooltip = palette
-            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description, binding.action,
-                            classes="-command-palette", disabled=not enabled,
+            yield FooterKey(binding.key, self.app.get_key_display(binding), binding.description,
+                            binding.action, classes="-command-palette", disabled=not enabled,
                             tooltip=binding.tooltip or binding.description)
 
     def bindings_changed(self, screen: Screen) -> None:

@@ -17,7 +17,8 @@ def _clock(seconds: float | None) -> str:
     return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
 
-def progress_lines(p: ProgressSnapshot, now: float | None = None, verdicts: dict[str, str] | None = None) -> str:
+def progress_lines(p: ProgressSnapshot, now: float | None = None,
+                   verdicts: dict[str, str] | None = None) -> str:
     # a total the run has not caught up with yet (a phase sized after its first pass) never reads "20 of 16"
     lines = [f"requests {p.done} of {max(p.total, p.done)}" + (f"   errors {p.errors}" if p.errors else "")]
     if now is not None and p.started_at is not None:

@@ -6,25 +6,31 @@ took dozens of presses to reach)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from textual import events
 from textual.widgets import DataTable
 
+if TYPE_CHECKING:
+    from rich.text import TextType
+    from textual.widgets.data_table import ColumnKey, RowKey
+
 from harness.common.terminal import clean
 
 
-def plain_cell(value: Any) -> Any:
+def plain_cell(value: object) -> object:
     return escape(clean(value, one_line=True)) if isinstance(value, str) else value
 
 
 class Table(DataTable):
-    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
-        return super().add_row(*(plain_cell(c) for c in cells), **kwargs)
+    def add_row(self, *cells: object, height: int | None = 1, key: str | None = None,
+                label: TextType | None = None) -> RowKey:
+        return super().add_row(*(plain_cell(c) for c in cells), height=height, key=key, label=label)
 
-    def update_cell(self, row_key: Any, column_key: Any, value: Any, **kwargs: Any) -> None:
-        super().update_cell(row_key, column_key, plain_cell(value), **kwargs)
+    def update_cell(self, row_key: RowKey | str, column_key: ColumnKey | str, value: object, *,
+                    update_width: bool = False) -> None:
+        super().update_cell(row_key, column_key, plain_cell(value), update_width=update_width)
 
     # Textual 8.2.8 measures new rows' widths on idle without bumping its render-cache key, so a header
     # drawn between add_row and that idle keeps the old, narrower widths (seen in snapshots).

@@ -150,13 +150,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"lr={args.learning_rate:.6f}", flush=True)
     print(f"Starting training from epoch:{start_epoch}          step:{global_step}", flush=True)
     print(f"{len(rows)} conversations, {sum(len(r) - s for r, s in rows)} assistant tokens; draft "
-          f"{sum(p.numel() for p in draft.parameters()) / 1e6:.2f}M parameters, aux layers {layer_ids}", flush=True)
+          f"{sum(p.numel() for p in draft.parameters()) / 1e6:.2f}M parameters, aux layers {layer_ids}",
+          flush=True)
 
     def save(epoch: int) -> None:
         d = out_dir / f"epoch_{epoch}_step_{global_step}"
         save_checkpoint(draft, cfg, d)
-        torch.save({"epoch": epoch, "global_step": global_step, "args": vars(args), "model": draft.state_dict(),
-                    "optimizer": opt.state_dict()}, d / "training_state.pt")
+        torch.save({"epoch": epoch, "global_step": global_step, "args": vars(args),
+                    "model": draft.state_dict(), "optimizer": opt.state_dict()}, d / "training_state.pt")
         print(f"Saved full training state to {d}/training_state.pt", flush=True)
         print(f"Saved model configuration to {d}", flush=True)
 
@@ -189,10 +190,12 @@ def main(argv: list[str] | None = None) -> int:
             if global_step % args.log_interval == 0 or global_step == total_steps:
                 sys.stderr.write("\n")
                 for i, a in enumerate(accs):
-                    print(f"Eval - Step {global_step} [{global_step + 1}/{args.num_epochs}], position {i},  Acc: {a:.2f}",
+                    print(f"Eval - Step {global_step} [{global_step + 1}/{args.num_epochs}], "
+                          f"position {i},  Acc: {a:.2f}",
                           flush=True)
                 for i, pl in enumerate(plosses):
-                    print(f"Eval - Step {global_step} [{global_step + 1}/{args.num_epochs}], position {i}, pLoss: {pl}",
+                    print(f"Eval - Step {global_step} [{global_step + 1}/{args.num_epochs}], "
+                          f"position {i}, pLoss: {pl}",
                           flush=True)
                 print(f"teacher-forced accept length with {steps} draft steps: "
                       f"{acc_len if acc_len is not None else float('nan'):.3f}", flush=True)
