@@ -154,3 +154,13 @@ def test_the_vllm_stand_in_knows_the_flag_from_0_29(monkeypatch, version, refuse
             args.parse(argv)
     else:
         assert args.parse(argv).per_request_spec_decode_metrics == "summary"
+
+
+def test_the_vllm_stand_in_refuses_the_flag_without_speculation():
+    """config/vllm.py (0.29.0-0.34.0): the flag with no --speculative-config stops the server at start."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "harness.sim.vllm", "serve", "m",
+                           "--per-request-spec-decode-metrics", "summary"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1 and "requires speculative decoding" in proc.stderr
