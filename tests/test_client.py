@@ -383,8 +383,25 @@ async def test_spec_tokens_details_are_captured(server: ScriptServer, client: Re
     r = await client.stream(
         ReplayRequest("r", None, "hi", 10, extra_body={"return_spec_tokens_details": True})
     )
-    assert r.ok and r.spec == details and r.output_tokens == 10
+    assert r.ok and r.spec == details and r.spec_field == "sglext" and r.output_tokens == 10
     assert server.requests[0][1]["return_spec_tokens_details"] is True
+
+
+async def test_vllm_metrics_ride_the_final_usage_chunk(server: ScriptServer, client: ReplayClient) -> None:
+    """vLLM 0.29.0+ with --per-request-spec-decode-metrics: `metrics.speculative_decoding` in the chunk that
+    carries usage (entrypoints/openai/chat_completion/serving.py, written without null fields)."""
+    stats = {"mean_acceptance_length": 2.5, "draft_acceptance_rate": 0.5,
+             "acceptance_histogram": [1, 0, 2, 1], "num_spec_steps": 4, "num_accepted_draft_tokens": 6,
+             "num_draft_tokens": 12, "num_spec_tokens": 3}
+    s = spec_stream([1, 3, 3, 4])
+    final = {**usage_chunk(11), "system_fingerprint": "vllm-0.33.0-0123abcd",
+             "metrics": {"speculative_decoding": stats}}
+    server.scripts = [sse([*s[:-2], ev(final), s[-1]])]
+    r = await client.stream(REQ)
+    assert r.ok and r.spec == stats and r.spec_field == "metrics" and r.output_tokens == 11
+    server.scripts = [sse(spec_stream([1, 3]))]  # the flag off: no metrics, no field
+    r = await client.stream(REQ)
+    assert r.ok and r.spec is None and r.spec_field == ""
 
 
 async def test_connection_is_reused_after_done(server: ScriptServer, client: ReplayClient) -> None:

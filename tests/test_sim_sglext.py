@@ -1,17 +1,12 @@
 """The stand-in answering as SGLang 0.5.19+ (DRAFTBENCH_SIM_SGLANG_VERSION): per-request spec details in the
-`sglext` chunk (REFERENCE §4.2: no choices, after the last content chunk, before the usage chunk), and the
-runner taking every timed request's histogram from it (spec_source "stream", no untimed probe)."""
+`sglext` chunk (REFERENCE §4.2: no choices, after the last content chunk, before the usage chunk). The runner
+reading them on the timed requests: tests/test_per_request_accept.py."""
 
 from __future__ import annotations
 
-import contextlib
-
 import orjson
-import pandas as pd
 import pytest
 
-from harness.bench.runner import run_plan
-from tests.retrain_helpers import write_plan
 from tests.test_sim_server import ENV, events, launch, post_raw, stop
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "Explain tea in detail."}], "max_tokens": 40,
@@ -52,6 +47,11 @@ async def test_sglext_chunk_comes_between_the_last_content_and_the_usage(tmp_pat
         assert sum(hist) == d["spec_verify_ct"] \
             and sum(i * n for i, n in enumerate(hist)) == d["spec_num_correct_drafts"]
         assert d["spec_num_proposed_drafts"] == 3 * d["spec_verify_ct"]
+        # as pydantic writes them (entrypoints/openai/utils.py, protocol.py): the EAGLE-less DSpark fields at
+        # their defaults, and the stream response's `usage` as null
+        assert (d["spec_cap_length"], d["spec_block_accept_length"],
+                d["spec_cap_lens_histogram"]) == (0.0, 0.0, [])
+        assert "usage" in chunks[at] and chunks[at]["usage"] is None
         # without the field, or as 0.5.15, no sglext
         status, raw = await post_raw(server.url + "/v1/chat/completions",
                                      {**CHAT, "return_spec_tokens_details": False})
@@ -67,21 +67,20 @@ async def test_sglext_chunk_comes_between_the_last_content_and_the_usage(tmp_pat
         stop(server)
 
 
-@pytest.mark.slow
-async def test_runner_reads_every_timed_requests_histogram_from_sglext(tmp_path):
-    plan, _ = write_plan(tmp_path, env={"DRAFTBENCH_SIM_SGLANG_VERSION": "0.5.19"})
-    plan.target.sglang.version = "0.5.19"
-    plan.variants = [v for v in plan.variants if v.name in ("baseline", "seed")]
-    done = None
-    async with contextlib.aclosing(run_plan(plan, results_dir=tmp_path / "results")) as evs:
-        async for e in evs:
-            done = e
-    assert done.complete
-    reqs = pd.read_csv(f"{done.run_dir}/requests.csv")
-    seed = reqs[reqs.variant == "seed"]
-    assert (seed.spec_source == "stream").all() and seed.spec_histogram.notna().all()
-    for hist, verify, out in zip(seed.spec_histogram, seed.spec_verify_ct, seed.output_tokens, strict=True):
-        counts = [int(x) for x in hist.split()]
-        assert sum(counts) == verify and out == 32
-    probe = list((tmp_path / "results").glob("*/spec_probe.csv"))  # no untimed second pass was needed
-    assert not probe or pd.read_csv(probe[0]).empty
+@pytest.mark.parametrize("version, old_names", [("0.5.19", True), ("0.5.21", False)])
+async def test_meta_info_keeps_the_old_spec_names_until_0_5_20(tmp_path, monkeypatch, version, old_names):
+    """tokenizer_manager.py `_calculate_spec_decoding_metrics`: 0.5.12-0.5.20 also send the backward-compat
+    aliases of the canonical keys; 0.5.21 dropped them."""
+    monkeypatch.setitem(ENV, "DRAFTBENCH_SIM_SGLANG_VERSION", version)
+    server = _server(tmp_path)
+    try:
+        body = {**CHAT, "stream": False, "return_meta_info": True}
+        body.pop("stream_options")
+        status, raw = await post_raw(server.url + "/v1/chat/completions", body)
+        meta = orjson.loads(raw)["choices"][0]["meta_info"]
+        assert status == 200 and {"spec_verify_ct", "spec_num_correct_drafts",
+                                  "spec_correct_drafts_histogram"} <= set(meta)
+        aliases = {"spec_accepted_drafts", "spec_proposed_drafts", "spec_accept_histogram"}
+        assert (aliases <= set(meta)) is old_names and (aliases & set(meta) == set()) is not old_names
+    finally:
+        stop(server)

@@ -57,7 +57,7 @@ class RequestRecord:
     spec_correct_drafts: int | None
     spec_proposed_drafts: int | None
     spec_histogram: str | None  # per verify step: steps with 0, 1, 2, ... correct drafts (space-separated)
-    spec_source: str  # "stream" (sglext), "meta_info" (non-streaming probe), or ""
+    spec_source: str  # the timed response's field: "sglext" / "metrics"; "probe" (requests_with_spec); ""
     text_sha: str  # hash of the output text: compares baseline vs speculative outputs under greedy decoding
     chunk_offsets_ms: str  # space-separated arrival offsets of content chunks from t_send
     chunk_tokens: str  # space-separated tokens per content chunk
@@ -120,7 +120,7 @@ def make_record(*, run_id: str, variant: str, phase: str, suite: str, prompt_id:
     raw = spec if spec is not None else r.spec
     spec_vals = normalise_spec(raw, r.output_tokens) if normalise_spec else dict.fromkeys(REQUEST_SPEC_KEYS)
     if spec is None and r.spec:
-        spec_source = spec_source or "stream"
+        spec_source = spec_source or r.spec_field or "stream"
     return RequestRecord(
         run_id=run_id, variant=variant, phase=phase, suite=suite, prompt_id=prompt_id,
         category=category, concurrency=concurrency, repeat=repeat, request_id=request_id,

@@ -190,6 +190,11 @@ COLUMNS = Registry([
     Column("lossless_detail", "", "str", "why the lossless verdict: the divergences, the rate test, the "
            "worst cases (prompt, token, both tokens, margin)", AUDIT, t.lossless, needs=LOSSLESS,
            scope="table"),
+    Column("spec_source", "", "str", "where the row's per-request acceptance comes from: the timed "
+           "requests' own response field, sglext (SGLang >= 0.5.19, sglext.spec_tokens_details) or metrics "
+           "(vLLM >= 0.29, metrics.speculative_decoding); probe (an untimed non-streaming replay's "
+           "meta_info, SGLang 0.5.13-0.5.18); empty: none (the server's counter and log only)",
+           f"{REQ}, spec_probe.csv", r.spec_source, needs=("algorithm", "accept_len_probe")),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

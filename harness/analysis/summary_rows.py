@@ -259,6 +259,19 @@ def headline(g: Group, row: Row) -> dict[str, Any]:
     return {"accept_len": accept, "accept_len_source": source}
 
 
+def spec_source(g: Group, row: Row) -> str:
+    """The response field of the timed requests that carried per-request stats (requests.csv spec_source;
+    several joined with +), else "probe" when the untimed replay has them, else ""."""
+    if not row["algorithm"]:
+        return ""
+    if not g.ok.empty and "spec_source" in g.ok:
+        verify = pd.to_numeric(g.ok["spec_verify_ct"], errors="coerce")
+        fields = {s for s in g.ok.loc[verify > 0, "spec_source"] if isinstance(s, str) and s}
+        if fields:
+            return "+".join(sorted(fields))
+    return "probe" if row["accept_len_probe"] is not None else ""
+
+
 def accept_rate(g: Group, row: Row) -> float | None:
     accept, ndt = row["accept_len"], row["num_draft_tokens"]
     return (accept - 1.0) / (ndt - 1) if accept is not None and ndt and ndt > 1 else None

@@ -30,7 +30,8 @@ class StreamResult:
     t_first_answer: float | None = None  # arrival of the first answer text (after any reasoning)
     reasoning_tokens: int | None = None  # usage's reasoning tokens where the server counts them
     finish_reason: str | None = None
-    spec: dict | None = None  # sglext.spec_tokens_details when the server sent it (SGLang >= 0.5.19)
+    spec: dict | None = None  # the request's spec stats when the server sent them in the stream
+    spec_field: str = ""  # where: "sglext" (SGLang >= 0.5.19) or "metrics" (vLLM >= 0.29); "" without stats
     # where the request stood in the replay (set by harness.bench.replay / harness.bench.conversation)
     attempts: int = 1  # 1 + retries; this result is the last attempt's
     turn: int = 1  # live multi-turn: 1 for the first user turn
@@ -106,7 +107,7 @@ class _Collector:
     """Per-request state fed with (event payload, read timestamp); knows the chat and completions shapes."""
 
     __slots__ = ("chat", "times", "tokens", "texts", "reasoning", "last_cum", "cum_everywhere", "usage",
-                 "spec", "finish", "done", "error", "t_end", "t_answer")
+                 "spec", "spec_field", "finish", "done", "error", "t_end", "t_answer")
 
     def __init__(self, chat: bool):
         self.chat = chat
@@ -118,6 +119,7 @@ class _Collector:
         self.cum_everywhere = True
         self.usage: dict | None = None
         self.spec: object = None  # as the server sent it: checked once the stream ends
+        self.spec_field = ""
         self.finish: str | None = None
         self.done = False
         self.error: str | None = None
@@ -187,10 +189,10 @@ class _Collector:
             self.usage = usage
         sglext = obj.get("sglext")
         if sglext and sglext.get("spec_tokens_details") is not None:
-            self.spec = sglext["spec_tokens_details"]
+            self.spec, self.spec_field = sglext["spec_tokens_details"], "sglext"
         metrics = obj.get("metrics")  # vLLM >= 0.29: per-request stats ride the final usage chunk
         if isinstance(metrics, dict) and isinstance(metrics.get("speculative_decoding"), dict):
-            self.spec = metrics["speculative_decoding"]
+            self.spec, self.spec_field = metrics["speculative_decoding"], "metrics"
         err = obj.get("error")
         if err is not None:
             msg = err.get("message", err) if isinstance(err, dict) else err
@@ -237,7 +239,8 @@ class _Collector:
             output_tokens=output_tokens, prompt_tokens=prompt_tokens,
             text="".join(self.texts), reasoning="".join(self.reasoning),
             finish_reason=self.finish if isinstance(self.finish, str) else None,
-            spec=spec if isinstance(spec, dict) else None, t_first_answer=self.t_answer,
+            spec=spec if isinstance(spec, dict) else None, spec_field=self.spec_field if spec else "",
+            t_first_answer=self.t_answer,
             reasoning_tokens=_reasoning_tokens(usage),
         )
 

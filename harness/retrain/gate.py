@@ -182,9 +182,9 @@ SHAPE_FIELDS = ("engine", "algorithm", "num_steps", "eagle_topk", "num_draft_tok
 
 
 def same_step_cost(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
-    """Do two variants' servers pay the same per step (variants.jsonl: the same engine, algorithm, steps, top-k,
-    draft tokens and CUDA graphs)? A retrained draft keeps the head's shape, so between such two servers only
-    the accept length can move the speed."""
+    """Do two variants' servers pay the same per step (variants.jsonl: the same engine,
+    algorithm, steps, top-k, draft tokens and CUDA graphs)? A retrained draft keeps the head's
+    shape, so between such two servers only the accept length can move the speed."""
     if not a or not b:
         return False
     return all(a.get(k) == b.get(k) for k in SHAPE_FIELDS)
@@ -194,11 +194,12 @@ def _rule(rule: Rule, verdict: str, acc: tuple[float, float, float] | None, reas
           same_shape: bool = False) -> tuple[bool, str]:
     if verdict == "faster":
         if same_shape and acc is not None and acc[1] <= 1.0:
-            # same step cost and no decided acceptance gain: the speed difference came from the phases' timing
-            # (a load change on the machine between the two arms), not from the drafter
-            return False, (f"decided faster, but the accept length is not decidedly higher (x{acc[0]:.2f}, low "
-                           f"{acc[1]:.2f}) and both servers pay the same per step: a speed gain that acceptance "
-                           "cannot explain is noise between the phases, not the new draft")
+            # same step cost and no decided acceptance gain: the speed difference came from the
+            # phases' timing (a load change on the machine between the two arms), not the drafter
+            return False, (f"decided faster, but the accept length is not decidedly higher "
+                           f"(x{acc[0]:.2f}, low {acc[1]:.2f}) and both servers pay the same per "
+                           "step: a speed gain that acceptance cannot explain is noise between "
+                           "the phases, not the new draft")
         return True, "decided faster than the current drafter"
     if verdict == "equivalent" and rule == "faster-or-equivalent-higher-accept":
         if acc is not None and acc[1] > 1.0:

@@ -43,8 +43,8 @@ class VLLMEngine:
 
     async def detect_version(self, plan: Plan, target: Target) -> str | None:
         t = plan.target
-        if t.simulated:
-            return STAND_IN_VERSION
+        if t.simulated:  # the stand-in answers as 0.33.0, or as the release the plan pins (sim/vllm/args.py)
+            return t.vllm.pinned or STAND_IN_VERSION
         if t.vllm.pinned:
             return t.vllm.pinned
         return await installed_version(target, t.python, "vllm", "vLLM")

@@ -28,7 +28,7 @@ async def ask_parser(pre: PreflightInput) -> ParserAnswer:
     vLLM's whole import (torch, CUDA) on the target; the version decides the flags instead."""
     plan, t = pre.plan, pre.plan.target
     findings: list[Finding] = []
-    version = STAND_IN_VERSION if t.simulated else (pre.version or t.vllm.pinned)
+    version = (t.vllm.pinned or STAND_IN_VERSION) if t.simulated else (pre.version or t.vllm.pinned)
     if version is None and pre.python_ok:
         res = await pre.target.run([t.python, "-c", "import vllm; print(vllm.__version__)"], timeout=120)
         version = res.stdout.strip().splitlines()[-1] if res.rc == 0 and res.stdout.strip() else None

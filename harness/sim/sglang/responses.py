@@ -13,7 +13,9 @@ from typing import Any
 
 import orjson
 
+from harness.common.versions import version_at_least
 from harness.sim.sglang.engine import Req
+from harness.sim.sglang.resolve import emulated_version
 
 SSE_DONE = b"data: [DONE]\n\n"
 
@@ -65,6 +67,8 @@ def meta_info(
     if not final:
         return m
     m["e2e_latency"] = req.t_finished - req.t_received
+    # 0.5.12-0.5.20 also send the old names ("backward-compat aliases"); 0.5.21 dropped them (REFERENCE §4.1)
+    aliases = not version_at_least(emulated_version(), "0.5.21")
     if spec_draft_tokens is not None and req.verify_ct > 0:
         proposed = req.verify_ct * (spec_draft_tokens - 1)
         if proposed > 0:
@@ -74,13 +78,13 @@ def meta_info(
                 spec_num_correct_drafts=req.correct_drafts,
                 spec_num_proposed_drafts=proposed,
                 spec_verify_ct=req.verify_ct,
-                spec_accepted_drafts=req.correct_drafts,
-                spec_proposed_drafts=proposed,
             )
+            if aliases:
+                m.update(spec_accepted_drafts=req.correct_drafts, spec_proposed_drafts=proposed)
         if req.histogram:
-            m.update(
-                spec_correct_drafts_histogram=list(req.histogram), spec_accept_histogram=list(req.histogram)
-            )
+            m["spec_correct_drafts_histogram"] = list(req.histogram)
+            if aliases:
+                m["spec_accept_histogram"] = list(req.histogram)
     if enable_metrics:
         finished_ts = req.wall_received + (req.t_finished - req.t_received)
         m["request_received_ts"] = req.wall_received
@@ -96,28 +100,37 @@ def meta_info(
 
 
 def spec_tokens_details(req: Req, spec_draft_tokens: int | None) -> dict[str, Any] | None:
-    """``SpecTokensDetails`` of SGLang 0.5.19+ (REFERENCE §4.2): the same per-request numbers as the spec keys
-    of ``meta_info``; the DSpark-only cap fields are None for EAGLE."""
+    """``SpecTokensDetails`` of SGLang 0.5.19-0.5.23 (entrypoints/openai/utils.py
+    ``spec_tokens_details_from_meta_info``): the spec keys of the final ``meta_info``, every field present,
+    those it lacks (the DSpark-only cap fields for EAGLE) at their defaults 0.0 and []; None when the
+    ``meta_info`` has no spec key (no verify step)."""
     if spec_draft_tokens is None or req.verify_ct <= 0:
         return None
     proposed = req.verify_ct * (spec_draft_tokens - 1)
+    if proposed <= 0:  # meta_info then holds only the histogram
+        return {"spec_accept_rate": 0.0, "spec_accept_length": 0.0, "spec_cap_length": 0.0,
+                "spec_block_accept_length": 0.0, "spec_num_correct_drafts": 0, "spec_num_proposed_drafts": 0,
+                "spec_verify_ct": 0, "spec_correct_drafts_histogram": list(req.histogram),
+                "spec_cap_lens_histogram": []} if req.histogram else None
     return {
-        "spec_accept_rate": req.correct_drafts / proposed if proposed > 0 else 0.0,
+        "spec_accept_rate": req.correct_drafts / proposed,
         "spec_accept_length": len(req.output_ids) / req.verify_ct,
-        "spec_cap_length": None,
-        "spec_block_accept_length": None,
+        "spec_cap_length": 0.0,
+        "spec_block_accept_length": 0.0,
         "spec_num_correct_drafts": req.correct_drafts,
         "spec_num_proposed_drafts": proposed,
         "spec_verify_ct": req.verify_ct,
         "spec_correct_drafts_histogram": list(req.histogram),
-        "spec_cap_lens_histogram": None,
+        "spec_cap_lens_histogram": [],
     }
 
 
 def sglext_chunk(rid: str, model: str, obj: str, details: dict[str, Any]) -> bytes:
-    """The extra streaming chunk of 0.5.19+: no choices, the request's spec details under ``sglext``."""
+    """The extra streaming chunk of 0.5.19+ (serving_chat.py / serving_completions.py): the stream response
+    model's ``model_dump_json()``, so ``usage`` is there as null; no choices; ``sglext`` without its None
+    fields."""
     return sse({"id": rid, "object": obj, "created": int(time.time()), "model": model, "choices": [],
-                "sglext": {"spec_tokens_details": details}})
+                "usage": None, "sglext": {"spec_tokens_details": details}})
 
 
 def usage(

@@ -21,8 +21,8 @@ from harness.sim.sglang import numerics
 from harness.sim.vllm import args as cli
 from harness.sim.vllm import logprobs as lp
 from harness.sim.vllm import logs
+from harness.sim.vllm import request_metrics as rm
 
-VERSION = "0.33.0"
 VOCAB = 32000
 _HIST = ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
          "vllm:e2e_request_latency_seconds")
@@ -73,6 +73,10 @@ class Sim:
     aux_layers: list[int] = field(default_factory=list)
     # near-ties, broken verify
     numerics: numerics.Numerics = field(default_factory=numerics.Numerics.from_env)
+    # DRAFTBENCH_SIM_TIME_SCALE multiplies every modelled duration, as in the SGLang
+    # stand-in (tests run fast)
+    time_scale: float = field(
+        default_factory=lambda: float(os.environ.get("DRAFTBENCH_SIM_TIME_SCALE") or 1.0))
 
     @classmethod
     def build(cls, ns: Any) -> Sim:
@@ -102,8 +106,9 @@ class Sim:
     def step_seconds(self) -> float:
         graph = not self.ns.enforce_eager
         if not self.k:
-            return m.decode_step_seconds(max(1, self.running), graph)
-        return m.verify_step_seconds(max(1, self.running), m.SpecShape(self.k, 1, self.k + 1), graph)
+            return m.decode_step_seconds(max(1, self.running), graph) * self.time_scale
+        return m.verify_step_seconds(max(1, self.running), m.SpecShape(self.k, 1, self.k + 1),
+                                     graph) * self.time_scale
 
     def observe_step(self, accepted: int) -> None:
         for bag in (self.counters, self.window):
@@ -120,10 +125,10 @@ async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.T
     position of the first token (a continue_final_message continuation)."""
     t_arrive = time.monotonic()
     sim.running += 1
-    stats = {"steps": 0, "accepted": 0, "hist": [0] * (sim.k + 1)}
+    stats = rm.new_stats(sim.k)
     key = toks.key
     try:
-        await asyncio.sleep(m.prefill_seconds(len(prompt_ids), 1))
+        await asyncio.sleep(m.prefill_seconds(len(prompt_ids), 1) * sim.time_scale)
         sim.window["prompt"] += len(prompt_ids)
         ttft = time.monotonic() - t_arrive
         sim.hist[_HIST[0]][0] += ttft
@@ -143,6 +148,7 @@ async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.T
                 stats["steps"] += 1
                 stats["accepted"] += acc
                 stats["hist"][acc] += 1
+                stats["per_step"].append(acc)
                 commit = acc + 1
             commit = min(commit, limit - n)
             shape = ("vllm", sim.running, sim.k + 1)
@@ -155,17 +161,6 @@ async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.T
         e2e = time.monotonic() - t_arrive
         sim.hist[_HIST[2]][0] += e2e
         sim.hist[_HIST[2]][1] += 1
-
-
-def _spec_block(sim: Sim, stats: dict[str, Any]) -> dict[str, Any] | None:
-    if not sim.k or sim.ns.per_request_spec_decode_metrics == "none":
-        return None
-    steps, acc = stats["steps"], stats["accepted"]
-    return {"mean_acceptance_length": 1 + acc / steps if steps else 1.0,
-            "draft_acceptance_rate": acc / (steps * sim.k) if steps else 0.0,
-            "acceptance_histogram": stats["hist"],
-            "acceptance_histogram_by_draft_length": {str(sim.k): stats["hist"]}, "num_spec_steps": steps,
-            "num_accepted_draft_tokens": acc, "num_draft_tokens": steps * sim.k, "num_spec_tokens": sim.k}
 
 
 def _sse(obj: Any) -> bytes:
@@ -234,8 +229,10 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     if (body.get("stream_options") or {}).get("include_usage"):
         usage = {"prompt_tokens": len(prompt_ids), "total_tokens": len(prompt_ids) + n,
                  "completion_tokens": n}
-        final: dict[str, Any] = {**base, "choices": [], "usage": usage}
-        spec = _spec_block(sim, stats or {"steps": 0, "accepted": 0, "hist": [0] * (sim.k + 1)})
+        # the final chunk (no choices) is written without None fields: usage, fingerprint, metrics
+        final: dict[str, Any] = {**base, "choices": [], "usage": usage,
+                                 "system_fingerprint": rm.fingerprint(sim.ns)}
+        spec = rm.spec_block(sim.k, sim.ns.per_request_spec_decode_metrics, stats or rm.new_stats(sim.k))
         if spec is not None:
             final["metrics"] = {"speculative_decoding": spec}
         await resp.write(_sse(final))
@@ -249,8 +246,9 @@ def _final(sim: Sim, base: dict, chat: bool, text: str, finish: str | None, prom
     choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish} if chat
               else {"index": 0, "text": text, "finish_reason": finish})
     out = {**base, "object": "chat.completion" if chat else "text_completion", "choices": [choice],
-           "usage": {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}}
-    spec = _spec_block(sim, stats) if stats else None
+           "usage": {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n},
+           "system_fingerprint": rm.fingerprint(sim.ns)}
+    spec = rm.spec_block(sim.k, sim.ns.per_request_spec_decode_metrics, stats) if stats else None
     if spec is not None:
         out["metrics"] = {"speculative_decoding": spec}
     return out
@@ -316,7 +314,7 @@ def build_app(sim: Sim) -> web.Application:
                                                               "root": sim.ns.model_tag, "parent": None}]})
 
     async def version(_: web.Request) -> web.Response:
-        return web.json_response({"version": VERSION})
+        return web.json_response({"version": cli.emulated_version()})
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(text=metrics_text(sim), content_type="text/plain")
@@ -360,7 +358,7 @@ def build_app(sim: Sim) -> web.Application:
 
 async def _serve(sim: Sim) -> None:
     host = sim.ns.host or "0.0.0.0"
-    say(logs.prefix(where="utils.py:299") + f"vLLM API server version {VERSION}")
+    say(logs.prefix(where="utils.py:299") + f"vLLM API server version {cli.emulated_version()}")
     say(logs.prefix(where="utils.py:233") + f"non-default args: {{'model_tag': '{sim.ns.model_tag}'}}")
     if sim.ns.speculative_config:
         cfg = sim.ns.speculative_config
@@ -385,6 +383,11 @@ async def _serve(sim: Sim) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ns = cli.parse(list(sys.argv[1:] if argv is None else argv))
+    if ns.per_request_spec_decode_metrics != "none" and ns.speculative_config is None:
+        # config/vllm.py (0.29.0-0.34.0) refuses at startup, before the server listens
+        sys.stderr.write("ValueError: --per-request-spec-decode-metrics requires speculative decoding to be "
+                         "enabled (via --speculative-config).\n")
+        return 1
     try:
         asyncio.run(_serve(Sim.build(ns)))
     except KeyboardInterrupt:
