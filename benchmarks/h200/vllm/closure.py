@@ -11,7 +11,7 @@ manylinux_2_39..2_17 x86_64 wheels. What it picks that is not a stand-in has to 
 image's version does not meet (CONFLICTS) is resolved against a stand-in of the version asked for, and the
 image's copy stays on the machine (the bundle installs with --no-deps); the output says so. `--skip NAME`
 offers NAME as a stand-in too: left out, with what only it needs (the lean set of what `vllm serve` imports).
-The output is one line per wheel to bring, `name==version  wheel-url  sha256  required-by`, then `# image`,
+The output is one line per wheel to bring, `name==version  wheel  sha256  required-by`, then `# image`,
 `# conflict` and `# skipped` comments; tests/test_vllm_bundle.py checks it against the freeze file."""
 
 from __future__ import annotations
@@ -122,11 +122,12 @@ def closure_lines(report: dict, image: dict[str, str], skip: set[str]) -> tuple[
             continue
         info = item["download_info"]
         sha = info.get("archive_info", {}).get("hashes", {}).get("sha256") or "-"
-        bring.append(f"{name}=={version}  {info['url']}  {sha}  required-by: {','.join(sorted(by.get(name, ['-'])))}")
+        wheel = info["url"].rsplit("/", 1)[-1]
+        bring.append(f"{name}=={version}  {wheel}  {sha}  required-by: {','.join(sorted(by.get(name, ['(an extra)'])))}")
     for name in sorted(picked):
         if Version(picked[name]["metadata"]["version"]).local != LOCAL:
             continue
-        who = ",".join(sorted(by.get(name, ["-"])))
+        who = ",".join(sorted(by.get(name, ["(an extra)"])))
         if name in skip:
             notes.append(f"# skipped {name} (required by {who})")
         elif name in CONFLICTS:
