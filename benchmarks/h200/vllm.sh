@@ -19,13 +19,17 @@
 #              the same target, head and prompts (baseline and EAGLE-3 each, c1 and c8, repeats for the
 #              verdicts, the cross-engine rows), servers kept; then `vllm bench serve` on the two vLLM servers
 #   dry        HERE: measure's plan and commands on the two stand-ins (no GPU, no bundle)
+#   pack       build's last half alone: the parts from .vllmbundle/wheels
+#   join       install's first half alone: the wheels from the parts in /tmp/vllm-parts (tests/test_vllm_bundle.py
+#              runs both on small files; VLLM_BUNDLE, VLLM_PARTS, VLLM_WHEELS move the folders)
 # Every stage THERE: PYTHONUNBUFFERED=1 bash benchmarks/h200/vllm.sh STAGE 2>&1 | tee $OUT/log
 set -uo pipefail
 STAGE=${1:?build|carry N|install|smoke|measure|dry}
 HERE=$(cd "$(dirname "$0")" && pwd)
-B=.vllmbundle
-PARTS=/tmp/vllm-parts
+B=${VLLM_BUNDLE:-.vllmbundle}
+PARTS=${VLLM_PARTS:-/tmp/vllm-parts}
 SITE=/tmp/vllm-site
+WHEELS=${VLLM_WHEELS:-/tmp/vllm-wheels}
 OUT=${OUT:-./out}
 VLLM_VERSION=0.26.0
 T0=$(date +%s)
@@ -64,8 +68,13 @@ stage_build() {
     esac
   done
   rm -rf "$B/raw"
+  stage_pack
+}
+
+stage_pack() {  # $B/wheels -> $B/N/{part-N,SHA256SUMS}: the tar of the wheels in parts of PART_MIB MiB
+  local f
   tar -cf "$B/bundle.tar" -C "$B" wheels || return 7
-  split -b "${PART_MIB:-48}M" -d -a 1 --numeric-suffixes=1 "$B/bundle.tar" "$B/part-" || return 7
+  split -b "${PART_MIB:-48}M" -a 1 --numeric-suffixes=1 "$B/bundle.tar" "$B/part-" || return 7
   (cd "$B" && sha256sum bundle.tar part-* > SHA256SUMS)
   local n=0
   for f in "$B"/part-*; do
@@ -85,25 +94,30 @@ stage_carry() {  # N: the part in .vllmbundle/N, carried by this call
   cp "$d"/part-* "$d/SHA256SUMS" "$PARTS/" || return 3
   local part; part=$(basename "$(ls "$d"/part-*)")
   (cd "$PARTS" && grep " $part\$" SHA256SUMS | sha256sum -c) || { rm -f "$PARTS/$part"; return 4; }
-  say "/tmp/vllm-parts holds $(cd "$PARTS" && ls part-* | tr '\n' ' ')of $(grep -c ' part-' "$PARTS/SHA256SUMS")"
+  say "$PARTS holds $(cd "$PARTS" && ls part-* | tr '\n' ' ')of $(grep -c ' part-' "$PARTS/SHA256SUMS")"
+}
+
+stage_join() {  # the parts in $PARTS, checked, joined and unpacked into $WHEELS/wheels
+  [ -f "$PARTS/SHA256SUMS" ] || { say "no parts in $PARTS: run 'carry N' first (machine went cold?)"; return 2; }
+  local missing; missing=$(awk '$2 ~ /^part-/ {print $2}' "$PARTS/SHA256SUMS" | while read -r p; do
+    [ -f "$PARTS/$p" ] || echo "$p"; done)
+  [ -z "$missing" ] || { say "parts missing: $missing"; return 2; }
+  (cd "$PARTS" && sha256sum --quiet -c SHA256SUMS --ignore-missing) || { say "a part is not the one built"; return 4; }
+  ls "$PARTS"/part-* | sort -V | xargs cat > "$PARTS/bundle.tar"
+  (cd "$PARTS" && grep ' bundle.tar$' SHA256SUMS | sha256sum -c) || { say "the joined tar is not the one built"; return 4; }
+  rm -rf "$WHEELS" && mkdir -p "$WHEELS" && tar -xf "$PARTS/bundle.tar" -C "$WHEELS" || return 4
+  rm -f "$PARTS/bundle.tar"
+  say "joined $(ls "$PARTS"/part-* | wc -l) parts: $(ls "$WHEELS/wheels" | wc -l) wheels in $WHEELS/wheels"
 }
 
 stage_install() {
   mkdir -p "$OUT"
   if [ ! -f "$SITE/.ok" ]; then
-    [ -f "$PARTS/SHA256SUMS" ] || { say "no parts in $PARTS: run 'carry N' first (machine went cold?)"; return 2; }
-    local missing; missing=$(awk '$2 ~ /^part-/ {print $2}' "$PARTS/SHA256SUMS" | while read -r p; do
-      [ -f "$PARTS/$p" ] || echo "$p"; done)
-    [ -z "$missing" ] || { say "parts missing: $missing"; return 2; }
-    cat "$PARTS"/part-* > /tmp/vllm-bundle.tar
-    (cd /tmp && grep ' bundle.tar$' "$PARTS/SHA256SUMS" | sed 's/bundle.tar$/vllm-bundle.tar/' | sha256sum -c) ||
-      { say "the joined tar is not the one built"; return 4; }
-    rm -rf /tmp/vllm-wheels && mkdir -p /tmp/vllm-wheels && tar -xf /tmp/vllm-bundle.tar -C /tmp/vllm-wheels || return 4
+    stage_join || return $?
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
-        /tmp/vllm-wheels/wheels/*.whl || { say "pip install failed"; return 5; }
+        "$WHEELS"/wheels/*.whl || { say "pip install failed"; return 5; }
     touch "$SITE/.ok"
-    say "installed $(ls /tmp/vllm-wheels/wheels | wc -l) wheels into $SITE: $(du -sm "$SITE" | cut -f1) MB"
-    rm -f /tmp/vllm-bundle.tar
+    say "installed $(ls "$WHEELS/wheels" | wc -l) wheels into $SITE: $(du -sm "$SITE" | cut -f1) MB"
   fi
   vllm_env
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -218,12 +232,14 @@ EOF
 
 case "$STAGE" in
   build) stage_build ;;
+  pack) stage_pack ;;
+  join) stage_join ;;
   carry) stage_carry "${2:-}" ;;
   install) stage_install ;;
   smoke) stage_smoke ;;
   measure) stage_measure ;;
   dry) stage_dry ;;
-  *) echo "unknown stage $STAGE (build|carry N|install|smoke|measure|dry)"; exit 2 ;;
+  *) echo "unknown stage $STAGE (build|carry N|install|smoke|measure|dry; pack|join: build's and install's halves)"; exit 2 ;;
 esac
 rc=$?
 say "exit $rc"
