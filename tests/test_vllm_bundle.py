@@ -127,7 +127,8 @@ def test_the_script_parses_and_every_stage_is_wired():
     functions = set(re.findall(r"^stage_(\w+)\(\)", text, re.M))
     assert header == cases == functions
     assert {"build", "carry", "install", "smoke", "measure", "dry"} <= cases
-    assert {f"stage_{c}" for c in cases} <= set(re.findall(r"\b(stage_\w+)", text.split("case \"$STAGE\"")[1]))
+    dispatch = text.split('case "$STAGE"')[1]
+    assert {f"stage_{c}" for c in cases} <= set(re.findall(r"\b(stage_\w+)", dispatch))
     r = _sh("nonsense")
     assert r.returncode == 2 and "unknown stage" in r.stdout
 
