@@ -49,7 +49,8 @@ stage_build() {
   local strip=(--drop 'vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so' 'vllm/_moe_C_stable_libtorch.abi3.so' 'vllm/vllm-rs'
                'vllm/third_party/deep_gemm/*' 'vllm/third_party/fmha_sm100/*' 'vllm/third_party/tml_fa4/*'
                --sm90 'vllm/*.so' 'vllm/vllm_flash_attn/*.so')
-  grep -qxF "/$B/" .git/info/exclude 2>/dev/null || echo "/$B/" >> .git/info/exclude
+  local exclude; exclude=$(git rev-parse --git-path info/exclude)  # a worktree's too
+  grep -qxF "/$B/" "$exclude" 2>/dev/null || echo "/$B/" >> "$exclude"
   rm -rf "$B" && mkdir -p "$B/raw" "$B/wheels" || return 3
   local P=(--only-binary=:all: --python-version 3.12 --implementation cp)
   for n in 39 38 37 36 35 34 33 32 31 30 29 28 27 26 25 24 17; do P+=(--platform "manylinux_2_${n}_x86_64"); done
