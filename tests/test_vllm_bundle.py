@@ -150,7 +150,7 @@ def test_what_vllm_sh_passes_is_vllm_0_26_s():
     assert serve_check.judge([*smoke, "--speculative-num-steps", "3"], "0.26.0")["stage"] == "parse"
 
 
-def test_the_measured_plan_on_both_engines(tmp_path: Path):
+def test_the_measured_plan_on_both_engines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """make_vllm_plan.py on decide.yaml: the SGLang arms as they were, vLLM's baseline and EAGLE-3 with the
     same head; every vLLM argv draftbench builds for it is one vLLM 0.26.0's parser accepts."""
     work = tmp_path / "w"
@@ -171,6 +171,9 @@ def test_the_measured_plan_on_both_engines(tmp_path: Path):
                 argv = launch.build_launch_argv(plan, plan.variant(v), 8000, "0.26.0")
                 skip = len(launch.launcher_argv(plan.target))
                 assert serve_check.judge(argv[skip:], "0.26.0")["stage"] == "ok", argv
+    monkeypatch.setenv("MEASURE_ARMS", "vllm")  # vLLM's arms alone: what one 600 s call holds
+    make_vllm_plan.main(str(work))
+    assert [v.name for v in load_plan(work / "vllm.yaml").variants] == ["vllm-base", "vllm-eagle3"]
     rows = (work / "vllm-bench.jsonl").read_text().splitlines()
     assert len(rows) == len(yaml.safe_load((work / "sim-suite.yaml").read_text())["prompts"])
 

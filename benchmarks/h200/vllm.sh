@@ -15,9 +15,11 @@
 #   smoke      THERE: `vllm serve` a tiny random-weight Llama with a random EAGLE-3 head (--load-format dummy),
 #              probe.py asks it once ($OUT: server log, /metrics before and after, SSE lines with times)
 #   measure    THERE, after `decide.sh prep` (the trained tiny target and head in /tmp/tiny, SGLang in
-#              /tmp/site, draftbench's wheels in .whl): draftbench run, engine vllm and sglang side by side on
-#              the same target, head and prompts (baseline and EAGLE-3 each, c1 and c8, repeats for the
-#              verdicts, the cross-engine rows), servers kept; then `vllm bench serve` on the two vLLM servers
+#              /tmp/site, draftbench's wheels in .whl): draftbench run on decide.yaml's settings (c1 and c8,
+#              REPEATS 3, MAX_TOKENS 384), servers kept, then `vllm bench serve` on the two vLLM servers.
+#              MEASURE_ARMS=vllm (default): vLLM's baseline and EAGLE-3 (the verdicts); MEASURE_ARMS=all: SGLang's
+#              two arms too, on the same target, head and prompts (the cross-engine rows; four server starts:
+#              give it fewer repeats or tokens, e.g. REPEATS=1 MAX_TOKENS=192)
 #   dry        HERE: measure's plan and commands on the two stand-ins (no GPU, no bundle)
 #   pack       build's last half alone: the parts from .vllmbundle/wheels
 #   join       install's first half alone: the wheels from the parts in /tmp/vllm-parts (tests/test_vllm_bundle.py
@@ -198,26 +200,27 @@ bench_vllm() {  # RUN_DIR: `vllm bench serve` on each kept vLLM server, on the r
 
 stage_measure() {
   [ -f "$SITE/.ok" ] || { say "vLLM is not installed in $SITE: carry the parts and install first"; return 2; }
-  W=${WORK:-/tmp/tiny}; S=$W/stage-vllm; mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); rm -rf "$S"; mkdir -p "$S/bench"
+  W=${WORK:-/tmp/tiny}; S=$W/stage-vllm-${MEASURE_ARMS:-vllm}; mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); rm -rf "$S"; mkdir -p "$S/bench"
   [ -e "$W/draft/model.safetensors" ] || { say "no trained head in $W: run decide.sh prep first"; return 6; }
   [ -f .devbundle/dev_setup.sh ] && [ -d .whl ] || { say ".devbundle and .whl must be on the machine (carried by prep)"; return 6; }
   source .devbundle/dev_setup.sh >/dev/null || return 3
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || return 3
   DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
+  export MEASURE_ARMS=${MEASURE_ARMS:-vllm}
   plan_and_run ""
   if [ -n "$RUN" ]; then
     bench_vllm "$RUN"
     stop_kept "$RUN"
     tar -czf "$S/run.tar.gz" -C "$(dirname "$RUN")" "$(basename "$RUN")"
   fi
-  tar -czf "$OUT/measure.tar.gz" -C "$W" "$(basename "$S")"; ls -la "$OUT"
+  tar -czf "$OUT/measure-$MEASURE_ARMS.tar.gz" -C "$W" "$(basename "$S")"; ls -la "$OUT"
   [ -n "$RUN" ] && [ -f "$RUN/summary.csv" ]
 }
 
 stage_dry() {  # measure's plans and draftbench commands on the stand-ins, here
   W=${WORK:-/tmp/vllm-dry}; S=$W/stage-vllm; rm -rf "$W"; mkdir -p "$S/bench"
   DB="env PYTHONPATH=$PWD python3"
-  export MAX_TOKENS=24 MIN_STEADY_S=0.3 REPEATS=2
+  export MAX_TOKENS=24 MIN_STEADY_S=0.3 REPEATS=2 MEASURE_ARMS=all
   plan_and_run --sim
   [ -n "$RUN" ] && stop_kept "$RUN"
   [ -n "$RUN" ] && [ -f "$RUN/summary.csv" ] || return 7

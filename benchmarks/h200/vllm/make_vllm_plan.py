@@ -6,13 +6,15 @@ Reads WORKDIR/decide.yaml (make_plan.py --decide: SGLang's baseline and EAGLE-3 
 c1 and c8, its suite, repeats and floor) and writes WORKDIR/vllm.yaml: the same run with vLLM's baseline and
 EAGLE-3 arms added (the same head, K = num_steps chain, eagle_topk 1), so that each engine's EAGLE-3 is judged
 against its own baseline and the two baselines against each other (the cross-engine rows); and
-WORKDIR/vllm-bench.jsonl, the suite's prompts for `vllm bench serve --dataset-name custom`.
+WORKDIR/vllm-bench.jsonl, the suite's prompts for `vllm bench serve --dataset-name custom`. MEASURE_ARMS=vllm
+keeps vLLM's two arms only.
 vLLM runs from /tmp/vllm-site (vllm.sh install) with the image's python; its own PYTHONPATH keeps SGLang's
 /tmp/site (another transformers, openai, fastapi) out of it. --sim: the stand-ins (harness.sim.vllm)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -44,7 +46,9 @@ def vllm_plan(plan: dict, sim: bool) -> dict:
             {**{k: spec[k] for k in ("drafter", "algorithm", "num_steps", "eagle_topk", "num_draft_tokens",
                                      "cuda_graph") if k in spec},
              "name": "vllm-eagle3", "engine": "vllm", "extra_args": flags}]
-    out["variants"] = sgl + vllm
+    # MEASURE_ARMS=vllm: vLLM's two arms alone (one 600 s call holds two server starts and the repeats);
+    # all: SGLang's too, for the cross-engine rows
+    out["variants"] = vllm if os.environ.get("MEASURE_ARMS", "all") == "vllm" else sgl + vllm
     return out
 
 
