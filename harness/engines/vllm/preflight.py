@@ -11,6 +11,7 @@ from typing import Any
 from harness.common.findings import PLAN_WIDE, Finding, error, info, warning
 from harness.common.versions import version_lt
 from harness.engines.base import DrafterCheck, LaunchCheck, ParserAnswer, PreflightInput
+from harness.engines.vllm import serve_check
 from harness.engines.vllm.launch import (
     CAPTURE_SIZE_SINCE,
     METHODS,
@@ -24,8 +25,9 @@ PLACEHOLDER_PORT = 8000
 
 
 async def ask_parser(pre: PreflightInput) -> ParserAnswer:
-    """vLLM's argv of every vLLM variant (launcher stripped). No parser is asked: vLLM's argparse needs
-    vLLM's whole import (torch, CUDA) on the target; the version decides the flags instead."""
+    """vLLM's argv of every vLLM variant (launcher stripped), judged by the parser of that release as
+    captured from its source (serve_args.py) or, on a simulated target, by the stand-in's; vLLM's own argparse
+    is not run on the target (it needs vLLM's whole import: torch, CUDA)."""
     plan, t = pre.plan, pre.plan.target
     findings: list[Finding] = []
     version = (t.vllm.pinned or STAND_IN_VERSION) if t.simulated else (pre.version or t.vllm.pinned)
@@ -52,7 +54,14 @@ async def ask_parser(pre: PreflightInput) -> ParserAnswer:
         except Exception as exc:
             findings.append(error(v.name, "argv", "cannot build the vllm serve command", str(exc),
                                   "check the variant's algorithm and settings"))
-    return ParserAnswer(argvs, {}, version, findings)
+    parsed: dict[str, dict[str, Any]] = {}
+    for name, argv in argvs.items():
+        answer = serve_check.judge(argv, version, simulated=bool(t.simulated))
+        if answer is not None:
+            parsed[name] = answer
+    if argvs and not parsed and version is not None:
+        findings += serve_check.interpret(PLAN_WIDE, None, version)
+    return ParserAnswer(argvs, parsed, version, findings)
 
 
 def spec_config(argv: list[str]) -> dict[str, Any] | None:
@@ -70,6 +79,8 @@ def launch_findings(check: LaunchCheck) -> list[Finding]:
     plan, variant, version = check.plan, check.variant, check.version
     out: list[Finding] = []
     name = variant.name
+    if check.parsed is not None:
+        out += serve_check.interpret(name, check.parsed, version)
     if plan.model.extra_args:
         out.append(info(name, "vllm-model-extra-args", "model.extra_args are not passed to vllm serve",
                         "they are SGLang launch_server flags", "put vLLM flags in the variant's extra_args"))
@@ -102,6 +113,28 @@ def vllm_default_layers(L: int) -> list[int]:
     return [2, L // 2, L - 3]
 
 
+def configured_aux_layers(config: dict[str, Any] | None) -> tuple[list[Any], str] | None:
+    """The aux layers vLLM takes from the head's config, in its convention (input of layer k), and the key it
+    found them under; None: it falls back to the target's default. As get_eagle3_aux_layers_from_config reads
+    them (0.26.0): a non-empty top-level `eagle_aux_hidden_state_layer_ids` as it is, else DFlash's
+    `dflash_config.target_layer_ids`, DSpark's `dspark_target_layer_ids`, then `target_layer_ids`, each + 1
+    (outputs of layer k); never the nested `eagle_config` ids."""
+    cfg = config or {}
+    top = cfg.get("eagle_aux_hidden_state_layer_ids")
+    if top:
+        ids = list(top) if isinstance(top, list | tuple) else [top]
+        return ids, "eagle_aux_hidden_state_layer_ids"
+    dflash = cfg.get("dflash_config")
+    others = (("dflash_config.target_layer_ids",
+               dflash.get("target_layer_ids") if isinstance(dflash, dict) else None),
+              ("dspark_target_layer_ids", cfg.get("dspark_target_layer_ids")),
+              ("target_layer_ids", cfg.get("target_layer_ids")))
+    for key, ids in others:
+        if ids and isinstance(ids, list | tuple) and all(type(i) is int for i in ids):
+            return [i + 1 for i in ids], key
+    return None
+
+
 def drafter_findings(check: DrafterCheck) -> list[Finding]:
     """EAGLE-3 aux layers as vLLM reads them (0.22.1 .. 0.33.0,
     v1/worker/gpu/spec_decode/eagle/eagle3_utils.py): only the head config's top-level
@@ -115,7 +148,8 @@ def drafter_findings(check: DrafterCheck) -> list[Finding]:
     if cfg.get("method") != "eagle3":
         return []
     L = check.target_layers
-    top = (check.config or {}).get("eagle_aux_hidden_state_layer_ids")
+    found = configured_aux_layers(check.config)
+    top = found[0] if found else None
     nested = list(aux_ids) if aux_ids else None
     out: list[Finding] = []
     ints = lambda ids: all(isinstance(i, int) and not isinstance(i, bool) for i in ids)  # noqa: E731
@@ -139,7 +173,6 @@ def drafter_findings(check: DrafterCheck) -> list[Finding]:
                                "(vllm-project/vllm#50170: accept length 1.036, 0.70-0.79x the baseline)",
                                "write the layers the head was trained on into its config.json"))
         return out
-    top = list(top) if isinstance(top, list | tuple) else [top]
     if not ints(top):
         return [error(variant, "vllm-aux-ids", f"eagle_aux_hidden_state_layer_ids {top} are not all integers",
                       "vLLM indexes decoder layers with them", "fix the head's config.json")]
