@@ -127,13 +127,14 @@ def rate_rows(t: Any, pick: Config | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def stops_paying_rate(rates: pd.DataFrame) -> float | None:
-    """The lowest rate where the pick's goodput is no better than the baseline's (or, with equal goodput,
-    its time per output token no better)."""
+def stops_paying_rate(rates: pd.DataFrame, slo: bool) -> float | None:
+    """The lowest rate where the pick stops paying: under run.slo, its goodput below the baseline's; without
+    one (every request counts), its time per output token no better (harness.analysis.load_report's rule).
+    One open-loop run per rate: a point estimate, no interval."""
     for r in rates.sort_values("request_rate").itertuples() if not rates.empty else []:
-        ratio = r.goodput_ratio if r.goodput_ratio == r.goodput_ratio else None
+        ratio = pd.to_numeric(r.goodput_ratio, errors="coerce")
         tpot = pd.to_numeric(r.tpot_speedup, errors="coerce")
-        if (ratio is not None and ratio < 1.0) or (ratio in (None, 1.0) and tpot == tpot and tpot <= 1.0):
+        if (slo and ratio == ratio and ratio < 1.0) or (not slo and tpot == tpot and tpot <= 1.0):
             return float(r.request_rate)
     return None
 
@@ -296,8 +297,10 @@ def lines(t: Any, res: Result) -> list[str]:
         for r in res.rates.itertuples():
             out.append(f"  {r.request_rate:g} req/s: goodput {r.baseline_goodput_req_s:.2f} vs "
                        f"{r.pick_goodput_req_s:.2f} req/s, TPOT speedup {pd.to_numeric(r.tpot_speedup):.2f}x")
-        rate = stops_paying_rate(res.rates)
-        out.append(f"  speculation stops paying at {rate:g} req/s" if rate is not None else
-                   "  speculation pays at every rate measured")
+        slo = t.plan.run.slo is not None
+        rate = stops_paying_rate(res.rates, slo)
+        by = "goodput under run.slo" if slo else "TPOT (no run.slo: every request counts as good)"
+        out.append(f"  by {by}: speculation stops paying at {rate:g} req/s (one run per rate, no interval)"
+                   if rate is not None else f"  by {by}: speculation pays at every rate measured")
     out += ["", chart_text(res)]
     return out
