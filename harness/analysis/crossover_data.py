@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis import tune_data as td
 from harness.analysis.crossover import Step
-from harness.analysis.steps import CLEAN_QUANTILE, FALLBACK_QUANTILE, decode_steps
+from harness.analysis.steps import FALLBACK_QUANTILE, decode_steps
 from harness.analysis.summary import read_tables
 
 LEVEL = re.compile(r"@c(\d+)#")
@@ -34,8 +34,10 @@ def cost_dirs(tune_dir: Path) -> list[Path]:
 
 def _level_steps(windows: pd.DataFrame, variant: str) -> dict[int, Step]:
     """Step ms per level of `variant`'s step-cost phases: at the level's own running batch (the nearest batch
-    below when no window ran full), the median of the clean windows (else their 20th percentile, as
-    harness.analysis.steps) and the standard error of the mean log step time over those windows."""
+    below when no window ran full), the geometric mean of its clean windows' step times with the standard
+    error of their mean log (no clean window: the 20th percentile of all, as harness.analysis.steps). A mean,
+    not tune.csv's median: a window's length moves with where the timer's ticks fall, and the clean windows
+    of one batch average out to its step time where their median need not."""
     steps = decode_steps(windows, variant)
     if steps.empty:
         return {}
@@ -47,12 +49,13 @@ def _level_steps(windows: pd.DataFrame, variant: str) -> dict[int, Step]:
             continue
         at = below[below["running_req"] == below["running_req"].max()]
         clean = at[at["clean"].astype(bool)]["step_ms"]
-        use, q = (clean, CLEAN_QUANTILE) if len(clean) else (at["step_ms"], FALLBACK_QUANTILE)
-        ms = float(use.quantile(q))
-        logs = [math.log(v) for v in use if v > 0]
-        se = (pd.Series(logs).std(ddof=1) / math.sqrt(len(logs))) if len(logs) >= 2 else None
-        if not math.isnan(ms):
-            out[int(level)] = Step(ms, float(se) if se is not None and se == se else None)
+        use = clean if len(clean) else at["step_ms"]
+        logs = pd.Series([math.log(v) for v in use if v > 0])
+        if logs.empty:
+            continue
+        ms = math.exp(logs.mean()) if len(clean) else float(use.quantile(FALLBACK_QUANTILE))
+        se = float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) >= 2 else None
+        out[int(level)] = Step(ms, se if se is not None and se == se else None)
     return out
 
 

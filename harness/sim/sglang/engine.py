@@ -144,7 +144,6 @@ class Engine:
             if self.idle:
                 self._wake.clear()
                 await self._wake.wait()
-                self._clock = asyncio.get_running_loop().time()  # an idle gap is no debt to catch up
                 continue
             batch = self._admit()
             if batch:
@@ -154,11 +153,13 @@ class Engine:
 
     async def _sleep(self, seconds: float) -> None:
         """Sleep so step boundaries follow the model's clock despite processing overhead: a step that starts
-        late (the loop's own work, a late wake-up) sleeps that much less, so a batch's steps average the
-        model's time; a loop further behind than CATCH_UP_S (it cannot keep up) pays its own time."""
+        late (the loop's own work, a timer that fires late) sleeps that much less, so a batch's steps average
+        the model's time; a loop further behind than CATCH_UP_S (it cannot keep up, or it was idle) starts
+        from now: no burst of steps to catch up."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        self._clock = max(self._clock, now - CATCH_UP_S) + seconds * self.cfg.time_scale * self.cfg.noise()
+        start = self._clock if now - CATCH_UP_S <= self._clock else now
+        self._clock = start + seconds * self.cfg.time_scale * self.cfg.noise()
         await asyncio.sleep(max(0.0, self._clock - now))
 
     def _drop_aborted(self) -> None:
