@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli.args import duration, graphs, positive_ints
+from harness.cli.args import duration, graphs, levels_or_auto, positive_ints
 from harness.cli.gate import add_no_check, gate, install_stop_handlers
 from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
 from harness.common.terminal import clean
@@ -43,10 +43,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from a tune "
                     "directory's files (one copied back from a node, or made by an older draftbench); starts nothing")
     tn.add_argument("--write-plan", action="store_true", help="append the winning variant to the plan file")
-
-
-def levels_or_auto(text: str) -> list[int] | str:
-    return "auto" if text.strip().lower() == "auto" else positive_ints(text)
 
 
 def mix_arg(text: str) -> str:
