@@ -114,6 +114,33 @@ def _tune(args: argparse.Namespace) -> int:
     return code
 
 
+def run_auto(plan, args: argparse.Namespace) -> int:
+    """`draftbench run` with run.concurrency: auto: per speculative variant, tune's crossover search over that
+    variant's own config alone (a grid of one): step costs at a ladder of batches, bisection, a paired run on
+    each side, the schedule (docs/tune.md, "The crossover")."""
+    from harness.studies.tune import TuneOptions
+
+    budget = duration(args.budget) if getattr(args, "budget", None) else 7200.0
+    codes = []
+    for v in [v for v in plan.variants if v.is_speculative and v.drafter is not None]:
+        if plan.baseline_of(v) is not plan.baseline:
+            say(f"{v.name}: another sampling arm than {plan.baseline.name}: its crossover is not searched")
+            continue
+        steps = int(v.num_steps or 3)
+        topk = int(v.eagle_topk or 1)
+        opts = TuneOptions(variant=v.name, budget_s=budget, steps=[steps], topk=[topk],
+                           draft_tokens=[int(v.num_draft_tokens or steps + 1)], graphs=[bool(v.cuda_graph)],
+                           auto=True, verify_top=1)
+        say(f"run.concurrency auto: where {v.name} stops paying")
+        try:
+            code, _ = asyncio.run(_go(plan, opts, args.results_dir, None))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            say("interrupted: servers stopped, measurements kept; continue with `draftbench tune --resume TUNE_DIR`")
+            return EXIT_INTERRUPTED
+        codes.append(code)
+    return max(codes, default=EXIT_OK)
+
+
 async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, str]:
     from harness.cli.progress import look_words, sized_words
     from harness.common import events as ev
