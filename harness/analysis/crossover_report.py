@@ -256,7 +256,26 @@ def _side_words(res: Result) -> list[str]:
         tail = f": {reason}" if verdict not in said and reason not in ("", "nan") else ""
         out.append(f"  verified at c{level}: {_got(row)}, {words}{tail}")
     if not out:
-        out.append("  not verified: no paired run at the crossover's sides (budget)")
+        return ["  not verified: no paired run at the crossover's sides (budget)"]
+    verdicts = {level: _verdict_of(row) for level, row in res.sides.items()}
+    pays = [lvl for lvl, v in verdicts.items() if v == "faster"]
+    top = max(pays, default=0)
+    stops = [lvl for lvl, v in verdicts.items() if v in ("slower", "equivalent") and lvl > top]
+    if pays and stops:
+        out.append(f"  paired runs: speculation pays at c{top} and stops paying by c{min(stops)}: decided on "
+                   "both sides")
+    elif pays:
+        out.append(f"  paired runs: speculation pays up to c{max(pays)}, the largest batch decided; the side "
+                   "where it stops is not decided")
+    elif stops:
+        out.append(f"  paired runs: speculation does not pay at c{min(stops)}; the side where it pays is not "
+                   "decided")
+    else:
+        out.append("  paired runs: neither side decided")
+    at = res.cross.at if res.cross is not None else None
+    if at is not None and ((pays and max(pays) > at) or (stops and min(stops) < at)):
+        out.append(f"  the decode steps put it at c{at:.1f}; end to end (prefill, a batch's tail) it lies "
+                   "where the paired runs say")
     return out
 
 

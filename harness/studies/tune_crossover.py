@@ -6,8 +6,9 @@ server's max running requests):
      step-cost phases at the middle batch of the bracket where its predicted speedup crosses 1.00x
      (`cost-c<N>/`), until the bracket is narrow (harness.analysis.crossover.next_level) or the budget ends;
   2. verification: a paired run of that config against the baseline over the plan's suites (stopping when
-     decided) at the bracket's two ends (`verify-c<N>/`); a side whose verdict is undecided or too short
-     moves one batch tried further out (a larger effect), once;
+     decided) at the bracket's two ends (`verify-c<N>/`); a side whose verdict is not decided on its side
+     (undecided, too short, or decided the other way: end to end, prefill and the batch's tail move the
+     crossover off the decode steps' one) moves to the next batch tried further out, up to SIDE_RUNS runs;
   3. the mixed load (`--mix`): the baseline and every measured config at the mix's levels, a fixed number
      of repeats (`mix/`), so the schedule meets each single config paired by repeat;
   4. the load: the baseline and the pick at request rates that hold batches around the crossover
@@ -27,11 +28,12 @@ from harness.analysis import crossover_report as cr
 from harness.analysis import schedule as sc
 from harness.analysis.tune_model import Config
 from harness.analysis.tune_report import _verdict_of
-from harness.analysis.verdicts import DECIDED
 from harness.common import events as ev
 
 MAX_ROUNDS = 4  # bisection rounds: a bracket of a ladder step (x2) narrows to 1.25x in at most 3
 MIX_REPEATS = 3  # the mixed load's repeats: the pairing's t interval needs 2 at least
+SIDE_RUNS = 3  # paired runs per side of the crossover at most
+PAYS, STOPS = ("faster",), ("slower", "equivalent")  # the verdicts that decide each side
 
 
 async def crossover_stage(t: Any) -> AsyncIterator[Any]:
@@ -102,8 +104,8 @@ async def _verify(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
     yield t.stage("verify", f"paired runs of {pick.name} against the baseline: "
                   + ", ".join(f"c{lvl}" for lvl in (below, above) if lvl is not None))
     for side, level in (("below", below), ("above", above)):
-        moved = 0
-        while level is not None:
+        runs = 0
+        while level is not None and runs < SIDE_RUNS:
             row = cd.side_rows(t.dir, pick.name).get(level)
             if row is None:
                 if not _room(t, t.verify_cost()):
@@ -119,9 +121,9 @@ async def _verify(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
             st["verified"][str(level)] = verdict
             save()
             yield ev.TuneCandidate(pick.name, "verified", None, None, f"c{level}: {verdict}")
-            if verdict in DECIDED or moved:
+            if verdict in (PAYS if side == "below" else STOPS):
                 break
-            moved += 1  # a larger effect further from the crossing decides sooner
+            runs += 1  # further out: a larger effect decides sooner, or the crossover lies past it
             level = cx.step_outward(level, res.levels, side)
 
 
