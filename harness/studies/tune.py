@@ -154,7 +154,8 @@ class _Tune:
             conc = self.conc if cost else self.wide_conc
         return tp.derived(self.plan, variants, conc, self.opts.cost_tokens, cost=cost,
                           baseline_last=baseline_last, source=self.plan.source_path or self.dir / PLAN_FILE,
-                          budget_s=budget_s, rates=rates, fixed_repeats=fixed_repeats)
+                          budget_s=budget_s, rates=rates, fixed_repeats=fixed_repeats,
+                          max_running=self.opts.max_batch if self.opts.auto else None)
 
     def cost_sources(self) -> set[str]:
         return tp.cost_sources(self.plan, self.conc)

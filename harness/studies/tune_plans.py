@@ -23,7 +23,8 @@ def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, 
 
 def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tokens: int, *, cost: bool,
             baseline_last: bool = False, source: str | Path, budget_s: float | None = None,
-            rates: list[float] | None = None, fixed_repeats: int | None = None) -> Any:
+            rates: list[float] | None = None, fixed_repeats: int | None = None,
+            max_running: int | None = None) -> Any:
     """The plan's baseline and `variants` at closed-loop levels `conc`; `cost`: the step-cost phases;
     `rates`: request-rate phases instead (open loop, the crossover's load stage); `fixed_repeats`: that many
     repeats of every phase, no stopping rule (the mixed load's paired run)."""
@@ -39,6 +40,8 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
     # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
     data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
                                                                   data["server"]["decode_log_interval"]))
+    if max_running and max_running > int(data["server"]["max_running_requests"]):  # --max-batch above the cap
+        data["server"]["max_running_requests"] = max_running
     if cost:  # decode-only: every request of a level starts together and runs to the same length
         width = max(conc)
         prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
