@@ -34,6 +34,7 @@ MAX_ROUNDS = 4  # bisection rounds: a bracket of a ladder step (x2) narrows to 1
 MIX_REPEATS = 3  # the mixed load's repeats: the pairing's t interval needs 2 at least
 SIDE_RUNS = 3  # paired runs per side of the crossover at most
 PAYS, STOPS = ("faster",), ("slower", "equivalent")  # the verdicts that decide each side
+OVERLOAD = 1.3  # the load stage's last rate, over the baseline's rate at the largest batch of the bracket
 
 
 async def crossover_stage(t: Any) -> AsyncIterator[Any]:
@@ -149,7 +150,9 @@ async def _mix(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
 
 def load_rates(t: Any, res: cr.Result) -> list[float]:
     """Request rates that hold the batches around the crossover in steady decode: a batch b of requests of
-    run.max_tokens tokens at the baseline's step cost is served at b / (max_tokens x step_s) requests/s."""
+    run.max_tokens tokens at the baseline's step cost is served at b / (max_tokens x step_s) requests/s
+    (the speculative server, faster, holds a smaller batch at the same rate: open loop, it pays further);
+    and OVERLOAD x the largest, where the baseline's queue grows."""
     base = cd.step_costs(t.dir, t.plan.baseline.name)
     cross = res.cross
     if cross is None or not base:
@@ -163,9 +166,10 @@ def load_rates(t: Any, res: cr.Result) -> list[float]:
     for b in sorted(x for x in near if x is not None):
         step = cx.step_at(base, b)
         if step is not None:
-            rate = b / (int(t.plan.run.max_tokens) * step.ms / 1000.0)
-            out.append(float(f"{rate:.3g}"))
-    return sorted(set(out))
+            out.append(b / (int(t.plan.run.max_tokens) * step.ms / 1000.0))
+    if out:  # and past what the baseline serves at the largest batch: both servers saturated
+        out.append(max(out) * OVERLOAD)
+    return sorted({float(f"{r:.3g}") for r in out})
 
 
 async def _load(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
