@@ -59,6 +59,7 @@ def chart_text(res: Any, height: int = HEIGHT) -> str:
         if spd is not None and level in levels:
             grid[row_of(spd)][levels.index(level) * CELL + CELL // 2 + 1] = "#"
     labels = [hi - (hi - lo) * i / (height - 1) for i in range(height)]
+    labels[one] = 1.0  # the row the 1.00x line is drawn on says so
     out = ["predicted speedup against concurrency ('-' 1.00x; '#' a paired run; '^' where speculation stops "
            "paying)"]
     out += [f"{labels[i]:5.2f}x |{''.join(grid[i])}" for i in range(height)]

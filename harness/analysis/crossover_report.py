@@ -317,9 +317,11 @@ def lines(t: Any, res: Result) -> list[str]:
             out.append(f"  {r.request_rate:g} req/s: goodput {r.baseline_goodput_req_s:.2f} vs "
                        f"{r.pick_goodput_req_s:.2f} req/s, TPOT speedup {pd.to_numeric(r.tpot_speedup):.2f}x")
         slo = t.plan.run.slo is not None
-        rate = stops_paying_rate(res.rates, slo)
-        by = "goodput under run.slo" if slo else "TPOT (no run.slo: every request counts as good)"
-        out.append(f"  by {by}: speculation stops paying at {rate:g} req/s (one run per rate, no interval)"
-                   if rate is not None else f"  by {by}: speculation pays at every rate measured")
+        for rule in ([True, False] if slo else [False]):
+            rate = stops_paying_rate(res.rates, rule)
+            by = "goodput under run.slo" if rule else "TPOT" + ("" if slo else " (no run.slo)")
+            said = (f"stops paying at {rate:g} req/s (one run per rate, no interval)" if rate is not None
+                    else "pays at every rate measured")
+            out.append(f"  by {by}: speculation {said}")
     out += ["", chart_text(res)]
     return out

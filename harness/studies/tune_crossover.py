@@ -182,7 +182,8 @@ async def _load(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
         return
     yield t.stage("load", f"request rates {', '.join(f'{r:g}' for r in rates)}/s: the baseline and "
                   f"{res.pick.name}, goodput under run.slo")
-    async for e in t.sub_run(t.derived([t.variant_dict(res.pick)], cost=False, rates=rates), "load"):
+    plan = t.derived([t.variant_dict(res.pick)], cost=False, rates=rates, conc=[max(res.levels)])
+    async for e in t.sub_run(plan, "load"):
         yield e
     st["load_done"] = True
     save()

@@ -11,6 +11,7 @@ from typing import Any
 from harness.analysis.tune_model import Config
 
 COST_LOG_INTERVAL = 4  # decode iterations per log window in step-cost phases
+LOAD_PER_SLOT = 4  # request-rate phases of tune --concurrency auto: requests per slot of the largest batch
 
 
 def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, Any]:
@@ -42,14 +43,18 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
                                                                   data["server"]["decode_log_interval"]))
     if max_running and max_running > int(data["server"]["max_running_requests"]):  # --max-batch above the cap
         data["server"]["max_running_requests"] = max_running
+    prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
+
+    def cycled(n: int, tag: str) -> list[dict[str, Any]]:
+        return [{**{k: v for k, v in prompts[i % len(prompts)].items() if k in ("category", "messages", "text")},
+                 "id": f"{tag}-{i}"} for i in range(n)]
+
+    if rates:  # open loop: enough requests per rate for the batch to build up to the largest level and stay
+        data["suites"] = [{"name": "load", "description": "the plan's prompts cycled for request-rate phases",
+                           "prompts": cycled(LOAD_PER_SLOT * max(conc), "load")}]
     if cost:  # decode-only: every request of a level starts together and runs to the same length
-        width = max(conc)
-        prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
-        cost_prompts = [{**{k: v for k, v in prompts[i % len(prompts)].items()
-                            if k in ("category", "messages", "text")}, "id": f"cost-{i}"}
-                        for i in range(width)]
         data["suites"] = [{"name": "step-cost", "description": "decode-only step-cost phases",
-                           "prompts": cost_prompts}]
+                           "prompts": cycled(max(conc), "cost")}]
         run.update(max_tokens=cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
                    warmup_requests=1, phase_sizing=False, stop="fixed")
     elif fixed_repeats is not None or rates:
