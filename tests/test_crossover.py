@@ -217,3 +217,18 @@ def test_a_profile_gets_the_crossover_and_the_schedule():
     assert out["schedule"] == [{"max_batch": 9, "num_steps": 2, "eagle_topk": 1, "num_draft_tokens": 3,
                                 "cuda_graph": True}]
     assert out["conditional_accept_rates"] == prof["conditional_accept_rates"]
+
+
+def test_auto_concurrency_is_read_from_the_plan_and_the_command_line():
+    import argparse
+
+    from harness.cli.args import levels_or_auto
+    from harness.inputs.run_settings import RunSettings
+
+    auto = RunSettings.model_validate({"concurrency": "auto"})
+    assert auto.concurrency_auto and auto.concurrency == [1]
+    assert not RunSettings.model_validate({"concurrency": [1, 8]}).concurrency_auto
+    assert levels_or_auto(" AUTO ") == "auto" and levels_or_auto("1,8") == [1, 8]
+    with pytest.raises(argparse.ArgumentTypeError):
+        levels_or_auto("sometimes")
+    assert cx.ladder(48) == [1, 2, 4, 8, 16, 32, 48] and cx.ladder(1) == [1]
