@@ -22,6 +22,11 @@
 #   aa       no training: the random-weight 8B shape against a copy of itself and with CUDA graphs off,
 #            run.stop decided at c8, the arms side by side (one call; decides equivalent/undecided vs slower)
 #   resume   draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune left (configs predicted only)
+#   crossover draftbench tune --concurrency auto (docs/tune.md, "The crossover"): step costs of CROSS_STEPS (3,5)
+#            at batches 1, 2, 4, ... CROSS_MAX_BATCH (64; the servers' cap is raised to it), bisection of where
+#            the best config stops paying, a paired run on each side (up to 3 per side), the mixed load CROSS_MIX
+#            (1:4,32:1) and goodput against request rate; CROSS_BUDGET (9m); the tune directory, crossover.csv,
+#            schedule.json and crossover.png come back
 #   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8)
 #   lossless the trained head's 81-86 % greedy match classified: baseline and EAGLE3 once at c1 and c8
 #            (MAX_TOKENS, the verdict's length), then draftbench's lossless audit on the baseline's server (a
@@ -35,7 +40,7 @@
 # and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
 # that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|warm|serve|verdict|tune|resume|decided|aa|lossless|dry|snapshot}
+STAGE=${1:?prep|warm|serve|verdict|tune|resume|crossover|decided|aa|lossless|dry|snapshot}
 if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
   tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
@@ -278,6 +283,21 @@ resume)  # draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune st
   (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
   tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
   for f in tune.csv speculation_profile.json; do find "$T" -maxdepth 1 -name "$f" -exec cp {} "$S/" \; ; done
+  pack ;;
+crossover)  # where the trained head stops paying, verified on both sides; the schedule per batch band
+  $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
+  cp "$W/tune.yaml" "$S/"
+  stamp "draftbench tune eagle3 --concurrency auto --max-batch ${CROSS_MAX_BATCH:-64} --steps ${CROSS_STEPS:-3,5}"
+  timeout -s TERM -k 30 "${CROSS_S:-570}" $DB -m harness.cli tune "$W/tune.yaml" --variant eagle3 --concurrency auto \
+      --max-batch "${CROSS_MAX_BATCH:-64}" --steps "${CROSS_STEPS:-3,5}" --graphs on --budget "${CROSS_BUDGET:-9m}" \
+      --mix "${CROSS_MIX:-1:4,32:1}" --cost-tokens "$TUNE_TOKENS" --results-dir "$W/crossover" 2>&1 |
+    grep -v " requests$" | tee "$S/crossover.log"
+  stamp "draftbench tune --concurrency auto exited ${PIPESTATUS[0]}"
+  T=$(latest "$W/crossover")
+  [ -n "$T" ] && (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
+  [ -n "$T" ] && tar -czf "$S/crossover-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
+  [ -n "$T" ] && for f in tune.csv crossover.csv schedule.json speculation_profile.json tune_report.txt crossover.png \
+      tune_mix.csv tune_load.csv; do find "$T" -maxdepth 1 -name "$f" -exec cp {} "$S/" \; ; done
   pack ;;
 lossless)  # draftbench's lossless audit of the trained head (docs/metrics.md, lossless audit)
   $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3

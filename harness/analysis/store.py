@@ -316,7 +316,7 @@ class TuneDecision:
         return out
 
 
-_TUNE_LATER = ("warnings", "preflight_done", "adopted", "winners", "stop_failed")
+_TUNE_LATER = ("warnings", "preflight_done", "adopted", "winners", "stop_failed", "crossover")
 
 
 @dataclass
@@ -338,6 +338,8 @@ class TuneState:
     adopted: list[str] | None = None  # "sub/variant" measured on a server another sub-run kept
     winners: list[str] | None = None
     stop_failed: str | None = None  # stopping the kept servers at the end failed: why
+    # --concurrency auto: the batches bisected, the pick, the sides' verdicts (studies.tune_crossover)
+    crossover: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __setattr__(self, name: str, value: object) -> None:

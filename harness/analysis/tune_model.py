@@ -229,3 +229,13 @@ def _graph_ratio(graph: bool, batch: int, measured: dict[Config, dict[int, float
         if c.cuda_graph == graph and twin in measured and batch in v and batch in measured[twin]:
             ratios.append(v[batch] / measured[twin][batch])
     return sum(ratios) / len(ratios) if ratios else 1.0
+
+
+def with_schedule(profile: dict, crossover_concurrency: dict[str, float | str | None],
+                  schedule: list[dict]) -> dict:
+    """The profile with draftbench's crossover (per config: the batch where it stops paying, ">N" when it
+    pays at every batch tried, 0 when it never pays) and its per-batch-size schedule (`max_batch`,
+    `num_steps`, `eagle_topk`, `num_draft_tokens` per band; num_steps 0: speculation off)."""
+    keys = ("max_batch", "num_steps", "eagle_topk", "num_draft_tokens")
+    return {**profile, "crossover_concurrency": dict(crossover_concurrency),
+            "schedule": [{k: b[k] for k in keys} | {"cuda_graph": b.get("cuda_graph")} for b in schedule]}

@@ -25,7 +25,8 @@ TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "co
                 "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
                 "verdict", "status", "variant", "accept_len_pred_cost_prompts", "verdict_reason",
                 "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct", "speedup_pred_low",
-                "speedup_pred_high", "step_source", "ci_level", "sampling"]
+                "speedup_pred_high", "step_source", "ci_level", "sampling", "crossover_concurrency",
+                "schedule_band"]
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 

@@ -26,6 +26,11 @@ def positive_ints(text: str) -> list[int]:
     return vals
 
 
+def levels_or_auto(text: str) -> list[int] | str:
+    """Concurrency levels, or "auto": tune finds where speculation stops paying (harness.studies.tune_crossover)."""
+    return "auto" if text.strip().lower() == "auto" else positive_ints(text)
+
+
 def graphs(text: str) -> list[bool]:
     """CUDA graphs on, off or both: the values a tune tries."""
     table = {"on": [True], "off": [False], "both": [True, False]}

@@ -192,6 +192,10 @@ def _run(args: argparse.Namespace) -> int:
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     gate(plan, args.resume or given, args)
+    if plan.run.concurrency_auto:  # run.concurrency: auto: each speculative variant's crossover (tune's search)
+        from harness.cli.tune import run_auto
+
+        return run_auto(plan, args)
     stop_rule(plan, args)
     return _execute(plan, args.results_dir, args.keep_servers, args.resume, args.wide)
 

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli.args import duration, graphs, positive_ints
+from harness.cli.args import duration, graphs, levels_or_auto, positive_ints
 from harness.cli.gate import add_no_check, gate, install_stop_handlers
 from harness.common.errors import EXIT_FAILURES, EXIT_INTERRUPTED, EXIT_OK, InputError, say
 from harness.common.terminal import clean
@@ -23,7 +23,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tn.add_argument("plan", nargs="?", help="plan YAML file")
     tn.add_argument("--variant", help="the speculative variant whose drafter is tuned (default: the first)")
     tn.add_argument("--budget", type=duration, default=7200.0, help="wall-clock budget, e.g. 90m, 2h (default 2h)")
-    tn.add_argument("--concurrency", type=positive_ints, help="levels to tune for, e.g. 1,8,32 (default: the plan's)")
+    tn.add_argument("--concurrency", type=levels_or_auto, help="levels to tune for, e.g. 1,8,32 (default: the "
+                    "plan's), or auto: find where speculation stops paying (docs/tune.md, \"The crossover\")")
+    tn.add_argument("--max-batch", type=int, help="auto: the largest batch tried (default: the server's max "
+                    "running requests)")
+    tn.add_argument("--mix", type=mix_arg, help="auto: a mixed load, concurrency:share of time, e.g. "
+                    "1:0.5,8:0.3,32:0.2; the schedule meets every single config on it in a paired run")
+    tn.add_argument("--no-load", action="store_true", help="auto: no request-rate phases (goodput against rate)")
     tn.add_argument("--steps", type=positive_ints, default=[1, 2, 3, 4, 5, 6, 7], help="num_steps values (default 1-7)")
     tn.add_argument("--topk", type=positive_ints, default=[1], help="eagle_topk values (default 1: chains)")
     tn.add_argument("--draft-tokens", type=positive_ints, default=[8, 16], help="num_draft_tokens of trees (topk > 1)")
@@ -37,6 +43,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from a tune "
                     "directory's files (one copied back from a node, or made by an older draftbench); starts nothing")
     tn.add_argument("--write-plan", action="store_true", help="append the winning variant to the plan file")
+
+
+def mix_arg(text: str) -> str:
+    from harness.analysis.schedule import parse_mix
+
+    try:
+        parse_mix(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return text
 
 
 def handlers() -> dict:
@@ -70,10 +86,12 @@ def _tune(args: argparse.Namespace) -> int:
         if not Path(args.plan).exists():
             raise InputError(args.plan, None, None, "plan file not found")
         plan = load_ready_plan(args.plan, args.results_dir)  # a simulated plan's relative checkpoints: the demo's
-        opts = TuneOptions(variant=args.variant, budget_s=args.budget, concurrency=args.concurrency,
-                           steps=args.steps, topk=args.topk, draft_tokens=args.draft_tokens, graphs=args.graphs,
-                           cost_tokens=args.cost_tokens, verify_top=args.verify_top,
-                           preflight=not args.no_preflight)
+        auto = args.concurrency == "auto"
+        opts = TuneOptions(variant=args.variant, budget_s=args.budget,
+                           concurrency=None if auto else args.concurrency, steps=args.steps, topk=args.topk,
+                           draft_tokens=args.draft_tokens, graphs=args.graphs, cost_tokens=args.cost_tokens,
+                           verify_top=args.verify_top, preflight=not args.no_preflight, auto=auto,
+                           max_batch=args.max_batch, mix=args.mix, load=not args.no_load)
         tuned = next((v for v in plan.variants if v.name == args.variant), None) if args.variant else \
             next((v for v in plan.variants if v.drafter is not None), None)
         if tuned is not None:  # the plan's own arms first; the grid's configs get tune's own preflight
@@ -94,6 +112,33 @@ def _tune(args: argparse.Namespace) -> int:
         name = write_plan_variant(Path(args.plan), pd.read_csv(Path(tune_dir) / "tune.csv"), tuned)
         say(f"added variant {name} to {args.plan}" if name else "no measured winner to add to the plan")
     return code
+
+
+def run_auto(plan, args: argparse.Namespace) -> int:
+    """`draftbench run` with run.concurrency: auto: per speculative variant, tune's crossover search over that
+    variant's own config alone (a grid of one): step costs at a ladder of batches, bisection, a paired run on
+    each side, the schedule (docs/tune.md, "The crossover")."""
+    from harness.studies.tune import TuneOptions
+
+    budget = duration(args.budget) if getattr(args, "budget", None) else 7200.0
+    codes = []
+    for v in [v for v in plan.variants if v.is_speculative and v.drafter is not None]:
+        if plan.baseline_of(v) is not plan.baseline:
+            say(f"{v.name}: another sampling arm than {plan.baseline.name}: its crossover is not searched")
+            continue
+        steps = int(v.num_steps or 3)
+        topk = int(v.eagle_topk or 1)
+        opts = TuneOptions(variant=v.name, budget_s=budget, steps=[steps], topk=[topk],
+                           draft_tokens=[int(v.num_draft_tokens or steps + 1)], graphs=[bool(v.cuda_graph)],
+                           auto=True, verify_top=1)
+        say(f"run.concurrency auto: where {v.name} stops paying")
+        try:
+            code, _ = asyncio.run(_go(plan, opts, args.results_dir, None))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            say("interrupted: servers stopped, measurements kept; continue with `draftbench tune --resume TUNE_DIR`")
+            return EXIT_INTERRUPTED
+        codes.append(code)
+    return max(codes, default=EXIT_OK)
 
 
 async def _go(plan, opts, results_dir: str, resume: str | None) -> tuple[int, str]:

@@ -87,6 +87,20 @@ class SpecShape:
     num_draft_tokens: int
 
 
+@dataclass(frozen=True)
+class ScheduleBand:
+    """One band of a per-batch-size schedule (harness.analysis.schedule): the config for running batches
+    min_batch..max_batch; num_steps 0 is speculation off (the baseline's server)."""
+
+    max_batch: int
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+    cuda_graph: bool
+    min_batch: int = 1
+    speedup_pred: float | None = None  # at the band's first batch tried
+
+
 # ---- the seam
 
 
@@ -156,3 +170,8 @@ class Engine(Protocol):
     # the speculative shapes this engine accepts from the given values (the tune's grid, before graphs)
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]: ...
+
+    # a schedule in this engine's own terms: the launch settings per band, what it fixes at launch, and the
+    # per-batch-size option of the installed version where it has one (`version` None: not known)
+    def schedule_export(self, bands: Sequence[ScheduleBand], *, algorithm: str, draft_path: str | None,
+                        version: str | None) -> dict[str, Any]: ...

@@ -32,7 +32,8 @@ class RunSettings(StrictModel):
     """How the suites are replayed against each variant."""
 
     concurrency: list[int] = Field(default_factory=lambda: [1], description="closed-loop concurrency levels; "
-                                   "[] with request_rate: open-loop phases only")
+                                   "[] with request_rate: open-loop phases only; auto: `draftbench run` "
+                                   "finds where each speculative variant stops paying (docs/tune.md)")
     max_tokens: int = Field(default=256, gt=0, description="output cap per request (a prompt may override)")
     temperature: float = Field(default=0.0, ge=0, description="sampling temperature (0 = greedy)")
     warmup_requests: int = Field(default=2, ge=0, description="requests discarded before measuring "
@@ -111,6 +112,8 @@ class RunSettings(StrictModel):
         default_factory=lambda: list(DEFAULT_CONTEXT_BUCKETS), description="upper edges (tokens of prompt "
         "plus output so far) of the context buckets the deployment serves: acceptance is reported per bucket "
         "(summary_by_context.csv), tune picks per bucket and warns when the suites leave one empty")
+    concurrency_auto: bool = Field(default=False, description="set by `concurrency: auto` (the levels are "
+                                   "then the crossover search's, not a list)")
 
     @field_validator("sampling")
     @classmethod
@@ -127,6 +130,14 @@ class RunSettings(StrictModel):
                 raise FieldProblem(f"must be positive and increasing, got {edge} after "
                                    f"{edges[i - 1] if i else 'nothing'}", (i,))
         return edges
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("concurrency"), str) \
+                and data["concurrency"].strip().lower() == "auto":
+            return {**data, "concurrency": [1], "concurrency_auto": True}
+        return data
 
     @field_validator("request_rate")
     @classmethod

@@ -56,6 +56,12 @@ class TuneOptions:
     verify_top: int = 1  # winners per concurrency that get a full paired run
     margin: float = 0.02  # stop when no unmeasured config is expected to beat the best by more
     preflight: bool = True
+    # --concurrency auto: step costs at a ladder of batches up to max_batch (default: the server's max running
+    # requests), the crossover found by bisection and verified on each side (harness.studies.tune_crossover)
+    auto: bool = False
+    max_batch: int | None = None
+    mix: str | None = None  # "1:0.5,8:0.3,32:0.2": a mixed load the schedule meets every single config on
+    load: bool = True  # auto: goodput against request rate for the baseline and the pick
 
 
 async def tune(plan: Any, options: TuneOptions | None = None, *, results_dir: str | Path = "results",
@@ -84,7 +90,15 @@ class _Tune:
             self.dir = resume
         else:
             _, self.dir = new_run_dir(results_dir, f"tune-{plan.name}")
-        self.conc = list(opts.concurrency or plan.run.concurrency)
+        if opts.auto:
+            from harness.analysis.crossover import ladder
+
+            top = opts.max_batch or int(plan.server.max_running_requests)
+            self.conc = ladder(top) if not opts.concurrency else sorted(set(opts.concurrency))
+        else:
+            self.conc = list(opts.concurrency or plan.run.concurrency)
+        # the wide run's levels: auto measures acceptance once (batch does not change what is accepted)
+        self.wide_conc = self.conc[:1] if opts.auto else self.conc
         if not self.conc:
             raise InputError(str(plan.source_path or ""), None, "run.concurrency", "is empty (request-rate "
                              "phases only): tune measures closed-loop levels; give --concurrency, e.g. 1,8")
@@ -134,10 +148,14 @@ class _Tune:
         return tp.variant_dict(self.tuned, cfg, name)
 
     def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False,
-                budget_s: float | None = None) -> Any:
-        return tp.derived(self.plan, variants, self.conc, self.opts.cost_tokens, cost=cost,
+                budget_s: float | None = None, conc: list[int] | None = None, rates: list[float] | None = None,
+                fixed_repeats: int | None = None) -> Any:
+        if conc is None:
+            conc = self.conc if cost else self.wide_conc
+        return tp.derived(self.plan, variants, conc, self.opts.cost_tokens, cost=cost,
                           baseline_last=baseline_last, source=self.plan.source_path or self.dir / PLAN_FILE,
-                          budget_s=budget_s)
+                          budget_s=budget_s, rates=rates, fixed_repeats=fixed_repeats,
+                          max_running=self.opts.max_batch if self.opts.auto else None)
 
     def cost_sources(self) -> set[str]:
         return tp.cost_sources(self.plan, self.conc)
@@ -196,8 +214,14 @@ class _Tune:
                     yield self.stage("preflight", f"warning: {w}: a verification there cannot decide")
             async for e in self.search():
                 yield e
-            async for e in self.verify():
-                yield e
+            if self.opts.auto:  # the crossover: bisection, both sides verified, the mix, the load
+                from harness.studies.tune_crossover import crossover_stage
+
+                async for e in crossover_stage(self):
+                    yield e
+            else:
+                async for e in self.verify():
+                    yield e
             complete = self.state.stop_reason in ("confirmed", "grid-exhausted")
         finally:
             self.save()
@@ -391,7 +415,17 @@ class _Tune:
         measured, base = self.measured(fallback=True), self.base_step(fallback=True)
         rows = tr.tune_rows(self, measured, base)
         tc.write_context_rows(self, measured, base)  # the best config per context bucket (tune_by_context.csv)
+        crossover = None
+        if self.opts.auto:  # where speculation stops paying, the schedule (harness.analysis.crossover_report)
+            from harness.analysis import crossover_report as cr
+
+            crossover = cr.build(self)
+            rows = cr.annotate(rows, crossover)
         out = tr.write_outputs(self, rows)
+        if crossover is not None:
+            cr.write(self, crossover)
+            with open(self.dir / "tune_report.txt", "a", encoding="utf-8") as fh:
+                fh.write("\n".join(cr.lines(self, crossover)) + "\n")
         self.answered = any(line.startswith("c") and "nothing to predict" not in line
                             for line in tr.answer(rows, self.hists, self.wide.num_steps))
         return out

@@ -40,7 +40,7 @@ def startup_s(t: Any) -> tuple[float, str]:
 def costs(t: Any) -> dict[str, float]:
     start, _ = startup_s(t)
     run = t.plan.run
-    levels = len(t.conc) * max(1, len(t.plan.suites))
+    levels = len(t.wide_conc) * max(1, len(t.plan.suites))
     phase = float(run.min_steady_s) * 1.2 + PHASE_OVERHEAD
     compile_s = 0.0 if t.plan.target.simulated else COMPILE_PRIOR_S
     cost_phase = COST_PHASE_PRIOR_S[_kind(t)]
@@ -70,7 +70,7 @@ def plan_words(t: Any) -> list[str]:
                          f"{t.opts.budget_s:.0f} s cannot decide anything: the wide run alone needs ~{c['wide']:.0f} s "
                          f"(two starts of ~{start:.0f} s, {source}"
                          + ("; the first EAGLE-3 decode's one-off compile" if not t.plan.target.simulated else "")
-                         + f"; its first look at {len(t.conc)} concurrencies); give --budget {c['wide'] * 1.3:.0f}s or more")
+                         + f"; its first look at {len(t.wide_conc)} concurrencies); give --budget {c['wide'] * 1.3:.0f}s or more")
     after = left - c["wide"] - c["adopted_costs"] - c["verify"]
     n = max(0, int(after // c["config"])) if c["config"] > 0 else 0
     others = [g for g in t.grid if g != t.wide]

@@ -11,6 +11,7 @@ from typing import Any
 from harness.analysis.tune_model import Config
 
 COST_LOG_INTERVAL = 4  # decode iterations per log window in step-cost phases
+LOAD_PER_SLOT = 4  # request-rate phases of tune --concurrency auto: requests per slot of the largest batch
 
 
 def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, Any]:
@@ -22,35 +23,48 @@ def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, 
 
 
 def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tokens: int, *, cost: bool,
-            baseline_last: bool = False, source: str | Path, budget_s: float | None = None) -> Any:
-    """The plan's baseline and `variants` at closed-loop levels `conc`; `cost`: the step-cost phases."""
+            baseline_last: bool = False, source: str | Path, budget_s: float | None = None,
+            rates: list[float] | None = None, fixed_repeats: int | None = None,
+            max_running: int | None = None) -> Any:
+    """The plan's baseline and `variants` at closed-loop levels `conc`; `cost`: the step-cost phases;
+    `rates`: request-rate phases instead (open loop, the crossover's load stage); `fixed_repeats`: that many
+    repeats of every phase, no stopping rule (the mixed load's paired run)."""
     from harness.inputs.config import Plan
 
     data = plan.resolved_dict()
     base = plan.baseline.model_dump(mode="json")
     data["variants"] = [*variants, base] if baseline_last else [base, *variants]
     # closed-loop levels only; no lossless audit (an untimed pass per sub-run the tune's budget does not plan)
-    run = dict(data["run"], concurrency=conc, request_rate=[], lossless_audit=False)
+    run = dict(data["run"], concurrency=[] if rates else conc, request_rate=list(rates or []),
+               lossless_audit=False)
     # short windows: enough clean ones at every batch size from a short phase (steps.py); the wide run
     # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
     data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
                                                                   data["server"]["decode_log_interval"]))
+    if max_running and max_running > int(data["server"]["max_running_requests"]):  # --max-batch above the cap
+        data["server"]["max_running_requests"] = max_running
+    prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
+
+    def cycled(n: int, tag: str) -> list[dict[str, Any]]:
+        return [{**{k: v for k, v in prompts[i % len(prompts)].items() if k in ("category", "messages", "text")},
+                 "id": f"{tag}-{i}"} for i in range(n)]
+
+    if rates:  # open loop: enough requests per rate for the batch to build up to the largest level and stay
+        data["suites"] = [{"name": "load", "description": "the plan's prompts cycled for request-rate phases",
+                           "prompts": cycled(LOAD_PER_SLOT * max(conc), "load")}]
     if cost:  # decode-only: every request of a level starts together and runs to the same length
-        width = max(conc)
-        prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
-        cost_prompts = [{**{k: v for k, v in prompts[i % len(prompts)].items()
-                            if k in ("category", "messages", "text")}, "id": f"cost-{i}"}
-                        for i in range(width)]
         data["suites"] = [{"name": "step-cost", "description": "decode-only step-cost phases",
-                           "prompts": cost_prompts}]
+                           "prompts": cycled(max(conc), "cost")}]
         run.update(max_tokens=cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
                    warmup_requests=1, phase_sizing=False, stop="fixed")
+    elif fixed_repeats is not None or rates:
+        run.update(stop="fixed", repeats=max(1, fixed_repeats or 1), until_ci_pct=None)
     elif not run.get("until_ci_pct"):  # the wide and verify runs stop when their rows are decided
         run.update(stop="decided", max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
     if budget_s is not None:
         run["budget_s"] = max(1.0, float(budget_s))
     data["run"] = run
-    data["name"] = f"{plan.name}-{'cost' if cost else 'wide'}"
+    data["name"] = f"{plan.name}-{'cost' if cost else 'load' if rates else 'wide'}"
     out = Plan.model_validate(data)
     out._source_path = source  # provenance names a file
     return out

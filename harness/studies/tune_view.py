@@ -49,6 +49,7 @@ class TuneView:
     heatmaps: dict[int, str] = field(default_factory=dict)
     answer: tuple[str, ...] = ()
     finished: bool = False  # the report was written (tune.csv)
+    crossover: str = ""  # --concurrency auto: where speculation stops paying, the schedule, the text chart
 
 
 def is_tune_dir(path: str | Path) -> bool:
@@ -104,12 +105,17 @@ def load_tune(tune_dir: str | Path) -> TuneView:
     rows: list[dict[str, Any]] = []
     heatmaps: dict[int, str] = {}
     answer: list[str] = []
+    crossover = ""
     if ready:
         frame = tr.tune_rows(t, t.measured(fallback=True), t.base_step(fallback=True))
         rows = [{k: _clean(r[k]) for k in ROW_KEYS} for r in frame.to_dict("records")]
         heatmaps = {c: tr.heatmap_text(frame, c) for c in t.conc}
         answer = tr.answer(frame, hists, t.wide.num_steps, algorithm=t.tuned.spec_algorithm or "EAGLE3",
                            draft_path=str(t.tuned.drafter.path))
+        if opts.auto:
+            from harness.analysis import crossover_report as cr
+
+            crossover = "\n".join(cr.lines(t, cr.build(t))).strip("\n")
     else:  # the wide run has not finished: the grid, nothing predicted yet
         for cfg in t.grid:
             status = (
@@ -149,6 +155,7 @@ def load_tune(tune_dir: str | Path) -> TuneView:
         heatmaps=heatmaps,
         answer=tuple(answer),
         finished=(d / "tune.csv").exists() and (d / STATE_FILE).exists(),
+        crossover=crossover,
     )
 
 

@@ -33,6 +33,7 @@ class TuneChoice:
     steps: list[int]
     graphs: list[bool]  # CUDA graphs: [True, False] tries both
     cost_tokens: int = 96
+    auto: bool = False  # "auto" in the Concurrency field: where speculation stops paying (tune_crossover)
 
 
 def tune_options(choice: TuneChoice) -> Any:
@@ -45,6 +46,7 @@ def tune_options(choice: TuneChoice) -> Any:
         steps=list(choice.steps),
         graphs=list(choice.graphs),
         cost_tokens=choice.cost_tokens,
+        auto=choice.auto,
     )
 
 

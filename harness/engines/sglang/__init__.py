@@ -3,12 +3,19 @@ endpoints, /metrics, decode-log windows and per-request spec stats (REFERENCE.md
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.engines.base import DrafterCheck, LaunchCheck, ParserAnswer, PreflightInput, SpecShape
+from harness.engines.base import (
+    DrafterCheck,
+    LaunchCheck,
+    ParserAnswer,
+    PreflightInput,
+    ScheduleBand,
+    SpecShape,
+)
 from harness.engines.http import installed_version
-from harness.engines.sglang import launch, preflight, prom, shutdown, spec
+from harness.engines.sglang import launch, preflight, prom, schedule, shutdown, spec
 from harness.engines.sglang.admin import Admin, avg_spec_accept_length
 from harness.engines.sglang.logparse import parse_line
 from harness.engines.sglang.preflight import STAND_IN_VERSION
@@ -124,6 +131,10 @@ class SGLangEngine:
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)
+
+    def schedule_export(self, bands: Sequence[ScheduleBand], *, algorithm: str, draft_path: str | None,
+                        version: str | None) -> dict[str, Any]:
+        return schedule.schedule_export(bands, algorithm=algorithm, draft_path=draft_path, version=version)
 
 
 SGLANG = SGLangEngine()

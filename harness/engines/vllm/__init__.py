@@ -4,12 +4,19 @@ per-request spec stats (0.29.0+)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.engines.base import DrafterCheck, LaunchCheck, ParserAnswer, PreflightInput, SpecShape
+from harness.engines.base import (
+    DrafterCheck,
+    LaunchCheck,
+    ParserAnswer,
+    PreflightInput,
+    ScheduleBand,
+    SpecShape,
+)
 from harness.engines.http import installed_version
-from harness.engines.vllm import launch, metrics, preflight, spec
+from harness.engines.vllm import launch, metrics, preflight, schedule, spec
 from harness.engines.vllm.admin import Admin
 from harness.engines.vllm.logline import parse_line
 from harness.engines.vllm.preflight import STAND_IN_VERSION
@@ -114,6 +121,10 @@ class VLLMEngine:
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)
+
+    def schedule_export(self, bands: Sequence[ScheduleBand], *, algorithm: str, draft_path: str | None,
+                        version: str | None) -> dict[str, Any]:
+        return schedule.schedule_export(bands, algorithm=algorithm, draft_path=draft_path, version=version)
 
 
 VLLM = VLLMEngine()

@@ -24,6 +24,8 @@ from harness.sim.sglang import forced as forced_mod
 from harness.sim.sglang.prefix_cache import PrefixCache
 from harness.sim.sglang.request import Req  # noqa: F401  (the request type: imported from here too)
 
+CATCH_UP_S = 0.02  # how far behind the model's clock the loop may run and still catch up
+
 
 @dataclass
 class EngineConfig:
@@ -150,10 +152,14 @@ class Engine:
                 await self._decode_step()
 
     async def _sleep(self, seconds: float) -> None:
-        """Sleep so step boundaries follow the model's clock despite processing overhead."""
+        """Sleep so step boundaries follow the model's clock despite processing overhead: a step that starts
+        late (the loop's own work, a timer that fires late) sleeps that much less, so a batch's steps average
+        the model's time; a loop further behind than CATCH_UP_S (it cannot keep up, or it was idle) starts
+        from now: no burst of steps to catch up."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        self._clock = max(self._clock, now) + seconds * self.cfg.time_scale * self.cfg.noise()
+        start = self._clock if now - CATCH_UP_S <= self._clock else now
+        self._clock = start + seconds * self.cfg.time_scale * self.cfg.noise()
         await asyncio.sleep(max(0.0, self._clock - now))
 
     def _drop_aborted(self) -> None:

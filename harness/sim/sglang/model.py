@@ -13,8 +13,14 @@ slower than no speculation at all. Defaults (batch 1):
   EAGLE-3 (15,1,16), accept len 2.00, eager      38.00 ms/step ->  52.6 tok/s  (rate (2-1)/(16-1) = 0.067)
   EAGLE-3 (5,4,16), accept len 2.00, eager       30.35 ms/step ->  65.9 tok/s
   wrong flag (EAGLE on an EAGLE-3 draft), (3,1,4) accept len 1.00 ->  56.2 tok/s
-Scored draft tokens and draft branches cost compute per request, so the speed-up shrinks with the batch and
-speculation stops paying around batch 100 (good drafter, (3,1,4)). Step cost is not a line in batch or
+Memory-bound, then compute-bound. A target pass reads the weights once (``target_base_ms``, the floor at
+a tiny batch) and each running request's KV cache and activations (``target_per_req_ms``; a verify pass
+also ``verify_per_draft_ms`` per scored draft token), so the step grows with the batch and with the draft
+tokens from the start; past ``ridge_tokens`` scored tokens per pass the tensor cores are the limit and every
+further token costs ``compute_ms_per_token`` more. A verify pass scores batch x num_draft_tokens tokens, so it
+reaches the ridge num_draft_tokens times sooner than a decode pass: the speed-up shrinks with the batch and
+speculation stops paying (good drafter (3,1,4): between batch 32 and 48; the demo's weak drafter at
+(2,1,3): between 8 and 16; ``tests/test_crossover.py`` finds both). Step cost is not a line in batch or
 steps: every ``tile_tokens`` tokens a target pass scores beyond the first tile add a tile wave (a jump in
 batch x draft tokens), and one draft step costs more than two (the unfused single-step path), as on the
 H200 where the step cost did not fall monotonically with fewer steps.
@@ -49,6 +55,8 @@ class StepCosts:
     eager_draft_ms: float = 0.60  # launch overhead of a drafter pass without a CUDA graph
     tile_tokens: int = 64  # tokens per target pass beyond a multiple of this pay another GEMM tile wave
     tile_ms: float = 0.90  # per extra tile wave: the step cost jumps with batch x tokens, not a line
+    ridge_tokens: int = 128  # scored tokens per target pass past which it is compute-bound
+    compute_ms_per_token: float = 0.15  # per token past the ridge
     single_step_ms: float = 1.20  # num_steps 1 runs the unfused draft path: dearer than 2 steps
     prefill_base_ms: float = 8.00
     prefill_per_token_ms: float = 0.020  # uncached prompt tokens
@@ -70,8 +78,10 @@ class SpecShape:
 
 
 def _tiles_ms(tokens: int, costs: StepCosts) -> float:
-    """Extra tile waves of a target pass over ``tokens`` tokens (none up to one tile)."""
-    return costs.tile_ms * max(0, math.ceil(tokens / costs.tile_tokens) - 1)
+    """Extra tile waves of a target pass over ``tokens`` tokens (none up to one tile), and its compute past
+    the ridge (none below it: the pass is memory-bound there)."""
+    waves = costs.tile_ms * max(0, math.ceil(tokens / costs.tile_tokens) - 1)
+    return waves + costs.compute_ms_per_token * max(0, tokens - costs.ridge_tokens)
 
 
 def decode_step_seconds(batch: int, graph: bool, costs: StepCosts = DEFAULT_COSTS) -> float:

@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
-from harness.cli.args import duration, graphs, positive_ints
+from harness.cli.args import duration, graphs, levels_or_auto, positive_ints
 from harness.tui import messages as msg
 from harness.tui.screens.section import SectionScreen
 from harness.tui.state import ProgressSnapshot
@@ -110,6 +110,8 @@ def answer_text(view: Any) -> str:
     for c in view.concurrency:
         if c in view.heatmaps:
             out += ["", view.heatmaps[c]]
+    if view.crossover:  # --concurrency auto: the crossover, its chart and the schedule
+        out += ["", view.crossover]
     return "\n".join(out)
 
 
@@ -133,7 +135,7 @@ class TuneScreen(SectionScreen):
                                   compact=True)
                 with Horizontal(classes="field-row first"):
                     yield Label("Concurrency", classes="field-label")
-                    yield Input(id="tune-concurrency", placeholder="1,8,32", compact=True)
+                    yield Input(id="tune-concurrency", placeholder="1,8,32 or auto", compact=True)
                 with Horizontal(classes="field-row"):
                     yield Label("Budget", classes="field-label")
                     yield Input("2h", id="tune-budget", placeholder="90m, 2h, 3600", compact=True)
@@ -251,10 +253,12 @@ class TuneScreen(SectionScreen):
 
         conc_text = self.query_one("#tune-concurrency", Input).value.strip()
         variant = self.query_one("#tune-variant", Select).value
+        levels = parsed("tune-concurrency", "concurrency", levels_or_auto) if conc_text else None
         return TuneChoice(
             variant=variant if isinstance(variant, str) else None,
             budget_s=parsed("tune-budget", "budget", duration),
-            concurrency=parsed("tune-concurrency", "concurrency", positive_ints) if conc_text else None,
+            concurrency=None if levels == "auto" else levels,
+            auto=levels == "auto",
             steps=parsed("tune-steps", "num_steps", positive_ints),
             graphs=graphs(str(self.query_one("#tune-graphs", Select).value)),
         )

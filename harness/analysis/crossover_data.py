@@ -1,0 +1,98 @@
+"""What the crossover search (`draftbench tune --concurrency auto`) reads back from a tune directory: step
+costs with their spread from every step-cost run (`cost/` at the ladder's batches, `cost-c<N>/` at each
+bisection batch), the paired verdicts at the crossover's sides (`verify-c<N>/`), the mixed load's phases
+(`mix/`) and the request-rate table (`load/`). Files are the source of truth, as for the rest of tune.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import tune_data as td
+from harness.analysis.crossover import Step
+from harness.analysis.steps import FALLBACK_QUANTILE, decode_steps
+from harness.analysis.summary import read_tables
+
+LEVEL = re.compile(r"@c(\d+)#")
+COST_DIR = re.compile(r"cost(-c\d+)?$")
+VERIFY_DIR = re.compile(r"verify-c(\d+)$")
+
+
+def _dirs(tune_dir: Path, pattern: re.Pattern[str]) -> list[Path]:
+    d = Path(tune_dir)
+    return sorted(p for p in d.iterdir() if p.is_dir() and pattern.fullmatch(p.name)) if d.is_dir() else []
+
+
+def cost_dirs(tune_dir: Path) -> list[Path]:
+    return _dirs(tune_dir, COST_DIR)
+
+
+def _level_steps(windows: pd.DataFrame, variant: str) -> dict[int, Step]:
+    """Step ms per level of `variant`'s step-cost phases: at the level's own running batch (the nearest batch
+    below when no window ran full), the geometric mean of its clean windows' step times with the standard
+    error of their mean log (no clean window: the 20th percentile of all, as harness.analysis.steps). A mean,
+    not tune.csv's median: a window's length moves with where the timer's ticks fall, and the clean windows
+    of one batch average out to its step time where their median need not."""
+    steps = decode_steps(windows, variant)
+    if steps.empty:
+        return {}
+    steps = steps.assign(level=steps["phase"].map(lambda p: int(m.group(1)) if (m := LEVEL.search(p)) else 0))
+    out: dict[int, Step] = {}
+    for level, g in steps[steps["level"] > 0].groupby("level"):
+        below = g[g["running_req"] <= level]
+        if below.empty:
+            continue
+        at = below[below["running_req"] == below["running_req"].max()]
+        clean = at[at["clean"].astype(bool)]["step_ms"]
+        use = clean if len(clean) else at["step_ms"]
+        logs = pd.Series([math.log(v) for v in use if v > 0])
+        if logs.empty:
+            continue
+        ms = math.exp(logs.mean()) if len(clean) else float(use.quantile(FALLBACK_QUANTILE))
+        se = float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) >= 2 else None
+        out[int(level)] = Step(ms, se if se is not None and se == se else None)
+    return out
+
+
+def step_costs(tune_dir: Path, variant: str) -> dict[int, Step]:
+    """Every level `variant` has a step cost at, over all the tune's step-cost runs (a later run's level
+    replaces an earlier one's)."""
+    out: dict[int, Step] = {}
+    for d in cost_dirs(tune_dir):
+        (windows,) = read_tables(d, ("server_windows.csv",))
+        if not windows.empty:
+            out.update(_level_steps(windows, variant))
+    return dict(sorted(out.items()))
+
+
+def side_rows(tune_dir: Path, variant: str) -> dict[int, dict[str, Any]]:
+    """The paired runs at the crossover's sides: level -> the summary row of `variant` (speedup, interval,
+    verdict, verdict_reason), judged from its records by today's rules."""
+    out: dict[int, dict[str, Any]] = {}
+    for d in _dirs(tune_dir, VERIFY_DIR):
+        for (name, c), row in td.verified_rows(d).items():
+            if name == variant:
+                out[int(c)] = row
+    return dict(sorted(out.items()))
+
+
+def mix_phases(tune_dir: Path) -> pd.DataFrame:
+    """phases.csv of the mixed-load run with each phase's tok/s (output tokens over its wall time)."""
+    d = Path(tune_dir) / "mix"
+    if not (d / "phases.csv").exists():
+        return pd.DataFrame()
+    (phases,) = read_tables(d, ("phases.csv",))
+    if phases.empty:
+        return phases
+    wall = pd.to_numeric(phases["wall_s"], errors="coerce")
+    return phases.assign(tok_s=pd.to_numeric(phases["output_tokens"], errors="coerce") / wall.where(wall > 0))
+
+
+def rate_table(tune_dir: Path) -> pd.DataFrame:
+    path = Path(tune_dir) / "load" / "summary_by_rate.csv"
+    return pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()

@@ -1,0 +1,327 @@
+"""The crossover of a `draftbench tune --concurrency auto`: each config's predicted speedup against
+concurrency with its interval, where it stops paying, the paired verdicts on each side, the schedule per
+batch band with each engine's export, the mixed load and the request-rate table. Written as crossover.csv,
+schedule.json, the profile's `crossover_concurrency` and `schedule`, tune.csv's `crossover_concurrency` and
+`schedule_band`, lines of tune_report.txt, a text chart (the CLI, the TUI) and crossover.png (matplotlib).
+Everything derives from the tune directory's files (harness.analysis.crossover_data).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import crossover as cx
+from harness.analysis import crossover_data as cd
+from harness.analysis import schedule as sc
+from harness.analysis import tune_model as tm
+from harness.analysis.crossover_chart import chart_png, chart_text
+from harness.analysis.tune_model import Config
+from harness.analysis.tune_report import _got, _verdict_of
+
+CROSSOVER_COLUMNS = ["config", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "batch",
+                     "step_ms", "base_step_ms", "speedup_pred", "speedup_pred_low", "speedup_pred_high",
+                     "source", "crossover_concurrency", "crossover_low", "crossover_high", "crossover_status",
+                     "speedup", "speedup_ci_low", "speedup_ci_high", "verdict"]
+
+
+@dataclass
+class Result:
+    levels: list[int]  # every batch with a step cost (the ladder and the bisection's)
+    curves: dict[Config, list[cx.Point]]
+    crossings: dict[Config, cx.Crossing]
+    pick: Config | None  # the config that pays furthest: where speculation as a whole stops paying
+    cross: cx.Crossing | None
+    sides: dict[int, dict[str, Any]]  # the pick's paired runs at the crossover's sides
+    schedule: list[sc.Band]
+    max_batch: int
+    mix: dict[int, float]
+    mix_stated: bool  # the user's --mix (else equal time at every ladder level)
+    single: Config | None  # the one config with the highest predicted tok/s over the mix (None: baseline)
+    mix_pred: dict[Any, float | None] = field(default_factory=dict)
+    mix_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rates: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def crossover_concurrency(self) -> dict[str, float | str | None]:
+        """Per config: the batch where it stops paying, "beyond" (pays at every batch tried), 0 (never)."""
+        out: dict[str, float | str | None] = {}
+        for cfg, c in self.crossings.items():
+            out[cfg.name] = (round(c.at, 2) if c.status == "crosses" and c.at is not None else
+                             f">{c.below}" if c.status == "pays-to-max" else
+                             0 if c.status == "never-pays" else None)
+        return out
+
+
+def _al_se(t: Any, cfg: Config) -> float | None:
+    return cx.accept_len_se(t.hist or [], cfg.depth) if cfg.eagle_topk == 1 else None
+
+
+def mix_of(t: Any, levels: list[int]) -> tuple[dict[int, float], bool]:
+    if t.opts.mix:
+        return sc.parse_mix(t.opts.mix), True
+    return dict.fromkeys(t.conc, 1.0), False
+
+
+def build(t: Any) -> Result:
+    """The crossover from the tune directory as it stands."""
+    base = cd.step_costs(t.dir, t.plan.baseline.name)
+    steps = {cfg: cd.step_costs(t.dir, cfg.name) for cfg in t.grid}
+    steps = {k: v for k, v in steps.items() if v}
+    levels = sorted(set(base) | {b for v in steps.values() for b in v})
+    mix, stated = mix_of(t, levels)
+    at = sorted(set(levels) | set(mix))
+    curves, crossings = {}, {}
+    for cfg, st in steps.items():
+        al = t.accept(cfg)
+        if not al:
+            continue
+        curves[cfg] = cx.curve(al, _al_se(t, cfg), st, base, at)
+        crossings[cfg] = cx.crossing(al, [p for p in curves[cfg] if p.batch in levels])
+    pick, cross = sc.crossover_of(crossings)
+    max_batch = int(t.opts.max_batch or t.plan.server.max_running_requests)
+    tried = {k: [p for p in v if p.batch in levels] for k, v in curves.items()}
+    schedule = sc.bands(tried, levels, max_batch) if levels else []
+    pred = sc.mix_throughput(curves, mix) if curves else {}
+    sides = cd.side_rows(t.dir, pick.name) if pick is not None else {}
+    return Result(levels, curves, crossings, pick, cross, sides, schedule, max_batch, mix, stated,
+                  sc.single_best(curves, mix) if curves else None, pred,
+                  mix_rows(t, schedule, mix) if stated else pd.DataFrame(), rate_rows(t, pick))
+
+
+def mix_picks(schedule: list[sc.Band], mix: dict[int, float], baseline: str) -> dict[int, str]:
+    """The variant the schedule runs at each level of the mix (the baseline where speculation is off)."""
+    out = {}
+    for c in mix:
+        band = sc.band_of(schedule, c)
+        cfg = sc.band_config(band) if band is not None else None
+        out[c] = cfg.name if cfg is not None else baseline
+    return out
+
+
+def mix_rows(t: Any, schedule: list[sc.Band], mix: dict[int, float]) -> pd.DataFrame:
+    phases = cd.mix_phases(t.dir)
+    if phases.empty:
+        return pd.DataFrame()
+    singles = list(dict.fromkeys(str(v) for v in phases["variant"]))
+    return sc.mix_comparison(phases, mix_picks(schedule, mix, t.plan.baseline.name), mix, singles)
+
+
+def rate_rows(t: Any, pick: Config | None) -> pd.DataFrame:
+    """Goodput under run.slo against request rate: the baseline's and the pick's, side by side."""
+    rates = cd.rate_table(t.dir)
+    if rates.empty or pick is None:
+        return pd.DataFrame()
+    base = rates[rates["variant"].astype(str) == t.plan.baseline.name].set_index("request_rate")
+    mine = rates[rates["variant"].astype(str) == pick.name].set_index("request_rate")
+    rows = []
+    for r in sorted(set(base.index) & set(mine.index)):
+        b, m = base.loc[r], mine.loc[r]
+        gb, gm = pd.to_numeric(b["goodput_req_s"]), pd.to_numeric(m["goodput_req_s"])
+        rows.append({"request_rate": float(r), "baseline_goodput_req_s": gb, "pick_goodput_req_s": gm,
+                     "goodput_ratio": gm / gb if gb and gb == gb else None,
+                     "baseline_slo_met": b["slo_met"], "pick_slo_met": m["slo_met"],
+                     "tpot_speedup": m["speedup"], "pays": m["pays"]})
+    return pd.DataFrame(rows)
+
+
+def stops_paying_rate(rates: pd.DataFrame, slo: bool) -> float | None:
+    """The lowest rate where the pick stops paying: under run.slo, its goodput below the baseline's; without
+    one (every request counts), its time per output token no better (harness.analysis.load_report's rule).
+    One open-loop run per rate: a point estimate, no interval."""
+    for r in rates.sort_values("request_rate").itertuples() if not rates.empty else []:
+        ratio = pd.to_numeric(r.goodput_ratio, errors="coerce")
+        tpot = pd.to_numeric(r.tpot_speedup, errors="coerce")
+        if (slo and ratio == ratio and ratio < 1.0) or (not slo and tpot == tpot and tpot <= 1.0):
+            return float(r.request_rate)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- outputs
+def frame(res: Result) -> pd.DataFrame:
+    rows = []
+    for cfg, pts in res.curves.items():
+        c = res.crossings.get(cfg, cx.Crossing("unknown"))
+        for p in pts:
+            v = res.sides.get(p.batch, {}) if cfg == res.pick else {}
+            rows.append({"config": cfg.name, "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk,
+                         "num_draft_tokens": cfg.num_draft_tokens, "cuda_graph": cfg.cuda_graph,
+                         "batch": p.batch,
+                         "step_ms": p.step_ms, "base_step_ms": p.base_step_ms, "speedup_pred": p.speedup,
+                         "speedup_pred_low": p.low, "speedup_pred_high": p.high, "source": p.source,
+                         "crossover_concurrency": c.at, "crossover_low": c.low, "crossover_high": c.high,
+                         "crossover_status": c.status, "speedup": v.get("speedup"),
+                         "speedup_ci_low": v.get("speedup_ci_low"),
+                         "speedup_ci_high": v.get("speedup_ci_high"), "verdict": v.get("verdict")})
+    return pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
+
+
+def exports(t: Any, res: Result, engine_versions: dict[str, str | None]) -> dict[str, Any]:
+    """schedule.json: the bands, the single config for the mix, and each engine's and TensorRT-LLM's terms."""
+    from harness.engines import ENGINE_NAMES, get_engine
+
+    algorithm = t.tuned.spec_algorithm or "EAGLE3"
+    draft = str(t.tuned.drafter.path) if t.tuned.drafter is not None else None
+    single = res.single
+    return {
+        "schedule": [sc.band_dict(b) for b in res.schedule],
+        "crossover_concurrency": res.crossover_concurrency(),
+        "measured_with": engine_versions,
+        "mix": {"shares": {str(k): v for k, v in res.mix.items()}, "stated": res.mix_stated,
+                "single_config": single.name if single is not None else "baseline",
+                "predicted_tok_s": {(k.name if isinstance(k, Config) else k): v
+                                    for k, v in res.mix_pred.items()}},
+        "engines": {name: get_engine(name).schedule_export(
+            res.schedule, algorithm=algorithm, draft_path=draft, version=engine_versions.get(name))
+            for name in ENGINE_NAMES},
+        "tensorrt_llm": {"draft_len_schedule": trtllm_schedule(res.schedule),
+                         "note": "batch sizes above the last key draft 0 tokens (speculation off); a tree "
+                                 "band is given as its chain length num_steps"},
+    }
+
+
+def trtllm_schedule(schedule: list[sc.Band]) -> dict[str, int]:
+    """TensorRT-LLM's speculative_config.draft_len_schedule: {max batch of a band: draft length}, up to the
+    last band that speculates (larger batches draft nothing)."""
+    last = max((i for i, b in enumerate(schedule) if b.num_steps), default=-1)
+    return {str(b.max_batch): int(b.num_steps) for b in schedule[: last + 1]}
+
+
+def engine_versions(t: Any) -> dict[str, str | None]:
+    for sub in ("wide", "cost"):
+        try:
+            prov = json.loads((t.dir / sub / "provenance.json").read_text(encoding="utf-8"))
+            return {k: (str(v) if v else None) for k, v in (prov.get("engine_versions") or {}).items()}
+        except (OSError, ValueError):
+            continue
+    return {}
+
+
+def annotate(rows: pd.DataFrame, res: Result) -> pd.DataFrame:
+    """tune.csv's `crossover_concurrency` (per config) and `schedule_band` (the band a row's config is
+    scheduled in at that concurrency: "c<min>-c<max>", empty where another config or the baseline is)."""
+    cross = res.crossover_concurrency()
+    out = rows.copy()
+    names = [Config(int(r.num_steps), int(r.eagle_topk), int(r.num_draft_tokens), bool(r.cuda_graph)).name
+             for r in rows.itertuples()]
+    out["crossover_concurrency"] = [cross.get(n) for n in names]
+    bands = []
+    for n, c in zip(names, rows["concurrency"], strict=True):
+        b = sc.band_of(res.schedule, int(c))
+        cfg = sc.band_config(b) if b is not None else None
+        mine = b is not None and cfg is not None and cfg.name == n
+        bands.append(f"c{b.min_batch}-c{b.max_batch}" if mine and b is not None else "")
+    out["schedule_band"] = bands
+    return out
+
+
+def write(t: Any, res: Result) -> None:
+    frame(res).to_csv(t.dir / "crossover.csv", index=False)
+    data = exports(t, res, engine_versions(t))
+    (t.dir / "schedule.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    if not res.rates.empty:
+        res.rates.to_csv(t.dir / "tune_load.csv", index=False)
+    if not res.mix_rows.empty:
+        res.mix_rows.to_csv(t.dir / "tune_mix.csv", index=False)
+    prof = t.dir / "speculation_profile.json"
+    if prof.exists():
+        profile = json.loads(prof.read_text(encoding="utf-8"))
+        profile = tm.with_schedule(profile, data["crossover_concurrency"], data["schedule"])
+        prof.write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    chart_png(res, t.dir / "crossover.png")
+
+
+def _band_words(b: sc.Band) -> str:
+    cfg = sc.band_config(b)
+    span = f"c{b.min_batch}-c{b.max_batch}"
+    if cfg is None:
+        return f"  {span}: speculation off (the baseline)"
+    pred = f" (predicted {b.speedup_pred:.2f}x at c{b.min_batch})" if b.speedup_pred is not None else ""
+    return (f"  {span}: num_steps {b.num_steps}, eagle_topk {b.eagle_topk}, num_draft_tokens "
+            f"{b.num_draft_tokens}, CUDA graphs {'on' if b.cuda_graph else 'off'}{pred}")
+
+
+def _side_words(res: Result) -> list[str]:
+    if res.pick is None:
+        return []
+    out = []
+    for level, row in res.sides.items():
+        verdict = _verdict_of(row)
+        said = {"faster": "faster: speculation pays", "slower": "slower: speculation does not pay",
+                "equivalent": "equivalent: speculation does not pay"}
+        words = said.get(verdict, f"cannot tell ({verdict})")
+        reason = str(row.get("verdict_reason") or "").strip()
+        tail = f": {reason}" if verdict not in said and reason not in ("", "nan") else ""
+        out.append(f"  verified at c{level}: {_got(row)}, {words}{tail}")
+    if not out:
+        return ["  not verified: no paired run at the crossover's sides (budget)"]
+    verdicts = {level: _verdict_of(row) for level, row in res.sides.items()}
+    pays = [lvl for lvl, v in verdicts.items() if v == "faster"]
+    top = max(pays, default=0)
+    stops = [lvl for lvl, v in verdicts.items() if v in ("slower", "equivalent") and lvl > top]
+    if pays and stops:
+        out.append(f"  paired runs: speculation pays at c{top} and stops paying by c{min(stops)}: decided on "
+                   "both sides")
+    elif pays:
+        out.append(f"  paired runs: speculation pays up to c{max(pays)}, the largest batch decided; the side "
+                   "where it stops is not decided")
+    elif stops:
+        out.append(f"  paired runs: speculation does not pay at c{min(stops)}; the side where it pays is not "
+                   "decided")
+    else:
+        out.append("  paired runs: neither side decided")
+    at = res.cross.at if res.cross is not None else None
+    if at is not None and ((pays and max(pays) > at) or (stops and min(stops) < at)):
+        out.append(f"  the decode steps put it at c{at:.1f}; end to end (prefill, a batch's tail) it lies "
+                   "where the paired runs say")
+    return out
+
+
+def lines(t: Any, res: Result) -> list[str]:
+    if not res.curves:
+        return ["", "crossover: no step costs to tell it from"]
+    tried = ", ".join(f"c{b}" for b in res.levels)
+    out = ["", f"crossover (where speculation stops paying), from step costs at {tried}:"]
+    for cfg, c in sorted(res.crossings.items(), key=lambda kv: kv[0].name):
+        out.append(f"  {cfg.name}: {c.words()}")
+    if res.pick is not None and res.cross is not None:
+        out.append(f"speculation stops paying: {res.pick.name} {res.cross.words()}")
+    else:
+        out.append("speculation stops paying: no config pays at any batch tried")
+    out += _side_words(res)
+    out += ["", "schedule (best config per concurrency band, from the predicted speedups):"]
+    out += [_band_words(b) for b in res.schedule]
+    shares = ", ".join(f"c{c} {w:g}" for c, w in res.mix.items())
+    single = res.single.name if res.single is not None else "the baseline (no speculation)"
+    how = "stated" if res.mix_stated else "equal time at each level"
+    out.append(f"one config for a mix of loads ({how}: {shares}): {single}, the highest predicted tok/s "
+               "over the mix")
+    data = exports(t, res, engine_versions(t))
+    for name, e in data["engines"].items():
+        out.append(f"{name}: {e['note']}; {e['dynamic']['note']}")
+        if name == "vllm" and e["dynamic"]["available"] and e["dynamic"]["speculative_config"]:
+            out.append(f"  --speculative-config '{e['dynamic']['speculative_config']}'")
+    out.append(f"TensorRT-LLM draft_len_schedule: {json.dumps(data['tensorrt_llm']['draft_len_schedule'])}")
+    if not res.mix_rows.empty:
+        out += ["", "mixed load (paired by repeat): the schedule against each single config"]
+        for r in res.mix_rows.itertuples():
+            ci = (f" (95% CI {r.ratio_ci_low:.2f}-{r.ratio_ci_high:.2f})" if r.ratio_ci_low == r.ratio_ci_low
+                  and r.ratio_ci_low is not None else "")
+            out.append(f"  vs {r.single}: {r.ratio:.2f}x{ci}, {r.verdict}")
+    if not res.rates.empty:
+        out += ["", "request rate (goodput under run.slo; the baseline against " +
+                (res.pick.name if res.pick else "-") + "):"]
+        for r in res.rates.itertuples():
+            out.append(f"  {r.request_rate:g} req/s: goodput {r.baseline_goodput_req_s:.2f} vs "
+                       f"{r.pick_goodput_req_s:.2f} req/s, TPOT speedup {pd.to_numeric(r.tpot_speedup):.2f}x")
+        slo = t.plan.run.slo is not None
+        for rule in ([True, False] if slo else [False]):
+            rate = stops_paying_rate(res.rates, rule)
+            by = "goodput under run.slo" if rule else "TPOT" + ("" if slo else " (no run.slo)")
+            said = (f"stops paying at {rate:g} req/s (one run per rate, no interval)" if rate is not None
+                    else "pays at every rate measured")
+            out.append(f"  by {by}: speculation {said}")
+    out += ["", chart_text(res)]
+    return out

@@ -1,0 +1,101 @@
+"""`draftbench tune --concurrency auto` on the stand-in, from a recorded run (tests/fixtures/tune-crossover:
+the demo's good drafter, steps 2 and 3, batches up to 64, --mix 1:4,64:1; the files its report reads, machine
+paths removed). The report is rebuilt from those files (`tune --report`): docs/tune.md's figures must be what
+it says, the crossover must lie within one measured batch of the stand-in's own, the paired runs must decide
+both sides, and the schedule must beat every single config on the mixed load, paired by repeat."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.cli.demo import GOOD_PROFILE
+from harness.sim.sglang import model
+from harness.sim.sglang.model import SpecShape
+from harness.studies.tune_view import load_tune, rebuild_report
+
+FIXTURE = Path(__file__).parent / "fixtures" / "tune-crossover"
+DOCS = Path(__file__).parent.parent / "docs" / "tune.md"
+
+
+def _docs_block() -> list[str]:
+    text = DOCS.read_text(encoding="utf-8")
+    start = text.index("A stand-in run (`tests/fixtures/tune-crossover/`")
+    block = re.search(r"```\n(.*?)```", text[start:], re.S)
+    assert block is not None
+    return [ln for ln in block.group(1).splitlines() if ln.strip()]
+
+
+def _truth(shape: SpecShape) -> int:
+    al = model.expected_accept_length(GOOD_PROFILE, shape)
+    return next(b for b in range(1, 512)
+                if al * model.decode_step_seconds(b, True) / model.verify_step_seconds(b, shape, True) <= 1.0)
+
+
+@pytest.fixture(scope="module")
+def rebuilt(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("crossover") / "tune-demo"
+    shutil.copytree(FIXTURE, d)
+    rebuild_report(d)
+    return d
+
+
+def test_docs_figures_are_the_rebuilt_reports(rebuilt):
+    report = (rebuilt / "tune_report.txt").read_text(encoding="utf-8").splitlines()
+    block = _docs_block()
+    assert len(block) > 10
+    missing = [ln for ln in block if ln not in report]
+    assert not missing, missing
+
+
+def test_the_crossover_is_the_stand_ins_and_both_sides_are_decided(rebuilt):
+    cross = pd.read_csv(rebuilt / "crossover.csv")
+    levels = sorted(set(cross["batch"]))
+    for name, shape in (("s2-k1-d3-g", SpecShape(2, 1, 3)), ("s3-k1-d4-g", SpecShape(3, 1, 4))):
+        rows = cross[cross["config"] == name]
+        found, truth = float(rows["crossover_concurrency"].iloc[0]), _truth(shape)
+        between = [b for b in levels if min(found, truth - 0.5) < b < max(found, truth - 0.5)]
+        assert len(between) <= 1, (name, found, truth, levels)
+    pick = cross[cross["verdict"].notna()]
+    verdicts = dict(zip(pick["batch"], pick["verdict"], strict=True))
+    at = float(pick["crossover_concurrency"].iloc[0])
+    assert any(v == "faster" and b < at for b, v in verdicts.items())
+    assert any(v in ("slower", "equivalent") and b > at for b, v in verdicts.items())
+    assert not any(v == "faster" and b > at + 8 for b, v in verdicts.items())  # never faster far past it
+
+
+def test_the_schedule_beats_every_single_config_on_the_mixed_load(rebuilt):
+    mix = pd.read_csv(rebuilt / "tune_mix.csv")
+    assert set(mix["single"]) == {"baseline", "s2-k1-d3-g", "s3-k1-d4-g"}
+    assert (mix["verdict"] == "faster").all() and (mix["ratio_ci_low"] > 1.0).all() and (mix["repeats"] >= 3).all()
+
+
+def test_schedule_profile_and_exports(rebuilt):
+    profile = json.loads((rebuilt / "speculation_profile.json").read_text(encoding="utf-8"))
+    bands = profile["schedule"]
+    assert [b["num_steps"] for b in bands] == [3, 2, 0] and bands[-1]["max_batch"] == 64
+    assert all(b["max_batch"] < n["max_batch"] for b, n in zip(bands, bands[1:], strict=False))
+    assert set(profile["crossover_concurrency"]) == {"s2-k1-d3-g", "s3-k1-d4-g"}
+    sched = json.loads((rebuilt / "schedule.json").read_text(encoding="utf-8"))
+    assert sched["engines"]["sglang"]["dynamic"]["available"]  # the stand-in is 0.5.15.post1
+    assert sched["tensorrt_llm"]["draft_len_schedule"] == {str(b["max_batch"]): b["num_steps"] for b in bands[:2]}
+    rows = pd.read_csv(rebuilt / "tune.csv")
+    s3_c1 = rows[(rows["num_steps"] == 3) & (rows["concurrency"] == 1)].iloc[0]
+    assert s3_c1["schedule_band"] == f"c1-c{bands[0]['max_batch']}"
+    load = pd.read_csv(rebuilt / "tune_load.csv")  # open loop: the faster server holds a smaller batch
+    assert len(load) == 5 and load["request_rate"].is_monotonic_increasing
+    assert (load["pick_goodput_req_s"] >= load["baseline_goodput_req_s"]).all()
+    assert load["tpot_speedup"].iloc[0] > 1.0 >= load["tpot_speedup"].iloc[-1]  # past the baseline's capacity
+
+
+def test_the_tui_view_carries_the_chart(rebuilt):
+    from harness.tui.screens.tune import answer_text
+
+    view = load_tune(rebuilt)
+    assert "predicted speedup against concurrency" in view.crossover and "^ c" in view.crossover
+    assert view.crossover in answer_text(view)
