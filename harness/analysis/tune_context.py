@@ -12,7 +12,7 @@ of its acceptance, at the suites' step cost.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -22,6 +22,9 @@ from harness.analysis.by_context import Buckets
 from harness.analysis.by_context_report import COVER_STEPS
 from harness.analysis.summary import read_tables
 from harness.analysis.tune_model import Config, parse_histogram
+
+if TYPE_CHECKING:
+    from harness.analysis.tune_types import TuneRun
 
 CONTEXT_FILE = "tune_by_context.csv"
 CONTEXT_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "concurrency", "bucket", "lo",
@@ -57,7 +60,7 @@ def accept_len_at(h: list[float], k: int) -> float | None:
     return sum(c * (min(j, k) + 1) for j, c in enumerate(h)) / n if n > 0 else None
 
 
-def context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
+def context_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
     """One row per (chain config, concurrency, context bucket the wide run reached): tune_by_context.csv."""
     from harness.inputs.sampling import sampling_label
 
@@ -85,13 +88,13 @@ def context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[in
     return pd.DataFrame(rows, columns=CONTEXT_COLUMNS)
 
 
-def write_context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> Path:
+def write_context_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> Path:
     out = t.dir / CONTEXT_FILE
     context_rows(t, measured, base).to_csv(out, index=False)
     return out
 
 
-def _words(r: Any) -> str:
+def _words(r: pd.Series) -> str:
     graphs = "" if bool(r["cuda_graph"]) else ", graphs off"
     return f"steps {int(r['num_steps'])}{graphs} ({float(r['speedup_pred']):.2f}x, AL {float(r['accept_len_pred']):.2f})"
 
@@ -126,7 +129,7 @@ def context_lines(rows: pd.DataFrame, edges: list[int]) -> list[str]:
     return out
 
 
-def report_lines(t: Any) -> list[str]:
+def report_lines(t: TuneRun) -> list[str]:
     """context_lines from the tune directory's tune_by_context.csv (none when it has no rows)."""
     path = Path(t.dir) / CONTEXT_FILE
     if not path.exists() or path.stat().st_size <= 1:

@@ -16,7 +16,7 @@ from harness.analysis.summary import load_summary, read_tables, read_variants, s
 from harness.analysis.tune_model import add_histograms, parse_histogram
 
 
-def _read_csv(path: Path) -> Any:
+def _read_csv(path: Path) -> pd.DataFrame:
     """A run directory's table as the summary reads it: a resumed phase's superseded rows left out."""
     return read_tables(path.parent, (path.name,))[0]
 

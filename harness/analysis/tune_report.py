@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import shlex
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -18,6 +19,15 @@ from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.inputs.sampling import sampling_label
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from harness.analysis.tune_types import TuneRun
+    from harness.inputs.config import Variant
+
+# a row of tune.csv (or of a paired run's summary): a pandas row, or the same as a dict
+Row = pd.Series | Mapping[str, Any]
 
 TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "concurrency", "accept_len_pred",
                 "accept_len_measured", "step_ms", "tok_s_pred", "tok_s_measured", "speedup", "speedup_ci_low",
@@ -30,13 +40,13 @@ TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "co
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 
-def _err(pred: Any, got: Any) -> float | None:
+def _err(pred: float | None, got: float | None) -> float | None:
     if pred is None or got is None or pd.isna(pred) or pd.isna(got) or not got:
         return None
     return round(100.0 * (float(pred) - float(got)) / float(got), 2)
 
 
-def _num(value: Any) -> float | None:
+def _num(value: object) -> float | None:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -44,7 +54,7 @@ def _num(value: Any) -> float | None:
     return None if v != v else v
 
 
-def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
+def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
     """One row per (grid config, concurrency). `measured`: "verified" (full paired run), "step" (its own
     step-cost phases), "" (step cost from the prior between measured neighbours; an estimate)."""
     verified = td.verified_rows(t.dir / "wide")
@@ -181,7 +191,7 @@ def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None
         return _heatmap(plt, rows, concurrency, path)
 
 
-def _heatmap(plt: Any, rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
+def _heatmap(plt: ModuleType, rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
     r = rows[rows["concurrency"] == concurrency].copy()
     r["speedup_pred"] = pd.to_numeric(r["speedup_pred"], errors="coerce")
     grid = r.pivot_table(index="num_steps", columns="num_draft_tokens", values="speedup_pred", aggfunc="max")
@@ -200,12 +210,12 @@ def _heatmap(plt: Any, rows: pd.DataFrame, concurrency: int, path: Path) -> Path
     return path
 
 
-def _cfg_words(b: Any) -> str:
+def _cfg_words(b: Row) -> str:
     return (f"num_steps {b['num_steps']}, eagle_topk {b['eagle_topk']}, num_draft_tokens "
             f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
 
 
-def launch_flags(b: Any, algorithm: str = "EAGLE3", draft_path: str | None = None) -> str:
+def launch_flags(b: Row, algorithm: str = "EAGLE3", draft_path: str | None = None) -> str:
     """The SGLang launch flags of a tune row's config, to paste after `python -m sglang.launch_server`."""
     argv = ["--speculative-algorithm", algorithm or "EAGLE3"]
     if draft_path:
@@ -217,7 +227,7 @@ def launch_flags(b: Any, algorithm: str = "EAGLE3", draft_path: str | None = Non
     return shlex.join(argv)
 
 
-def _got(b: Any) -> str:
+def _got(b: Row) -> str:
     spd, lo, hi = _num(b.get("speedup")), _num(b.get("speedup_ci_low")), _num(b.get("speedup_ci_high"))
     if spd is None:
         return ""
@@ -226,7 +236,7 @@ def _got(b: Any) -> str:
     return f"measured {spd:.2f}x" + (f" ({label} CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else "")
 
 
-def _verdict_of(b: Any) -> str:
+def _verdict_of(b: Row) -> str:
     """A verified row's verdict; a summary from before the verdict columns: its interval decides."""
     verdict = str(b.get("verdict") or "")
     if verdict in ("faster", "slower", "equivalent", "undecided", "too-short"):
@@ -239,7 +249,7 @@ def _verdict_of(b: Any) -> str:
     return "faster" if lo > 1.0 else "slower" if hi < 1.0 else "undecided"
 
 
-def _pred_words(b: Any) -> str:
+def _pred_words(b: Row) -> str:
     pred = _num(b.get("speedup_pred"))
     if pred is None:
         return ""
@@ -249,7 +259,7 @@ def _pred_words(b: Any) -> str:
     return f"predicted {pred:.2f}x{rng}"
 
 
-def _loss_why(b: Any, hists: dict[str, list[int]], positions: int) -> str:
+def _loss_why(b: Row, hists: dict[str, list[int]], positions: int) -> str:
     all_h = tm.add_histograms(hists.values())
     k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
     weak = sorted(((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items()))
@@ -335,7 +345,7 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
     return out
 
 
-def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
+def write_outputs(t: TuneRun, rows: pd.DataFrame) -> Path:
     out = t.dir / "tune.csv"
     rows.to_csv(out, index=False)
     positions = t.wide.num_steps
@@ -354,7 +364,7 @@ def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
     return out
 
 
-def render(t: Any, rows: pd.DataFrame) -> str:
+def render(t: TuneRun, rows: pd.DataFrame) -> str:
     positions = t.wide.num_steps
     curves = acceptance_curves(t.hists, positions)
     lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state.starts)} server starts "
@@ -374,7 +384,7 @@ def render(t: Any, rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Any) -> str | None:
+def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Variant) -> str | None:
     """--write-plan: append the overall winner as a variant to the plan file (text append keeps comments)."""
     best = best_per_concurrency(rows)
     if not best:

@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
@@ -38,6 +38,11 @@ from harness.engines import engine_of
 from harness.serve.kept import kept_servers, stop_kept_servers
 from harness.studies import tune_budget as tb
 from harness.studies import tune_plans as tp
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.serve.kept import KeptServer
+    from harness.targets.base import Target
 
 STATE_FILE = TUNE_STATE_FILE
 PLAN_FILE = "tune_plan.json"
@@ -64,8 +69,8 @@ class TuneOptions:
     load: bool = True  # auto: goodput against request rate for the baseline and the pick
 
 
-async def tune(plan: Any, options: TuneOptions | None = None, *, results_dir: str | Path = "results",
-               resume_dir: str | Path | None = None, target: Any = None,
+async def tune(plan: Plan, options: TuneOptions | None = None, *, results_dir: str | Path = "results",
+               resume_dir: str | Path | None = None, target: Target | None = None,
                clock: Callable[[], float] = time.monotonic) -> AsyncIterator[Any]:
     """Yields the sub-runs' events (harness.common.events) and the tune's own (TuneStage, TuneCandidate,
     TuneDone). Closing the generator stops every server (each sub-run's own cleanup)."""
@@ -75,7 +80,7 @@ async def tune(plan: Any, options: TuneOptions | None = None, *, results_dir: st
         yield e
 
 
-def read_tune_plan(tune_dir: str | Path) -> tuple[Any, TuneOptions]:
+def read_tune_plan(tune_dir: str | Path) -> tuple[Plan, TuneOptions]:
     from harness.inputs.config import Plan
 
     data = json.loads((Path(tune_dir) / PLAN_FILE).read_text(encoding="utf-8"))
@@ -83,8 +88,8 @@ def read_tune_plan(tune_dir: str | Path) -> tuple[Any, TuneOptions]:
 
 
 class _Tune:
-    def __init__(self, plan: Any, opts: TuneOptions, results_dir: Path, resume: Path | None, target: Any,
-                 clock: Callable[[], float]):
+    def __init__(self, plan: Plan, opts: TuneOptions, results_dir: Path, resume: Path | None,
+                 target: Target | None, clock: Callable[[], float]):
         self.plan, self.opts, self.target, self.clock = plan, opts, target, clock
         if resume is not None:
             self.dir = resume
@@ -130,7 +135,7 @@ class _Tune:
         self.save()
         return ev.TuneStage(name, message, self.spent(), self.opts.budget_s)
 
-    def _tuned_variant(self) -> Any:
+    def _tuned_variant(self) -> Variant:
         specs = [v for v in self.plan.variants if v.is_speculative and v.drafter is not None]
         if self.opts.variant:
             specs = [v for v in specs if v.name == self.opts.variant]
@@ -149,7 +154,7 @@ class _Tune:
 
     def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False,
                 budget_s: float | None = None, conc: list[int] | None = None, rates: list[float] | None = None,
-                fixed_repeats: int | None = None) -> Any:
+                fixed_repeats: int | None = None) -> Plan:
         if conc is None:
             conc = self.conc if cost else self.wide_conc
         return tp.derived(self.plan, variants, conc, self.opts.cost_tokens, cost=cost,
@@ -160,10 +165,10 @@ class _Tune:
     def cost_sources(self) -> set[str]:
         return tp.cost_sources(self.plan, self.conc)
 
-    def kept_here(self) -> list[Any]:  # what this tune's sub-runs kept (harness.serve.kept), oldest first
+    def kept_here(self) -> list[KeptServer]:  # what this tune's sub-runs kept (harness.serve.kept), oldest first
         return sorted(kept_servers(self.dir), key=lambda k: k.started_wall)
 
-    async def sub_run(self, plan: Any, sub: str) -> AsyncIterator[Any]:
+    async def sub_run(self, plan: Plan, sub: str) -> AsyncIterator[Any]:
         """run_plan into tune_dir/sub (resumed when it exists), keeping its servers and offered the ones
         kept so far; times each variant's stage (an adopted server's is not a start)."""
         from harness.bench.runner import run_plan
