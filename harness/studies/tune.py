@@ -144,8 +144,9 @@ class _Tune:
                              f"no speculative variant with a drafter named {self.opts.variant!r}"
                              if self.opts.variant else "no speculative variant with a drafter to tune")
         if self.plan.baseline_of(specs[0]) is not self.plan.baseline:  # run.sampling: tune measures one arm
-            raise InputError(str(self.plan.source_path or ""), None, "--variant", f"{specs[0].name!r} is at another "
-                             f"sampling arm than {self.plan.baseline.name!r}: tune measures the first arm")
+            raise InputError(str(self.plan.source_path or ""), None, "--variant",
+                             f"{specs[0].name!r} is at another sampling arm than "
+                             f"{self.plan.baseline.name!r}: tune measures the first arm")
         return specs[0]
 
     # ---------------------------------------------------------------------------------------- derived plans
@@ -153,8 +154,8 @@ class _Tune:
         return tp.variant_dict(self.tuned, cfg, name)
 
     def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False,
-                budget_s: float | None = None, conc: list[int] | None = None, rates: list[float] | None = None,
-                fixed_repeats: int | None = None) -> Plan:
+                budget_s: float | None = None, conc: list[int] | None = None,
+                rates: list[float] | None = None, fixed_repeats: int | None = None) -> Plan:
         if conc is None:
             conc = self.conc if cost else self.wide_conc
         return tp.derived(self.plan, variants, conc, self.opts.cost_tokens, cost=cost,
@@ -165,7 +166,8 @@ class _Tune:
     def cost_sources(self) -> set[str]:
         return tp.cost_sources(self.plan, self.conc)
 
-    def kept_here(self) -> list[KeptServer]:  # what this tune's sub-runs kept (harness.serve.kept), oldest first
+    def kept_here(self) -> list[KeptServer]:
+        """What this tune's sub-runs kept (harness.serve.kept), oldest first."""
         return sorted(kept_servers(self.dir), key=lambda k: k.started_wall)
 
     async def sub_run(self, plan: Plan, sub: str) -> AsyncIterator[Any]:
@@ -331,8 +333,8 @@ class _Tune:
             self.state.decisions.append(TuneDecision(self.wide.name, round(self.spent(), 3), 0.0,
                                                      self.opts.budget_s, None, adopted=True))
             yield ev.TuneCandidate(self.wide.name, "measuring", None, 0.0, "the wide run's server, adopted")
-            async for e in self.sub_run(self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True),
-                                        "cost"):
+            plan = self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True)
+            async for e in self.sub_run(plan, "cost"):
                 yield e
             failed = self.state.failed.get(self.wide.name)
             yield ev.TuneCandidate(self.wide.name, "failed" if failed is not None else "measured", None, 0.0,
@@ -387,7 +389,8 @@ class _Tune:
         picks: list[Config] = []
         for c in self.conc:
             ranked = sorted(measured, key=lambda m: -self.expected(m, measured, base).get(c, 0.0))
-            picks += [m for m in ranked[: self.opts.verify_top] if self.expected(m, measured, base).get(c, 0) > 0]
+            picks += [m for m in ranked[: self.opts.verify_top]
+                      if self.expected(m, measured, base).get(c, 0) > 0]
         return list(dict.fromkeys(picks))
 
     async def verify(self) -> AsyncIterator[Any]:
@@ -406,7 +409,8 @@ class _Tune:
                 continue
             yield ev.TuneCandidate(cfg.name, "verifying", None, self.verify_cost())
             verified.append(cfg)
-            variants = [self.variant_dict(self.wide, self.wide_name), *(self.variant_dict(v) for v in verified)]
+            variants = [self.variant_dict(self.wide, self.wide_name),
+                        *(self.variant_dict(v) for v in verified)]
             async for e in self.sub_run(self.derived(variants, cost=False), "wide"):
                 yield e
             yield ev.TuneCandidate(cfg.name, "verified" if cfg.name not in self.state.failed else "failed")
@@ -419,7 +423,8 @@ class _Tune:
             return self.dir / "tune.csv"
         measured, base = self.measured(fallback=True), self.base_step(fallback=True)
         rows = tr.tune_rows(self, measured, base)
-        tc.write_context_rows(self, measured, base)  # the best config per context bucket (tune_by_context.csv)
+        # the best config per context bucket (tune_by_context.csv)
+        tc.write_context_rows(self, measured, base)
         crossover = None
         if self.opts.auto:  # where speculation stops paying, the schedule (harness.analysis.crossover_report)
             from harness.analysis import crossover_report as cr

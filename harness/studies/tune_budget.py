@@ -70,16 +70,19 @@ def plan_words(t: TuneSearch) -> list[str]:
         left = max(left, 0.0)
     elif left < c["wide"]:
         raise InputError(str(t.plan.source_path or ""), None, "--budget",
-                         f"{t.opts.budget_s:.0f} s cannot decide anything: the wide run alone needs ~{c['wide']:.0f} s "
-                         f"(two starts of ~{start:.0f} s, {source}"
-                         + ("; the first EAGLE-3 decode's one-off compile" if not t.plan.target.simulated else "")
-                         + f"; its first look at {len(t.wide_conc)} concurrencies); give --budget {c['wide'] * 1.3:.0f}s or more")
+                         f"{t.opts.budget_s:.0f} s cannot decide anything: the wide run alone needs "
+                         f"~{c['wide']:.0f} s (two starts of ~{start:.0f} s, {source}"
+                         + ("; the first EAGLE-3 decode's one-off compile" if not t.plan.target.simulated
+                            else "")
+                         + f"; its first look at {len(t.wide_conc)} concurrencies); "
+                         f"give --budget {c['wide'] * 1.3:.0f}s or more")
     after = left - c["wide"] - c["adopted_costs"] - c["verify"]
     n = max(0, int(after // c["config"])) if c["config"] > 0 else 0
     others = [g for g in t.grid if g != t.wide]
     n = min(n, len(others))
     words = (f"{t.opts.budget_s:.0f} s buys the wide run (~{c['wide']:.0f} s, start-up ~{start:.0f} s each: "
-             f"{source}), the step costs of the baseline and {t.wide.name} on its servers (~{c['adopted_costs']:.0f} s)"
+             f"{source}), the step costs of the baseline and {t.wide.name} on its servers "
+             f"(~{c['adopted_costs']:.0f} s)"
              f" and {n} more step-cost config{'s' if n != 1 else ''} (~{c['config']:.0f} s each)")
     rest = len(others) - n
     tail = (f"; {rest} of the grid's {len(t.grid)} configs stay predicted from the wide run's histograms"

@@ -49,8 +49,9 @@ def derived(plan: Plan, variants: list[dict[str, Any]], conc: list[int], cost_to
     prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
 
     def cycled(n: int, tag: str) -> list[dict[str, Any]]:
-        return [{**{k: v for k, v in prompts[i % len(prompts)].items() if k in ("category", "messages", "text")},
-                 "id": f"{tag}-{i}"} for i in range(n)]
+        keep = ("category", "messages", "text")
+        return [{**{k: v for k, v in prompts[i % len(prompts)].items() if k in keep}, "id": f"{tag}-{i}"}
+                for i in range(n)]
 
     if rates:  # open loop: enough requests per rate for the batch to build up to the largest level and stay
         data["suites"] = [{"name": "load", "description": "the plan's prompts cycled for request-rate phases",
@@ -63,7 +64,8 @@ def derived(plan: Plan, variants: list[dict[str, Any]], conc: list[int], cost_to
     elif fixed_repeats is not None or rates:
         run.update(stop="fixed", repeats=max(1, fixed_repeats or 1), until_ci_pct=None)
     elif not run.get("until_ci_pct"):  # the wide and verify runs stop when their rows are decided
-        run.update(stop="decided", max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
+        run.update(stop="decided",
+                   max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
     if budget_s is not None:
         run["budget_s"] = max(1.0, float(budget_s))
     data["run"] = run

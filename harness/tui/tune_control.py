@@ -2,7 +2,8 @@
 (runchild.py / runproc.py): its events become the tune state (the App's tune_state, tune_view, ...), the
 sub-runs' servers show in Servers, and the
 tune directory is re-read (harness.studies.tune_view) as configs are measured, so the grid fills as it goes.
-harness.studies is imported where it is used: it loads the engines (aiohttp), which the TUI's start does without."""
+harness.studies is imported where it is used: it loads the engines (aiohttp), which the TUI's start does
+without."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ class TuneFeed(EventFeed):
 
 
 class TuneProcess(RunProcess):
-    """harness.studies.tune:tune in runchild; ends with TuneEnded. SIGTERM stops every server the tune started."""
+    """harness.studies.tune:tune in runchild; ends with TuneEnded. SIGTERM stops every server the tune
+    started."""
 
     def __init__(
         self,
@@ -297,7 +299,7 @@ class TuneControl(Half):
         self.app.tune_dir = m.tune_dir
         self._load_tune(m.tune_dir)
 
-    # ---- --write-plan ------------------------------------------------------------------------------------------
+    # ---- --write-plan --------------------------------------------------------------------------------------
     @handles(msg.WriteWinnerRequested)
     def _write_winner(self, m: msg.WriteWinnerRequested) -> None:
         app = self.app
