@@ -15,7 +15,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "harness"
 
 # 424 when issue 28 was filed; the issue asks for at least 80 % fewer (<= 84). Lower it as the count falls.
-BOUND = 63
+# The two left: SamplingClient.__getattr__ (a proxy: whatever the client has) and Half.app (the App's
+# module imports harness.tui.half, so its type is not imported back).
+BOUND = 2
 
 
 def _is_bare_any(node: ast.expr | None) -> bool:

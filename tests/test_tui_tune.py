@@ -21,7 +21,8 @@ POLL_S = 0.2  # the CPU is shared with the stand-in: poll the UI gently while th
 
 
 def write_plan(tmp_path: Path) -> Path:
-    """The demo plan cut to baseline + good-eagle3 (num_steps 3, graphs on), one level, the stand-in sped up."""
+    """The demo plan cut to baseline + good-eagle3 (num_steps 3, graphs on), one level, the stand-in sped
+    up."""
     from harness.cli.demo import write_demo_models
 
     workdir = tmp_path / "target"
@@ -108,14 +109,16 @@ async def _drive(app, rec: Recorder, plan_path: Path, results: Path) -> None:
         )
         assert app.tune_state == "done", app.tune_status
         # TuneLoaded (the cancelled tune's files, read in the background) may still land after `before`
-        resumed = [m for m in rec.seen[before:] if type(m).__name__.startswith("Tune") and not isinstance(m, msg.TuneLoaded)]
+        resumed = [m for m in rec.seen[before:]
+                   if type(m).__name__.startswith("Tune") and not isinstance(m, msg.TuneLoaded)]
         names = [type(m).__name__ for m in resumed]
         assert names[0] == "TuneResumeRequested" and resumed[0].tune_dir == tune_dir
         assert names.index("TuneLaunched") < names.index("TuneFinished") < names.index("TuneEnded")
         assert [m.tune_dir for m in resumed if isinstance(m, msg.TuneLaunched)] == [tune_dir]
         stages = [m.stage for m in resumed if isinstance(m, msg.TuneStaged)]
         # what the budget buys is said first (harness.studies.tune_budget), then the stages as before
-        assert stages[:2] == ["plan", "wide"] and stages[-2:] == ["verify", "report"] and "step-cost" in stages
+        assert stages[:2] == ["plan", "wide"] and stages[-2:] == ["verify", "report"]
+        assert "step-cost" in stages
         assert all(m.budget_s == 3600.0 for m in resumed if isinstance(m, msg.TuneStaged))
         done = rec.of(msg.TuneFinished)[-1]
         assert done.complete and done.grid_size == 2 and done.tune_dir == tune_dir

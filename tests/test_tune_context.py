@@ -1,5 +1,6 @@
-"""tune by context length (harness.analysis.tune_context): the wide run's histograms split by context bucket,
-the best config per bucket where they differ, and the warning when the suites leave a deployment bucket empty."""
+"""tune by context length (harness.analysis.tune_context): the wide run's histograms split by context
+bucket, the best config per bucket where they differ, and the warning when the suites leave a deployment
+bucket empty."""
 
 from __future__ import annotations
 
@@ -70,10 +71,11 @@ def test_the_best_config_per_bucket_and_what_the_suites_do_not_cover(tmp_path):
 
 def test_one_best_config_everywhere_is_said_once(tmp_path):
     t = _tune(tmp_path)
-    flat = {cfg: {1: 10.0 + 0.1 * cfg.num_steps} for cfg in GRID}  # cheap steps: the longest chain wins everywhere
+    # cheap steps: the longest chain wins everywhere
+    flat = {cfg: {1: 10.0 + 0.1 * cfg.num_steps} for cfg in GRID}
     rows = tc.context_rows(t, flat, {1: 10.0})
     lines = tc.context_lines(rows, [1024, 65536])
-    assert lines == ["c1 by context: steps 4 is the best predicted in every context bucket the suites reached "
-                     "(0-1k, 16k-64k)", lines[1]]
+    assert lines == ["c1 by context: steps 4 is the best predicted in every context bucket the suites "
+                     "reached (0-1k, 16k-64k)", lines[1]]
     assert lines[1].startswith("warning:") and "1k-64k" in lines[1]
     assert tc.context_lines(rows, [1024]) == lines[:1]  # the suites cover every bucket of a 1k deployment

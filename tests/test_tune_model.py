@@ -108,15 +108,18 @@ def test_the_answer_never_calls_an_undecided_config_a_loss_or_a_win():
                               "cuda_graph": True, "measured": measured, "speedup_pred": pred, "speedup": spd,
                               "speedup_ci_low": lo, "speedup_ci_high": hi, "break_even_accept_len": need,
                               "accept_len_pred": 2.4, "verdict": verdict, "verdict_reason": reason,
-                              "status": "verified" if measured == "verified" else "predicted", "ci_level": level}])
+                              "status": "verified" if measured == "verified" else "predicted",
+                              "ci_level": level}])
 
     hists = {"code": [10, 20, 30, 40]}
     faster = answer(rows(1.05, 1.3, 1.15, "faster", level=0.995), hists, 3, draft_path="/d")
-    assert faster[0] == ("c1: use num_steps 3, eagle_topk 1, num_draft_tokens 4, CUDA graphs on: measured 1.15x "
-                         "(99.5% CI 1.05-1.30), faster than the baseline; predicted 1.20x")
+    assert faster[0] == ("c1: use num_steps 3, eagle_topk 1, num_draft_tokens 4, CUDA graphs on: "
+                         "measured 1.15x (99.5% CI 1.05-1.30), faster than the baseline; predicted 1.20x")
     assert faster[1] == ("  launch flags: --speculative-algorithm EAGLE3 --speculative-draft-model-path /d "
-                         "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
-    noise = answer(rows(0.9, 1.4, 1.1, "undecided", "95% CI 0.90-1.40x includes 1.00x; needs ~9 repeats"), hists, 3)
+                         "--speculative-num-steps 3 --speculative-eagle-topk 1 "
+                         "--speculative-num-draft-tokens 4")
+    noise = answer(rows(0.9, 1.4, 1.1, "undecided", "95% CI 0.90-1.40x includes 1.00x; needs ~9 repeats"),
+                   hists, 3)
     assert noise[0].startswith("c1: cannot tell yet (undecided): the best measured (num_steps 3")
     assert "measured 1.10x (95% CI 0.90-1.40): 95% CI 0.90-1.40x includes 1.00x; needs ~9 repeats" in noise[0]
     assert "no config" not in noise[0] and not any("launch flags" in ln for ln in noise)
@@ -127,11 +130,12 @@ def test_the_answer_never_calls_an_undecided_config_a_loss_or_a_win():
     assert h200.startswith("c1: cannot tell yet (too-short)") and "no config" not in h200
     assert "measured 0.75x (95% CI 0.39-1.43): too short to decide: 16 requests in a phase" in h200
     # a summary from before the new verdicts: within-noise reads as too-short or undecided, never a win
-    old = answer(rows(1.59, 1.88, 1.73, "within-noise", "too short to decide: steady state of 2.6 s, under 3 s"),
-                 hists, 3)[0]
+    old = answer(rows(1.59, 1.88, 1.73, "within-noise",
+                      "too short to decide: steady state of 2.6 s, under 3 s"), hists, 3)[0]
     assert old.startswith("c1: cannot tell yet (too-short)") and "faster than" not in old
     equivalent = answer(rows(0.99, 1.02, 1.0, "equivalent"), hists, 3)[0]
-    assert equivalent.startswith("c1: speculation does not pay here (equivalent): the best measured (num_steps 3")
+    assert equivalent.startswith("c1: speculation does not pay here (equivalent): "
+                                 "the best measured (num_steps 3")
     slower = answer(rows(0.7, 0.9, 0.8, "slower", need=2.6), hists, 3)[0]
     assert slower.startswith("c1: speculation does not pay here (slower): no config beats the baseline")
     assert "needs accept length 2.60" in slower and "this drafter reaches 2.40" in slower

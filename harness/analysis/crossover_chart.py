@@ -7,14 +7,36 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from harness.analysis.crossover import Crossing, Point
+    from harness.analysis.tune_model import Config
 
 HEIGHT = 11
 CELL = 7  # characters per batch column
 MARKS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def _bounds(res: Any) -> tuple[float, float]:
+class Crossover(Protocol):
+    """What the chart draws of a crossover (harness.analysis.crossover_report.Result, whose module imports
+    this one)."""
+
+    @property
+    def levels(self) -> list[int]: ...  # every batch with a step cost
+    @property
+    def curves(self) -> dict[Config, list[Point]]: ...
+    @property
+    def crossings(self) -> dict[Config, Crossing]: ...
+    @property
+    def cross(self) -> Crossing | None: ...  # the pick's: where speculation as a whole stops paying
+    @property
+    def sides(self) -> dict[int, dict[str, Any]]: ...  # the pick's paired runs at the crossover's sides
+
+
+def _bounds(res: Crossover) -> tuple[float, float]:
     vals = [v for pts in res.curves.values() for p in pts for v in (p.speedup, p.low, p.high)
             if v is not None]
     vals += [float(r["speedup"]) for r in res.sides.values() if _num(r.get("speedup")) is not None]
@@ -22,7 +44,7 @@ def _bounds(res: Any) -> tuple[float, float]:
     return lo, hi
 
 
-def _num(v: Any) -> float | None:
+def _num(v: object) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -30,7 +52,7 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(f) else f
 
 
-def chart_text(res: Any, height: int = HEIGHT) -> str:
+def chart_text(res: Crossover, height: int = HEIGHT) -> str:
     """Rows of speedup (top: the highest), a column per batch tried; each config's letter at its predicted
     speedup, '#' the pick's paired run where one was made, '-' the 1.00x line, '^' under the crossover."""
     levels = res.levels
@@ -84,7 +106,7 @@ def _column(x: float, levels: list[int]) -> int:
     return centres[0] if x < levels[0] else centres[-1]
 
 
-def chart_png(res: Any, path: Path) -> Path | None:
+def chart_png(res: Crossover, path: Path) -> Path | None:
     try:
         import matplotlib
 
@@ -99,7 +121,7 @@ def chart_png(res: Any, path: Path) -> Path | None:
         return _png(plt, res, path)
 
 
-def _png(plt: Any, res: Any, path: Path) -> Path:
+def _png(plt: ModuleType, res: Crossover, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for cfg in sorted(res.curves, key=lambda c: c.name):
         pts = res.curves[cfg]

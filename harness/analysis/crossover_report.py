@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -21,6 +21,9 @@ from harness.analysis import tune_model as tm
 from harness.analysis.crossover_chart import chart_png, chart_text
 from harness.analysis.tune_model import Config
 from harness.analysis.tune_report import _got, _verdict_of
+
+if TYPE_CHECKING:
+    from harness.analysis.tune_types import TuneRun
 
 CROSSOVER_COLUMNS = ["config", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "batch",
                      "step_ms", "base_step_ms", "speedup_pred", "speedup_pred_low", "speedup_pred_high",
@@ -55,17 +58,17 @@ class Result:
         return out
 
 
-def _al_se(t: Any, cfg: Config) -> float | None:
+def _al_se(t: TuneRun, cfg: Config) -> float | None:
     return cx.accept_len_se(t.hist or [], cfg.depth) if cfg.eagle_topk == 1 else None
 
 
-def mix_of(t: Any, levels: list[int]) -> tuple[dict[int, float], bool]:
+def mix_of(t: TuneRun, levels: list[int]) -> tuple[dict[int, float], bool]:
     if t.opts.mix:
         return sc.parse_mix(t.opts.mix), True
     return dict.fromkeys(t.conc, 1.0), False
 
 
-def build(t: Any) -> Result:
+def build(t: TuneRun) -> Result:
     """The crossover from the tune directory as it stands."""
     base = cd.step_costs(t.dir, t.plan.baseline.name)
     steps = {cfg: cd.step_costs(t.dir, cfg.name) for cfg in t.grid}
@@ -101,7 +104,7 @@ def mix_picks(schedule: list[sc.Band], mix: dict[int, float], baseline: str) -> 
     return out
 
 
-def mix_rows(t: Any, schedule: list[sc.Band], mix: dict[int, float]) -> pd.DataFrame:
+def mix_rows(t: TuneRun, schedule: list[sc.Band], mix: dict[int, float]) -> pd.DataFrame:
     phases = cd.mix_phases(t.dir)
     if phases.empty:
         return pd.DataFrame()
@@ -109,7 +112,7 @@ def mix_rows(t: Any, schedule: list[sc.Band], mix: dict[int, float]) -> pd.DataF
     return sc.mix_comparison(phases, mix_picks(schedule, mix, t.plan.baseline.name), mix, singles)
 
 
-def rate_rows(t: Any, pick: Config | None) -> pd.DataFrame:
+def rate_rows(t: TuneRun, pick: Config | None) -> pd.DataFrame:
     """Goodput under run.slo against request rate: the baseline's and the pick's, side by side."""
     rates = cd.rate_table(t.dir)
     if rates.empty or pick is None:
@@ -158,7 +161,7 @@ def frame(res: Result) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
 
 
-def exports(t: Any, res: Result, engine_versions: dict[str, str | None]) -> dict[str, Any]:
+def exports(t: TuneRun, res: Result, engine_versions: dict[str, str | None]) -> dict[str, Any]:
     """schedule.json: the bands, the single config for the mix, and each engine's and TensorRT-LLM's terms."""
     from harness.engines import ENGINE_NAMES, get_engine
 
@@ -189,7 +192,7 @@ def trtllm_schedule(schedule: list[sc.Band]) -> dict[str, int]:
     return {str(b.max_batch): int(b.num_steps) for b in schedule[: last + 1]}
 
 
-def engine_versions(t: Any) -> dict[str, str | None]:
+def engine_versions(t: TuneRun) -> dict[str, str | None]:
     for sub in ("wide", "cost"):
         try:
             prov = json.loads((t.dir / sub / "provenance.json").read_text(encoding="utf-8"))
@@ -217,7 +220,7 @@ def annotate(rows: pd.DataFrame, res: Result) -> pd.DataFrame:
     return out
 
 
-def write(t: Any, res: Result) -> None:
+def write(t: TuneRun, res: Result) -> None:
     frame(res).to_csv(t.dir / "crossover.csv", index=False)
     data = exports(t, res, engine_versions(t))
     (t.dir / "schedule.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
@@ -279,7 +282,7 @@ def _side_words(res: Result) -> list[str]:
     return out
 
 
-def lines(t: Any, res: Result) -> list[str]:
+def lines(t: TuneRun, res: Result) -> list[str]:
     if not res.curves:
         return ["", "crossover: no step costs to tell it from"]
     tried = ", ".join(f"c{b}" for b in res.levels)

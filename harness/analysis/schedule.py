@@ -162,7 +162,7 @@ def mix_comparison(phases: pd.DataFrame, picks: Mapping[int, str], mix: Mapping[
     total = sum(mix.values()) or 1.0
     table = ph.groupby(["variant", "concurrency", "repeat"])["tok_s"].mean()
 
-    def mix_tok_s(choose: Mapping[int, str], r: Any) -> float | None:
+    def mix_tok_s(choose: Mapping[int, str], r: int) -> float | None:
         vals = [table.get((choose[c], c, r)) for c in mix]
         if any(v is None or v != v for v in vals):
             return None

@@ -1,5 +1,5 @@
-"""`draftbench tune` by context length: the best config per context bucket where they differ, and a warning when
-the suites' context lengths do not cover the deployment's (`run.context_buckets`).
+"""`draftbench tune` by context length: the best config per context bucket where they differ, and a warning
+when the suites' context lengths do not cover the deployment's (`run.context_buckets`).
 
 The wide run's per-request histograms are split over the context buckets each request's decode tokens fell
 in (prompt + tokens generated so far, in proportion), so each bucket has its own chain prediction
@@ -12,7 +12,7 @@ of its acceptance, at the suites' step cost.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -23,9 +23,13 @@ from harness.analysis.by_context_report import COVER_STEPS
 from harness.analysis.summary import read_tables
 from harness.analysis.tune_model import Config, parse_histogram
 
+if TYPE_CHECKING:
+    from harness.analysis.tune_types import TuneRun
+
 CONTEXT_FILE = "tune_by_context.csv"
 CONTEXT_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "concurrency", "bucket", "lo",
-                   "hi", "verify_steps", "accept_len_pred", "step_ms", "speedup_pred", "step_source", "sampling"]
+                   "hi", "verify_steps", "accept_len_pred", "step_ms", "speedup_pred", "step_source",
+                   "sampling"]
 
 
 def bucket_histograms(run_dir: Path, variant: str, edges: list[int]) -> dict[str, list[float]]:
@@ -57,7 +61,8 @@ def accept_len_at(h: list[float], k: int) -> float | None:
     return sum(c * (min(j, k) + 1) for j, c in enumerate(h)) / n if n > 0 else None
 
 
-def context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
+def context_rows(t: TuneRun, measured: dict[Config, dict[int, float]],
+                 base: dict[int, float]) -> pd.DataFrame:
     """One row per (chain config, concurrency, context bucket the wide run reached): tune_by_context.csv."""
     from harness.inputs.sampling import sampling_label
 
@@ -77,7 +82,8 @@ def context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[in
                 al = accept_len_at(h, cfg.depth)
                 rows.append({"num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk,
                              "num_draft_tokens": cfg.num_draft_tokens, "cuda_graph": cfg.cuda_graph,
-                             "concurrency": c, "bucket": label, "lo": bounds[label][0], "hi": bounds[label][1],
+                             "concurrency": c, "bucket": label, "lo": bounds[label][0],
+                             "hi": bounds[label][1],
                              "verify_steps": round(sum(h), 3), "accept_len_pred": al, "step_ms": step,
                              "speedup_pred": tm.predicted_speedup(al, step, base[c])
                              if al and step and base.get(c) else None,
@@ -85,27 +91,30 @@ def context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[in
     return pd.DataFrame(rows, columns=CONTEXT_COLUMNS)
 
 
-def write_context_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> Path:
+def write_context_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> Path:
     out = t.dir / CONTEXT_FILE
     context_rows(t, measured, base).to_csv(out, index=False)
     return out
 
 
-def _words(r: Any) -> str:
+def _words(r: pd.Series) -> str:
     graphs = "" if bool(r["cuda_graph"]) else ", graphs off"
-    return f"steps {int(r['num_steps'])}{graphs} ({float(r['speedup_pred']):.2f}x, AL {float(r['accept_len_pred']):.2f})"
+    return (f"steps {int(r['num_steps'])}{graphs} ({float(r['speedup_pred']):.2f}x, "
+            f"AL {float(r['accept_len_pred']):.2f})")
 
 
 def context_lines(rows: pd.DataFrame, edges: list[int]) -> list[str]:
     """The answer by context bucket, in words: per concurrency, the best predicted config of each bucket with
     enough verify steps where they differ (or that one config holds everywhere), then what is not covered."""
     out: list[str] = []
-    reached = rows[pd.to_numeric(rows["verify_steps"], errors="coerce") >= COVER_STEPS] if not rows.empty else rows
+    reached = (rows[pd.to_numeric(rows["verify_steps"], errors="coerce") >= COVER_STEPS] if not rows.empty
+               else rows)
     reached = reached[pd.to_numeric(reached["speedup_pred"], errors="coerce").notna()] if not reached.empty \
         else reached
     for c in sorted({int(x) for x in reached["concurrency"]}) if not reached.empty else []:
         g = reached[reached["concurrency"] == c]
-        best = {b: gb.loc[pd.to_numeric(gb["speedup_pred"]).idxmax()] for b, gb in g.groupby("bucket", sort=False)}
+        best = {b: gb.loc[pd.to_numeric(gb["speedup_pred"]).idxmax()]
+                for b, gb in g.groupby("bucket", sort=False)}
         best = dict(sorted(best.items(), key=lambda kv: float(kv[1]["lo"])))
         configs = {(int(r["num_steps"]), bool(r["cuda_graph"])) for r in best.values()}
         if len(configs) > 1:
@@ -118,15 +127,15 @@ def context_lines(rows: pd.DataFrame, edges: list[int]) -> list[str]:
     got = set(reached["bucket"]) if not reached.empty else set()
     missing = [b for b in Buckets(tuple(edges)).labels[:-1] if b not in got]
     if missing and got:
-        out.append(f"warning: the suites' context lengths do not cover the deployment's buckets {', '.join(missing)} "
-                   f"(run.context_buckets {edges}): acceptance falls with context, so the answer above holds for "
-                   f"{', '.join(sorted(got, key=lambda b: float(rows[rows['bucket'] == b]['lo'].iloc[0]))) or 'none'} "
-                   "only; add prompts that long (SPEED-Bench's throughput splits, or import-suite --synthetic "
-                   "--tokens N) and tune again")
+        covered = ", ".join(sorted(got, key=lambda b: float(rows[rows["bucket"] == b]["lo"].iloc[0])))
+        out.append(f"warning: the suites' context lengths do not cover the deployment's buckets "
+                   f"{', '.join(missing)} (run.context_buckets {edges}): acceptance falls with context, "
+                   f"so the answer above holds for {covered or 'none'} only; add prompts that long "
+                   "(SPEED-Bench's throughput splits, or import-suite --synthetic --tokens N) and tune again")
     return out
 
 
-def report_lines(t: Any) -> list[str]:
+def report_lines(t: TuneRun) -> list[str]:
     """context_lines from the tune directory's tune_by_context.csv (none when it has no rows)."""
     path = Path(t.dir) / CONTEXT_FILE
     if not path.exists() or path.stat().st_size <= 1:

@@ -16,7 +16,7 @@ from harness.analysis.summary import load_summary, read_tables, read_variants, s
 from harness.analysis.tune_model import add_histograms, parse_histogram
 
 
-def _read_csv(path: Path) -> Any:
+def _read_csv(path: Path) -> pd.DataFrame:
     """A run directory's table as the summary reads it: a resumed phase's superseded rows left out."""
     return read_tables(path.parent, (path.name,))[0]
 
@@ -88,9 +88,8 @@ def measured_accept_len(run_dir: Path, variant: str) -> dict[int, float]:
     if df.empty:
         return {}
     rows = df[df["variant"].astype(str) == variant]
-    return {int(c): float(a) for c, a in zip(rows["concurrency"], pd.to_numeric(rows["accept_len"],
-                                                                                   errors="coerce"), strict=True)
-            if a == a}
+    accept = pd.to_numeric(rows["accept_len"], errors="coerce")
+    return {int(c): float(a) for c, a in zip(rows["concurrency"], accept, strict=True) if a == a}
 
 
 def verified_rows(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:

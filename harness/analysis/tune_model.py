@@ -93,7 +93,8 @@ def check_consistency(h: Sequence[int], positions: int | None = None) -> dict:
     measured = mean_accept_len(h) or 0.0
     implied = 1.0 + sum(marginal_rates(h, positions))
     delta = abs(implied - measured)
-    return {"implied_mean_accept_length": round(implied, 6), "reported_mean_accept_length": round(measured, 6),
+    return {"implied_mean_accept_length": round(implied, 6),
+            "reported_mean_accept_length": round(measured, 6),
             "abs_delta": round(delta, 6), "tolerance": CONSISTENCY_TOLERANCE,
             "passed": delta <= CONSISTENCY_TOLERANCE}
 
@@ -122,13 +123,15 @@ def speculation_profile(h: Sequence[int], num_steps: int, *, method: str = "eagl
         "conditional_accept_rates": [round(x, 6) for x in cond],
         "marginal_accept_rates": [round(x, 6) for x in marg],
         "mean_accept_length": round(mean, 6) if mean is not None else None,
-        "mean_accept_length_per_request": round(per_request_mean, 6) if per_request_mean is not None else None,
+        "mean_accept_length_per_request": (round(per_request_mean, 6) if per_request_mean is not None
+                                           else None),
         "accept_length_model": "chain_analytic",
         "accept_length_by_k": {str(k): round(accept_len_at(h, k) or 0.0, 6) for k in range(1, num_steps + 1)},
         # keyed by acceptance length (correct drafts + the bonus token), as specdec_bench keys it
         "acceptance_length_histogram": {str(j + 1): int(c) for j, c in enumerate(h) if c},
         "per_category": {cat: {"mean_accept_length": round(mean_accept_len(ch) or 0.0, 6),
-                               "conditional_accept_rates": [round(x, 6) for x in conditional_rates(ch, num_steps)],
+                               "conditional_accept_rates": [round(x, 6)
+                                                            for x in conditional_rates(ch, num_steps)],
                                "marginal_accept_rates": [round(x, 6) for x in marginal_rates(ch, num_steps)],
                                "verify_steps": steps_of(ch)}
                          for cat, ch in sorted((per_category or {}).items())} or None,
@@ -138,7 +141,7 @@ def speculation_profile(h: Sequence[int], num_steps: int, *, method: str = "eagl
     }
 
 
-# ------------------------------------------------------------------------------------------- grid + prediction
+# ------------------------------------------------------------------------------------------ grid + prediction
 
 
 @dataclass(frozen=True, order=True)
@@ -152,7 +155,8 @@ class Config:
 
     @property
     def name(self) -> str:
-        return f"s{self.num_steps}-k{self.eagle_topk}-d{self.num_draft_tokens}-{'g' if self.cuda_graph else 'eager'}"
+        graph = "g" if self.cuda_graph else "eager"
+        return f"s{self.num_steps}-k{self.eagle_topk}-d{self.num_draft_tokens}-{graph}"
 
     @property
     def depth(self) -> int:

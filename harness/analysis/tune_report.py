@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import shlex
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -19,24 +20,33 @@ from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.inputs.sampling import sampling_label
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from harness.analysis.tune_types import TuneRun
+    from harness.inputs.config import Variant
+
+# a row of tune.csv (or of a paired run's summary): a pandas row, or the same as a dict
+Row = pd.Series | Mapping[str, Any]
+
 TUNE_COLUMNS = ["num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "concurrency", "accept_len_pred",
                 "accept_len_measured", "step_ms", "tok_s_pred", "tok_s_measured", "speedup", "speedup_ci_low",
                 "speedup_ci_high", "measured", "speedup_pred", "step_ms_prior", "base_step_ms",
                 "break_even_accept_len", "accept_len_error_pct", "tok_s_error_pct", "speedup_error_pct",
                 "verdict", "status", "variant", "accept_len_pred_cost_prompts", "verdict_reason",
-                "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct", "speedup_pred_low",
-                "speedup_pred_high", "step_source", "ci_level", "sampling", "crossover_concurrency",
-                "schedule_band"]
+                "step_phase_speedup", "step_phase_decode_speedup", "decode_speedup_error_pct",
+                "speedup_pred_low", "speedup_pred_high", "step_source", "ci_level", "sampling",
+                "crossover_concurrency", "schedule_band"]
 COLLAPSE_BELOW = 0.5  # a position whose conditional acceptance falls below this is where the chain collapses
 
 
-def _err(pred: Any, got: Any) -> float | None:
+def _err(pred: float | None, got: float | None) -> float | None:
     if pred is None or got is None or pd.isna(pred) or pd.isna(got) or not got:
         return None
     return round(100.0 * (float(pred) - float(got)) / float(got), 2)
 
 
-def _num(value: Any) -> float | None:
+def _num(value: object) -> float | None:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -44,15 +54,17 @@ def _num(value: Any) -> float | None:
     return None if v != v else v
 
 
-def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
+def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[int, float]) -> pd.DataFrame:
     """One row per (grid config, concurrency). `measured`: "verified" (full paired run), "step" (its own
     step-cost phases), "" (step cost from the prior between measured neighbours; an estimate)."""
     verified = td.verified_rows(t.dir / "wide")
     cost_al = {c.name: td.measured_accept_len(t.dir / "cost", c.name) for c in measured}
-    cost_rows = td.verified_rows(t.dir / "cost")  # the step-cost phases: same prompts, same tokens, each config
+    # the step-cost phases: same prompts, same tokens, each config
+    cost_rows = td.verified_rows(t.dir / "cost")
     base_name = t.plan.baseline.name
     # the step-cost phases replay the suites' first prompts: their own prediction is the like-for-like one
-    cost_hist = tm.add_histograms(td.histograms_by_category(t.dir / "wide", t.wide_name, t.cost_sources()).values())
+    cost_hists = td.histograms_by_category(t.dir / "wide", t.wide_name, t.cost_sources())
+    cost_hist = tm.add_histograms(cost_hists.values())
     rows = []
     for cfg in t.grid:
         name = t.wide_name if cfg == t.wide else cfg.name
@@ -67,39 +79,46 @@ def tune_rows(t: Any, measured: dict[Config, dict[int, float]], base: dict[int, 
             tok_pred = tm.decode_tok_s(al, c, use) if al and use else None
             spd_pred = tm.predicted_speedup(al, use, base[c]) if al and use and base.get(c) else None
             al_meas = _num(v.get("accept_len")) if v else cost_al.get(cfg.name, {}).get(c)
-            al_cost = tm.predicted_accept_len(cost_hist, cfg) if cfg.eagle_topk == 1 and tm.steps_of(cost_hist) \
-                else None
+            al_cost = (tm.predicted_accept_len(cost_hist, cfg)
+                       if cfg.eagle_topk == 1 and tm.steps_of(cost_hist) else None)
             tok_meas = _num(v.get("tok_s")) if v else None
             spd = _num(v.get("speedup")) if v else None
             # measured in the step-cost phases, like for like with speedup_pred (decode only, same batch)
             cr, br = cost_rows.get((cfg.name, c)), cost_rows.get((base_name, c))
             phase_spd = _num(cr.get("speedup")) if cr else None
-            dec, bdec = (_num(cr.get("decode_tok_s")) if cr else None), (_num(br.get("decode_tok_s")) if br else None)
+            dec = _num(cr.get("decode_tok_s")) if cr else None
+            bdec = _num(br.get("decode_tok_s")) if br else None
             dec_spd = dec / bdec if dec and bdec else None
             lo_hi = _prior_range(cfg, c, measured, base, al) if prior is not None else (None, None)
             rows.append({
                 "speedup_pred_low": lo_hi[0], "speedup_pred_high": lo_hi[1],
-                "step_source": (getattr(t, "step_source", {}).get(cfg, "step-cost phases") if step is not None else
-                                "prior" if prior is not None else ""),
+                "step_source": (getattr(t, "step_source", {}).get(cfg, "step-cost phases")
+                                if step is not None else "prior" if prior is not None else ""),
                 "ci_level": _num(v.get("ci_level")) if v else None,
-                "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk, "num_draft_tokens": cfg.num_draft_tokens,
+                "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk,
+                "num_draft_tokens": cfg.num_draft_tokens,
                 "cuda_graph": cfg.cuda_graph, "concurrency": c, "accept_len_pred": al,
-                "accept_len_measured": al_meas, "step_ms": step, "tok_s_pred": tok_pred, "tok_s_measured": tok_meas,
+                "accept_len_measured": al_meas, "step_ms": step, "tok_s_pred": tok_pred,
+                "tok_s_measured": tok_meas,
                 "speedup": spd, "speedup_ci_low": _num(v.get("speedup_ci_low")) if v else None,
                 "speedup_ci_high": _num(v.get("speedup_ci_high")) if v else None,
                 "measured": "verified" if v else ("step" if step is not None else ""),
                 "speedup_pred": spd_pred, "step_ms_prior": prior, "base_step_ms": base.get(c),
-                "break_even_accept_len": tm.break_even_accept_len(use, base[c]) if use and base.get(c) else None,
+                "break_even_accept_len": (tm.break_even_accept_len(use, base[c]) if use and base.get(c)
+                                          else None),
                 # like for like: a verified row measured the whole suites, a step row the step-cost prompts
-                "accept_len_error_pct": _err(al if v else al_cost, al_meas), "tok_s_error_pct": _err(tok_pred, tok_meas),
+                "accept_len_error_pct": _err(al if v else al_cost, al_meas),
+                "tok_s_error_pct": _err(tok_pred, tok_meas),
                 "speedup_error_pct": _err(spd_pred, spd), "verdict": v.get("verdict") if v else None,
-                "status": status or ("verified" if v else "step-measured" if step is not None else "predicted"),
+                "status": status or ("verified" if v else
+                                     "step-measured" if step is not None else "predicted"),
                 "variant": name, "accept_len_pred_cost_prompts": al_cost,
                 "verdict_reason": v.get("verdict_reason") if v else None, "step_phase_speedup": phase_spd,
                 "step_phase_decode_speedup": dec_spd, "decode_speedup_error_pct": _err(spd_pred, dec_spd),
             })
     out = pd.DataFrame(rows, columns=TUNE_COLUMNS)
-    out["sampling"] = sampling_label(getattr(t.tuned, "sampling", None), t.plan.run.temperature)  # the tune's sampler
+    # the tune's sampler
+    out["sampling"] = sampling_label(getattr(t.tuned, "sampling", None), t.plan.run.temperature)
     return out
 
 
@@ -147,7 +166,8 @@ def acceptance_curves(hists: dict[str, list[int]], positions: int) -> pd.DataFra
 def heatmap_text(rows: pd.DataFrame, concurrency: int) -> str:
     """Predicted speedup over num_steps (rows) x num_draft_tokens (columns), best topk / graph setting per
     cell; '*' marks a measured step cost, '~' one from the prior."""
-    r = rows[(rows["concurrency"] == concurrency) & pd.to_numeric(rows["speedup_pred"], errors="coerce").notna()]
+    r = rows[(rows["concurrency"] == concurrency)
+             & pd.to_numeric(rows["speedup_pred"], errors="coerce").notna()]
     if r.empty:
         return f"c{concurrency}: nothing predicted"
     steps = sorted(r["num_steps"].unique())
@@ -176,12 +196,13 @@ def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    with warnings.catch_warnings():  # a 1 x 1 grid's singular axis limits: no library warning reaches the terminal
+    # a 1 x 1 grid's singular axis limits: no library warning reaches the terminal
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return _heatmap(plt, rows, concurrency, path)
 
 
-def _heatmap(plt: Any, rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
+def _heatmap(plt: ModuleType, rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
     r = rows[rows["concurrency"] == concurrency].copy()
     r["speedup_pred"] = pd.to_numeric(r["speedup_pred"], errors="coerce")
     grid = r.pivot_table(index="num_steps", columns="num_draft_tokens", values="speedup_pred", aggfunc="max")
@@ -200,12 +221,12 @@ def _heatmap(plt: Any, rows: pd.DataFrame, concurrency: int, path: Path) -> Path
     return path
 
 
-def _cfg_words(b: Any) -> str:
+def _cfg_words(b: Row) -> str:
     return (f"num_steps {b['num_steps']}, eagle_topk {b['eagle_topk']}, num_draft_tokens "
             f"{b['num_draft_tokens']}, CUDA graphs {'on' if b['cuda_graph'] else 'off'}")
 
 
-def launch_flags(b: Any, algorithm: str = "EAGLE3", draft_path: str | None = None) -> str:
+def launch_flags(b: Row, algorithm: str = "EAGLE3", draft_path: str | None = None) -> str:
     """The SGLang launch flags of a tune row's config, to paste after `python -m sglang.launch_server`."""
     argv = ["--speculative-algorithm", algorithm or "EAGLE3"]
     if draft_path:
@@ -217,16 +238,17 @@ def launch_flags(b: Any, algorithm: str = "EAGLE3", draft_path: str | None = Non
     return shlex.join(argv)
 
 
-def _got(b: Any) -> str:
+def _got(b: Row) -> str:
     spd, lo, hi = _num(b.get("speedup")), _num(b.get("speedup_ci_low")), _num(b.get("speedup_ci_high"))
     if spd is None:
         return ""
     level = _num(b.get("ci_level"))
     label = f"{100 * level:.4g}%" if level is not None else "95%"
-    return f"measured {spd:.2f}x" + (f" ({label} CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else "")
+    ci = f" ({label} CI {lo:.2f}-{hi:.2f})" if lo is not None and hi is not None else ""
+    return f"measured {spd:.2f}x" + ci
 
 
-def _verdict_of(b: Any) -> str:
+def _verdict_of(b: Row) -> str:
     """A verified row's verdict; a summary from before the verdict columns: its interval decides."""
     verdict = str(b.get("verdict") or "")
     if verdict in ("faster", "slower", "equivalent", "undecided", "too-short"):
@@ -239,7 +261,7 @@ def _verdict_of(b: Any) -> str:
     return "faster" if lo > 1.0 else "slower" if hi < 1.0 else "undecided"
 
 
-def _pred_words(b: Any) -> str:
+def _pred_words(b: Row) -> str:
     pred = _num(b.get("speedup_pred"))
     if pred is None:
         return ""
@@ -249,10 +271,10 @@ def _pred_words(b: Any) -> str:
     return f"predicted {pred:.2f}x{rng}"
 
 
-def _loss_why(b: Any, hists: dict[str, list[int]], positions: int) -> str:
+def _loss_why(b: Row, hists: dict[str, list[int]], positions: int) -> str:
     all_h = tm.add_histograms(hists.values())
     k = tm.collapse_position(all_h, COLLAPSE_BELOW, positions)
-    weak = sorted(((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items()))
+    weak = sorted((tm.conditional_rates(h, positions)[k - 1] if k else 0.0, cat) for cat, h in hists.items())
     where = (f"; acceptance drops below {COLLAPSE_BELOW:.0%} at position {k}"
              f" (weakest: {', '.join(cat for _, cat in weak[:3])})" if k else "")
     need, reach = _num(b.get("break_even_accept_len")), _num(b.get("accept_len_pred"))
@@ -278,7 +300,8 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
     for c in sorted({int(x) for x in rows["concurrency"]}):
         g = rows[rows["concurrency"] == c]
         pred_rows = g[pd.to_numeric(g["speedup_pred"], errors="coerce").notna()]
-        best_pred = pred_rows.loc[pd.to_numeric(pred_rows["speedup_pred"]).idxmax()] if not pred_rows.empty else None
+        best_pred = (pred_rows.loc[pd.to_numeric(pred_rows["speedup_pred"]).idxmax()]
+                     if not pred_rows.empty else None)
         ver = g[(g["measured"] == "verified") & pd.to_numeric(g["speedup"], errors="coerce").notna()]
         best = None
         if not ver.empty:
@@ -294,11 +317,11 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
                 use = best
                 out.append(f"c{c}: use {cfg}: {got}, faster than the baseline{pred}")
             elif verdict == "equivalent":
-                out.append(f"c{c}: speculation does not pay here (equivalent): the best measured ({cfg}) {got} "
-                           f"lies within the equivalence band of 1.00x{pred}")
+                out.append(f"c{c}: speculation does not pay here (equivalent): the best measured ({cfg}) "
+                           f"{got} lies within the equivalence band of 1.00x{pred}")
             elif verdict == "slower":
-                out.append(f"c{c}: speculation does not pay here (slower): no config beats the baseline: the best "
-                           f"({cfg}) {_loss_why(best, hists, positions)} ({got}, slower)")
+                out.append(f"c{c}: speculation does not pay here (slower): no config beats the baseline: "
+                           f"the best ({cfg}) {_loss_why(best, hists, positions)} ({got}, slower)")
             else:
                 reason = str(best.get("verdict_reason") or "").strip()
                 reason = "" if reason == "nan" else reason
@@ -309,8 +332,8 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
             cfg = _cfg_words(best_pred)
             if pred > 1.0:
                 use = best_pred
-                out.append(f"c{c}: best predicted {cfg}: {_pred_words(best_pred)}, not verified: a prediction from "
-                           "the step costs, not a measurement")
+                out.append(f"c{c}: best predicted {cfg}: {_pred_words(best_pred)}, not verified: "
+                           "a prediction from the step costs, not a measurement")
             else:
                 out.append(f"c{c}: no config beats the baseline: the best ({cfg}) "
                            f"{_loss_why(best_pred, hists, positions)} (predicted, not verified)")
@@ -329,13 +352,14 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
         left = g[g["status"].astype(str) == "predicted"]
         if not left.empty:
             names = ", ".join(f"steps {r['num_steps']}" if int(r["eagle_topk"]) == 1 else
-                              f"{r['num_steps']}/{r['eagle_topk']}/{r['num_draft_tokens']}" for _, r in left.iterrows())
+                              f"{r['num_steps']}/{r['eagle_topk']}/{r['num_draft_tokens']}"
+                              for _, r in left.iterrows())
             out.append(f"  left to decide: {len(left)} configs predicted only ({names}): "
                        "draftbench tune --resume DIR --budget 5m measures them")
     return out
 
 
-def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
+def write_outputs(t: TuneRun, rows: pd.DataFrame) -> Path:
     out = t.dir / "tune.csv"
     rows.to_csv(out, index=False)
     positions = t.wide.num_steps
@@ -343,7 +367,8 @@ def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
     profile = tm.speculation_profile(
         t.hist, positions, method=(t.tuned.spec_algorithm or "eagle3"), per_category=t.hists,
         per_request_mean=td.per_request_accept_len(t.dir / "wide", t.wide_name),
-        draft_checkpoint={"name": t.tuned.drafter.name, "id": "/".join(str(t.tuned.drafter.path).split("/")[-2:])},
+        draft_checkpoint={"name": t.tuned.drafter.name,
+                          "id": "/".join(str(t.tuned.drafter.path).split("/")[-2:])},
         target_model={"id": "/".join(str(t.plan.model.path).split("/")[-2:])},
         conditions={"engine": "sglang", "num_steps": positions, "eagle_topk": 1, "concurrency": t.conc,
                     "suites": [s.name for s in t.plan.suites], "simulated": bool(t.plan.target.simulated)})
@@ -354,7 +379,7 @@ def write_outputs(t: Any, rows: pd.DataFrame) -> Path:
     return out
 
 
-def render(t: Any, rows: pd.DataFrame) -> str:
+def render(t: TuneRun, rows: pd.DataFrame) -> str:
     positions = t.wide.num_steps
     curves = acceptance_curves(t.hists, positions)
     lines = [f"tune of {t.tuned.name} ({t.tuned.drafter.name}): {int(t.state.starts)} server starts "
@@ -374,7 +399,7 @@ def render(t: Any, rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Any) -> str | None:
+def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Variant) -> str | None:
     """--write-plan: append the overall winner as a variant to the plan file (text append keeps comments)."""
     best = best_per_concurrency(rows)
     if not best:
@@ -398,6 +423,7 @@ def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Any) -> str |
              f"{pad}eagle_topk: {b['eagle_topk']}\n{pad}num_draft_tokens: {b['num_draft_tokens']}\n"
              f"{pad}cuda_graph: {str(bool(b['cuda_graph'])).lower()}\n")
     end = next((i for i, ln in enumerate(lines) if ln and not ln.startswith((" ", "-", "#"))), len(lines))
-    new = "\n".join(lines[:end]).rstrip("\n") + "\n" + block + ("\n".join(lines[end:]) if end < len(lines) else "")
+    rest = "\n".join(lines[end:]) if end < len(lines) else ""
+    new = "\n".join(lines[:end]).rstrip("\n") + "\n" + block + rest
     plan_path.write_text(head + "\nvariants:\n" + new, encoding="utf-8")
     return name

@@ -27,7 +27,8 @@ def positive_ints(text: str) -> list[int]:
 
 
 def levels_or_auto(text: str) -> list[int] | str:
-    """Concurrency levels, or "auto": tune finds where speculation stops paying (harness.studies.tune_crossover)."""
+    """Concurrency levels, or "auto": tune finds where speculation stops paying
+    (harness.studies.tune_crossover)."""
     return "auto" if text.strip().lower() == "auto" else positive_ints(text)
 
 

@@ -192,7 +192,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         raise InputError(None, None, "plan", "give a plan file, or --resume RUN_DIR")
     gate(plan, args.resume or given, args)
-    if plan.run.concurrency_auto:  # run.concurrency: auto: each speculative variant's crossover (tune's search)
+    # run.concurrency: auto: each speculative variant's crossover (tune's search)
+    if plan.run.concurrency_auto:
         from harness.cli.tune import run_auto
 
         return run_auto(plan, args)

@@ -22,26 +22,33 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                         "beats the baseline) in a handful of server starts")
     tn.add_argument("plan", nargs="?", help="plan YAML file")
     tn.add_argument("--variant", help="the speculative variant whose drafter is tuned (default: the first)")
-    tn.add_argument("--budget", type=duration, default=7200.0, help="wall-clock budget, e.g. 90m, 2h (default 2h)")
-    tn.add_argument("--concurrency", type=levels_or_auto, help="levels to tune for, e.g. 1,8,32 (default: the "
-                    "plan's), or auto: find where speculation stops paying (docs/tune.md, \"The crossover\")")
+    tn.add_argument("--budget", type=duration, default=7200.0,
+                    help="wall-clock budget, e.g. 90m, 2h (default 2h)")
+    tn.add_argument("--concurrency", type=levels_or_auto, help="levels to tune for, e.g. 1,8,32 (default: "
+                    "the plan's), or auto: find where speculation stops paying (docs/tune.md, "
+                    "\"The crossover\")")
     tn.add_argument("--max-batch", type=int, help="auto: the largest batch tried (default: the server's max "
                     "running requests)")
     tn.add_argument("--mix", type=mix_arg, help="auto: a mixed load, concurrency:share of time, e.g. "
                     "1:0.5,8:0.3,32:0.2; the schedule meets every single config on it in a paired run")
-    tn.add_argument("--no-load", action="store_true", help="auto: no request-rate phases (goodput against rate)")
-    tn.add_argument("--steps", type=positive_ints, default=[1, 2, 3, 4, 5, 6, 7], help="num_steps values (default 1-7)")
+    tn.add_argument("--no-load", action="store_true",
+                    help="auto: no request-rate phases (goodput against rate)")
+    tn.add_argument("--steps", type=positive_ints, default=[1, 2, 3, 4, 5, 6, 7],
+                    help="num_steps values (default 1-7)")
     tn.add_argument("--topk", type=positive_ints, default=[1], help="eagle_topk values (default 1: chains)")
-    tn.add_argument("--draft-tokens", type=positive_ints, default=[8, 16], help="num_draft_tokens of trees (topk > 1)")
+    tn.add_argument("--draft-tokens", type=positive_ints, default=[8, 16],
+                    help="num_draft_tokens of trees (topk > 1)")
     tn.add_argument("--graphs", type=graphs, default=[True, False], help="CUDA graphs: on, off or both")
     tn.add_argument("--cost-tokens", type=int, default=96, help="tokens per request in a step-cost phase")
-    tn.add_argument("--verify-top", type=int, default=1, help="winners per concurrency given a full paired run")
+    tn.add_argument("--verify-top", type=int, default=1,
+                    help="winners per concurrency given a full paired run")
     tn.add_argument("--no-preflight", action="store_true", help="skip preflight of the grid")
     tn.add_argument("--results-dir", default="results")
     add_no_check(tn)
     tn.add_argument("--resume", metavar="TUNE_DIR", help="continue an interrupted tune")
-    tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from a tune "
-                    "directory's files (one copied back from a node, or made by an older draftbench); starts nothing")
+    tn.add_argument("--report", metavar="TUNE_DIR", help="rebuild tune.csv, the profile and the answer from "
+                    "a tune directory's files (one copied back from a node, or made by an older draftbench); "
+                    "starts nothing")
     tn.add_argument("--write-plan", action="store_true", help="append the winning variant to the plan file")
 
 
@@ -79,13 +86,15 @@ def _tune(args: argparse.Namespace) -> int:
 
             spent = float(read_tune_state(Path(args.resume)).spent_s)
             opts.budget_s = spent + args.budget
-            say(f"resumed: {spent:.0f} s spent before, {args.budget:.0f} s more (budget {opts.budget_s:.0f} s)")
+            say(f"resumed: {spent:.0f} s spent before, {args.budget:.0f} s more "
+                f"(budget {opts.budget_s:.0f} s)")
     elif args.plan:
         from harness.cli.demo import load_ready_plan
 
         if not Path(args.plan).exists():
             raise InputError(args.plan, None, None, "plan file not found")
-        plan = load_ready_plan(args.plan, args.results_dir)  # a simulated plan's relative checkpoints: the demo's
+        # a simulated plan's relative checkpoints: the demo's
+        plan = load_ready_plan(args.plan, args.results_dir)
         auto = args.concurrency == "auto"
         opts = TuneOptions(variant=args.variant, budget_s=args.budget,
                            concurrency=None if auto else args.concurrency, steps=args.steps, topk=args.topk,
@@ -101,7 +110,8 @@ def _tune(args: argparse.Namespace) -> int:
     try:
         code, tune_dir = asyncio.run(_go(plan, opts, args.results_dir, args.resume))
     except (KeyboardInterrupt, asyncio.CancelledError):
-        say("interrupted: servers stopped, measurements kept; continue with `draftbench tune --resume TUNE_DIR`")
+        say("interrupted: servers stopped, measurements kept; "
+            "continue with `draftbench tune --resume TUNE_DIR`")
         return EXIT_INTERRUPTED
     if args.write_plan and tune_dir and args.plan:
         import pandas as pd
@@ -135,7 +145,8 @@ def run_auto(plan, args: argparse.Namespace) -> int:
         try:
             code, _ = asyncio.run(_go(plan, opts, args.results_dir, None))
         except (KeyboardInterrupt, asyncio.CancelledError):
-            say("interrupted: servers stopped, measurements kept; continue with `draftbench tune --resume TUNE_DIR`")
+            say("interrupted: servers stopped, measurements kept; "
+                "continue with `draftbench tune --resume TUNE_DIR`")
             return EXIT_INTERRUPTED
         codes.append(code)
     return max(codes, default=EXIT_OK)

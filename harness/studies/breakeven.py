@@ -14,11 +14,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.common import events as ev
 from harness.common.errors import InputError
 from harness.engines import engine_of
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.targets.base import Target
 
 DEFAULT_ACCEPT_LENS = (1.5, 2.5, 3.5)
 
@@ -27,8 +31,8 @@ def forced_name(variant: str, accept_len: float) -> str:
     return f"{variant}-al{accept_len:g}"
 
 
-def derive_plan(plan: Any, variant: str, accept_lens: Sequence[float],
-                concurrency: Sequence[int] | None = None) -> Any:
+def derive_plan(plan: Plan, variant: str, accept_lens: Sequence[float],
+                concurrency: Sequence[int] | None = None) -> Plan:
     """The baseline plus `variant` once per forced accept length (its env over the variant's own)."""
     by_name = {v.name: v for v in plan.variants}
     if variant not in by_name:
@@ -52,9 +56,9 @@ def derive_plan(plan: Any, variant: str, accept_lens: Sequence[float],
                                    "run": run})
 
 
-async def run_breakeven(plan: Any, variant: str, accept_lens: Sequence[float] = DEFAULT_ACCEPT_LENS, *,
+async def run_breakeven(plan: Plan, variant: str, accept_lens: Sequence[float] = DEFAULT_ACCEPT_LENS, *,
                         concurrency: Sequence[int] | None = None, results_dir: str | Path = "results",
-                        target: Any = None) -> AsyncIterator[Any]:
+                        target: Target | None = None) -> AsyncIterator[Any]:
     """run_plan's events for the derived plan; breakeven.csv is written before RunDone is passed on."""
     from harness.bench.runner import run_plan
 

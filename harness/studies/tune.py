@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
@@ -38,6 +38,11 @@ from harness.engines import engine_of
 from harness.serve.kept import kept_servers, stop_kept_servers
 from harness.studies import tune_budget as tb
 from harness.studies import tune_plans as tp
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
+    from harness.serve.kept import KeptServer
+    from harness.targets.base import Target
 
 STATE_FILE = TUNE_STATE_FILE
 PLAN_FILE = "tune_plan.json"
@@ -64,8 +69,8 @@ class TuneOptions:
     load: bool = True  # auto: goodput against request rate for the baseline and the pick
 
 
-async def tune(plan: Any, options: TuneOptions | None = None, *, results_dir: str | Path = "results",
-               resume_dir: str | Path | None = None, target: Any = None,
+async def tune(plan: Plan, options: TuneOptions | None = None, *, results_dir: str | Path = "results",
+               resume_dir: str | Path | None = None, target: Target | None = None,
                clock: Callable[[], float] = time.monotonic) -> AsyncIterator[Any]:
     """Yields the sub-runs' events (harness.common.events) and the tune's own (TuneStage, TuneCandidate,
     TuneDone). Closing the generator stops every server (each sub-run's own cleanup)."""
@@ -75,7 +80,7 @@ async def tune(plan: Any, options: TuneOptions | None = None, *, results_dir: st
         yield e
 
 
-def read_tune_plan(tune_dir: str | Path) -> tuple[Any, TuneOptions]:
+def read_tune_plan(tune_dir: str | Path) -> tuple[Plan, TuneOptions]:
     from harness.inputs.config import Plan
 
     data = json.loads((Path(tune_dir) / PLAN_FILE).read_text(encoding="utf-8"))
@@ -83,8 +88,8 @@ def read_tune_plan(tune_dir: str | Path) -> tuple[Any, TuneOptions]:
 
 
 class _Tune:
-    def __init__(self, plan: Any, opts: TuneOptions, results_dir: Path, resume: Path | None, target: Any,
-                 clock: Callable[[], float]):
+    def __init__(self, plan: Plan, opts: TuneOptions, results_dir: Path, resume: Path | None,
+                 target: Target | None, clock: Callable[[], float]):
         self.plan, self.opts, self.target, self.clock = plan, opts, target, clock
         if resume is not None:
             self.dir = resume
@@ -130,7 +135,7 @@ class _Tune:
         self.save()
         return ev.TuneStage(name, message, self.spent(), self.opts.budget_s)
 
-    def _tuned_variant(self) -> Any:
+    def _tuned_variant(self) -> Variant:
         specs = [v for v in self.plan.variants if v.is_speculative and v.drafter is not None]
         if self.opts.variant:
             specs = [v for v in specs if v.name == self.opts.variant]
@@ -139,8 +144,9 @@ class _Tune:
                              f"no speculative variant with a drafter named {self.opts.variant!r}"
                              if self.opts.variant else "no speculative variant with a drafter to tune")
         if self.plan.baseline_of(specs[0]) is not self.plan.baseline:  # run.sampling: tune measures one arm
-            raise InputError(str(self.plan.source_path or ""), None, "--variant", f"{specs[0].name!r} is at another "
-                             f"sampling arm than {self.plan.baseline.name!r}: tune measures the first arm")
+            raise InputError(str(self.plan.source_path or ""), None, "--variant",
+                             f"{specs[0].name!r} is at another sampling arm than "
+                             f"{self.plan.baseline.name!r}: tune measures the first arm")
         return specs[0]
 
     # ---------------------------------------------------------------------------------------- derived plans
@@ -148,8 +154,8 @@ class _Tune:
         return tp.variant_dict(self.tuned, cfg, name)
 
     def derived(self, variants: list[dict[str, Any]], *, cost: bool, baseline_last: bool = False,
-                budget_s: float | None = None, conc: list[int] | None = None, rates: list[float] | None = None,
-                fixed_repeats: int | None = None) -> Any:
+                budget_s: float | None = None, conc: list[int] | None = None,
+                rates: list[float] | None = None, fixed_repeats: int | None = None) -> Plan:
         if conc is None:
             conc = self.conc if cost else self.wide_conc
         return tp.derived(self.plan, variants, conc, self.opts.cost_tokens, cost=cost,
@@ -160,10 +166,11 @@ class _Tune:
     def cost_sources(self) -> set[str]:
         return tp.cost_sources(self.plan, self.conc)
 
-    def kept_here(self) -> list[Any]:  # what this tune's sub-runs kept (harness.serve.kept), oldest first
+    def kept_here(self) -> list[KeptServer]:
+        """What this tune's sub-runs kept (harness.serve.kept), oldest first."""
         return sorted(kept_servers(self.dir), key=lambda k: k.started_wall)
 
-    async def sub_run(self, plan: Any, sub: str) -> AsyncIterator[Any]:
+    async def sub_run(self, plan: Plan, sub: str) -> AsyncIterator[Any]:
         """run_plan into tune_dir/sub (resumed when it exists), keeping its servers and offered the ones
         kept so far; times each variant's stage (an adopted server's is not a start)."""
         from harness.bench.runner import run_plan
@@ -326,8 +333,8 @@ class _Tune:
             self.state.decisions.append(TuneDecision(self.wide.name, round(self.spent(), 3), 0.0,
                                                      self.opts.budget_s, None, adopted=True))
             yield ev.TuneCandidate(self.wide.name, "measuring", None, 0.0, "the wide run's server, adopted")
-            async for e in self.sub_run(self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True),
-                                        "cost"):
+            plan = self.derived([self.variant_dict(self.wide)], cost=True, baseline_last=True)
+            async for e in self.sub_run(plan, "cost"):
                 yield e
             failed = self.state.failed.get(self.wide.name)
             yield ev.TuneCandidate(self.wide.name, "failed" if failed is not None else "measured", None, 0.0,
@@ -382,7 +389,8 @@ class _Tune:
         picks: list[Config] = []
         for c in self.conc:
             ranked = sorted(measured, key=lambda m: -self.expected(m, measured, base).get(c, 0.0))
-            picks += [m for m in ranked[: self.opts.verify_top] if self.expected(m, measured, base).get(c, 0) > 0]
+            picks += [m for m in ranked[: self.opts.verify_top]
+                      if self.expected(m, measured, base).get(c, 0) > 0]
         return list(dict.fromkeys(picks))
 
     async def verify(self) -> AsyncIterator[Any]:
@@ -401,7 +409,8 @@ class _Tune:
                 continue
             yield ev.TuneCandidate(cfg.name, "verifying", None, self.verify_cost())
             verified.append(cfg)
-            variants = [self.variant_dict(self.wide, self.wide_name), *(self.variant_dict(v) for v in verified)]
+            variants = [self.variant_dict(self.wide, self.wide_name),
+                        *(self.variant_dict(v) for v in verified)]
             async for e in self.sub_run(self.derived(variants, cost=False), "wide"):
                 yield e
             yield ev.TuneCandidate(cfg.name, "verified" if cfg.name not in self.state.failed else "failed")
@@ -414,7 +423,8 @@ class _Tune:
             return self.dir / "tune.csv"
         measured, base = self.measured(fallback=True), self.base_step(fallback=True)
         rows = tr.tune_rows(self, measured, base)
-        tc.write_context_rows(self, measured, base)  # the best config per context bucket (tune_by_context.csv)
+        # the best config per context bucket (tune_by_context.csv)
+        tc.write_context_rows(self, measured, base)
         crossover = None
         if self.opts.auto:  # where speculation stops paying, the schedule (harness.analysis.crossover_report)
             from harness.analysis import crossover_report as cr

@@ -12,7 +12,7 @@ that would buy it, as an error, before anything starts.
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.bench.budget import (
     COMPILE_PRIOR_S,
@@ -23,21 +23,24 @@ from harness.bench.budget import (
 )
 from harness.common.errors import InputError
 
+if TYPE_CHECKING:
+    from harness.analysis.tune_types import TuneSearch
+
 COST_PHASE_PRIOR_S = {"simulated": 2.0, "real": 6.0}  # one decode-only step-cost phase
 
 
-def _kind(t: Any) -> str:
+def _kind(t: TuneSearch) -> str:
     return "simulated" if t.plan.target.simulated else "real"
 
 
-def startup_s(t: Any) -> tuple[float, str]:
+def startup_s(t: TuneSearch) -> tuple[float, str]:
     seen = measured_startups(t.dir) or measured_startups(t.dir.parent)
     if seen:
         return statistics.median(seen), f"measured, median of {len(seen)}"
     return ENGINE_STARTUP_PRIOR_S[_kind(t)], "a prior: none measured here yet"
 
 
-def costs(t: Any) -> dict[str, float]:
+def costs(t: TuneSearch) -> dict[str, float]:
     start, _ = startup_s(t)
     run = t.plan.run
     levels = len(t.wide_conc) * max(1, len(t.plan.suites))
@@ -53,12 +56,12 @@ def costs(t: Any) -> dict[str, float]:
     }
 
 
-def cost_reserve(t: Any) -> float:
+def cost_reserve(t: TuneSearch) -> float:
     """Seconds the wide run leaves for the step-cost phases on its own servers."""
     return costs(t)["adopted_costs"]
 
 
-def plan_words(t: Any) -> list[str]:
+def plan_words(t: TuneSearch) -> list[str]:
     """The budget's plan in words; InputError when it cannot buy even the wide run."""
     c = costs(t)
     start, source = startup_s(t)
@@ -67,16 +70,19 @@ def plan_words(t: Any) -> list[str]:
         left = max(left, 0.0)
     elif left < c["wide"]:
         raise InputError(str(t.plan.source_path or ""), None, "--budget",
-                         f"{t.opts.budget_s:.0f} s cannot decide anything: the wide run alone needs ~{c['wide']:.0f} s "
-                         f"(two starts of ~{start:.0f} s, {source}"
-                         + ("; the first EAGLE-3 decode's one-off compile" if not t.plan.target.simulated else "")
-                         + f"; its first look at {len(t.wide_conc)} concurrencies); give --budget {c['wide'] * 1.3:.0f}s or more")
+                         f"{t.opts.budget_s:.0f} s cannot decide anything: the wide run alone needs "
+                         f"~{c['wide']:.0f} s (two starts of ~{start:.0f} s, {source}"
+                         + ("; the first EAGLE-3 decode's one-off compile" if not t.plan.target.simulated
+                            else "")
+                         + f"; its first look at {len(t.wide_conc)} concurrencies); "
+                         f"give --budget {c['wide'] * 1.3:.0f}s or more")
     after = left - c["wide"] - c["adopted_costs"] - c["verify"]
     n = max(0, int(after // c["config"])) if c["config"] > 0 else 0
     others = [g for g in t.grid if g != t.wide]
     n = min(n, len(others))
     words = (f"{t.opts.budget_s:.0f} s buys the wide run (~{c['wide']:.0f} s, start-up ~{start:.0f} s each: "
-             f"{source}), the step costs of the baseline and {t.wide.name} on its servers (~{c['adopted_costs']:.0f} s)"
+             f"{source}), the step costs of the baseline and {t.wide.name} on its servers "
+             f"(~{c['adopted_costs']:.0f} s)"
              f" and {n} more step-cost config{'s' if n != 1 else ''} (~{c['config']:.0f} s each)")
     rest = len(others) - n
     tail = (f"; {rest} of the grid's {len(t.grid)} configs stay predicted from the wide run's histograms"
@@ -84,7 +90,7 @@ def plan_words(t: Any) -> list[str]:
     return [words + tail]
 
 
-def est_cost(t: Any) -> float:
+def est_cost(t: TuneSearch) -> float:
     """A step-cost stage's seconds: the mean of those measured so far (start-up included)."""
     from harness.analysis import tune_data as td
 
@@ -95,7 +101,7 @@ def est_cost(t: Any) -> float:
     return float(td.startup_seconds(t.dir / "wide") or 0.0) * 2
 
 
-def verify_cost(t: Any) -> float:
+def verify_cost(t: TuneSearch) -> float:
     """A verify run's seconds: the wide run's speculative stage, less a one-off compile it paid (charged
     once per machine, never again: harness.bench.run_phases.one_off)."""
     from harness.analysis.store import read_variants

@@ -19,8 +19,8 @@ Each step is a sub-run of the tune (servers kept and adopted as for the search);
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import crossover as cx
 from harness.analysis import crossover_data as cd
@@ -30,6 +30,9 @@ from harness.analysis.tune_model import Config
 from harness.analysis.tune_report import _verdict_of
 from harness.common import events as ev
 
+if TYPE_CHECKING:
+    from harness.analysis.tune_types import TuneSearch
+
 MAX_ROUNDS = 4  # bisection rounds: a bracket of a ladder step (x2) narrows to 1.25x in at most 3
 MIX_REPEATS = 3  # the mixed load's repeats: the pairing's t interval needs 2 at least
 SIDE_RUNS = 3  # paired runs per side of the crossover at most
@@ -37,7 +40,7 @@ PAYS, STOPS = ("faster",), ("slower", "equivalent")  # the verdicts that decide 
 OVERLOAD = 1.3  # the load stage's last rate, over the baseline's rate at the largest batch of the bracket
 
 
-async def crossover_stage(t: Any) -> AsyncIterator[Any]:
+async def crossover_stage(t: TuneSearch) -> AsyncIterator[Any]:
     st: dict[str, Any] = dict(t.state.crossover or {})
     st.setdefault("bisected", [])
     st.setdefault("verified", {})
@@ -58,11 +61,11 @@ async def crossover_stage(t: Any) -> AsyncIterator[Any]:
             yield e
 
 
-def _room(t: Any, cost: float) -> bool:
+def _room(t: TuneSearch, cost: float) -> bool:
     return t.spent() + cost <= t.opts.budget_s
 
 
-async def _bisect(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
+async def _bisect(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> AsyncIterator[Any]:
     for _ in range(MAX_ROUNDS):
         res = cr.build(t)
         if res.pick is None or res.cross is None:
@@ -93,7 +96,7 @@ def _never_pays_pick(res: cr.Result) -> Config | None:
     return max(got, key=lambda x: (x[0], x[1]))[1] if got else None
 
 
-async def _verify(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
+async def _verify(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> AsyncIterator[Any]:
     res = cr.build(t)
     pick = res.pick or _never_pays_pick(res)
     if pick is None:
@@ -128,7 +131,7 @@ async def _verify(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
             level = cx.step_outward(level, res.levels, side)
 
 
-async def _mix(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
+async def _mix(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> AsyncIterator[Any]:
     res = cr.build(t)
     mix = sc.parse_mix(t.opts.mix)
     configs = sorted(res.curves)
@@ -148,7 +151,7 @@ async def _mix(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
     save()
 
 
-def load_rates(t: Any, res: cr.Result) -> list[float]:
+def load_rates(t: TuneSearch, res: cr.Result) -> list[float]:
     """Request rates that hold the batches around the crossover in steady decode: a batch b of requests of
     run.max_tokens tokens at the baseline's step cost is served at b / (max_tokens x step_s) requests/s
     (the speculative server, faster, holds a smaller batch at the same rate: open loop, it pays further);
@@ -172,7 +175,7 @@ def load_rates(t: Any, res: cr.Result) -> list[float]:
     return sorted({float(f"{r:.3g}") for r in out})
 
 
-async def _load(t: Any, st: dict[str, Any], save: Any) -> AsyncIterator[Any]:
+async def _load(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> AsyncIterator[Any]:
     res = cr.build(t)
     rates = load_rates(t, res)
     if res.pick is None or not rates or st.get("load_done"):

@@ -6,15 +6,18 @@ the plan; the search (harness.studies.tune) decides which to run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis.tune_model import Config
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan, Variant
 
 COST_LOG_INTERVAL = 4  # decode iterations per log window in step-cost phases
 LOAD_PER_SLOT = 4  # request-rate phases of tune --concurrency auto: requests per slot of the largest batch
 
 
-def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, Any]:
+def variant_dict(tuned: Variant, cfg: Config, name: str | None = None) -> dict[str, Any]:
     """The tuned variant at config cfg, as plan YAML would give it."""
     base = tuned.model_dump(mode="json")
     base.update(name=name or cfg.name, num_steps=cfg.num_steps, eagle_topk=cfg.eagle_topk,
@@ -22,10 +25,10 @@ def variant_dict(tuned: Any, cfg: Config, name: str | None = None) -> dict[str, 
     return base
 
 
-def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tokens: int, *, cost: bool,
+def derived(plan: Plan, variants: list[dict[str, Any]], conc: list[int], cost_tokens: int, *, cost: bool,
             baseline_last: bool = False, source: str | Path, budget_s: float | None = None,
             rates: list[float] | None = None, fixed_repeats: int | None = None,
-            max_running: int | None = None) -> Any:
+            max_running: int | None = None) -> Plan:
     """The plan's baseline and `variants` at closed-loop levels `conc`; `cost`: the step-cost phases;
     `rates`: request-rate phases instead (open loop, the crossover's load stage); `fixed_repeats`: that many
     repeats of every phase, no stopping rule (the mixed load's paired run)."""
@@ -46,8 +49,9 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
     prompts = [p for s in data["suites"] for p in s["prompts"]]  # cost_sources() names the same
 
     def cycled(n: int, tag: str) -> list[dict[str, Any]]:
-        return [{**{k: v for k, v in prompts[i % len(prompts)].items() if k in ("category", "messages", "text")},
-                 "id": f"{tag}-{i}"} for i in range(n)]
+        keep = ("category", "messages", "text")
+        return [{**{k: v for k, v in prompts[i % len(prompts)].items() if k in keep}, "id": f"{tag}-{i}"}
+                for i in range(n)]
 
     if rates:  # open loop: enough requests per rate for the batch to build up to the largest level and stay
         data["suites"] = [{"name": "load", "description": "the plan's prompts cycled for request-rate phases",
@@ -60,7 +64,8 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
     elif fixed_repeats is not None or rates:
         run.update(stop="fixed", repeats=max(1, fixed_repeats or 1), until_ci_pct=None)
     elif not run.get("until_ci_pct"):  # the wide and verify runs stop when their rows are decided
-        run.update(stop="decided", max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
+        run.update(stop="decided",
+                   max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
     if budget_s is not None:
         run["budget_s"] = max(1.0, float(budget_s))
     data["run"] = run
@@ -70,7 +75,7 @@ def derived(plan: Any, variants: list[dict[str, Any]], conc: list[int], cost_tok
     return out
 
 
-def cost_sources(plan: Any, conc: list[int]) -> set[str]:
+def cost_sources(plan: Plan, conc: list[int]) -> set[str]:
     """The wide run's request ids (`<suite>/<prompt id>`) of the prompts the step-cost phases replay."""
     ids = [f"{s['name']}/{p['id']}" for s in plan.resolved_dict()["suites"] for p in s["prompts"]]
     return {ids[i % len(ids)] for i in range(max(conc))} if ids else set()

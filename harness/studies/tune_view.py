@@ -66,7 +66,7 @@ def list_tunes(results_dir: str | Path) -> list[Path]:
     )
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: object) -> object:
     if isinstance(value, float) and value != value:
         return None
     return value.item() if hasattr(value, "item") else value

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
-from harness.tui.state import ProgressSnapshot, RunChoice
+from harness.tui.state import ProgressSnapshot, RunChoice, TuneChoice
 
 if TYPE_CHECKING:
     from harness.analysis.compare import Comparison
@@ -390,9 +390,9 @@ class WinnerWritten(AppMessage):
 
 
 class TuneRequested(AppMessage):
-    def __init__(self, choice: Any) -> None:
+    def __init__(self, choice: TuneChoice) -> None:
         super().__init__()
-        self.choice = choice  # harness.tui.tune_control.TuneChoice
+        self.choice = choice
 
 
 class TuneResumeRequested(AppMessage):

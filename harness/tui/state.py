@@ -33,6 +33,19 @@ class RunChoice:
 
 
 @dataclass(frozen=True)
+class TuneChoice:
+    """What the Tune form asks for; the rest of TuneOptions keeps the CLI's defaults."""
+
+    variant: str | None
+    budget_s: float
+    concurrency: list[int] | None  # None: the plan's
+    steps: list[int]
+    graphs: list[bool]  # CUDA graphs: [True, False] tries both
+    cost_tokens: int = 96
+    auto: bool = False  # "auto" in the Concurrency field: where speculation stops paying (tune_crossover)
+
+
+@dataclass(frozen=True)
 class Alarm:
     severity: str
     code: str

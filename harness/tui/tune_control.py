@@ -2,41 +2,36 @@
 (runchild.py / runproc.py): its events become the tune state (the App's tune_state, tune_view, ...), the
 sub-runs' servers show in Servers, and the
 tune directory is re-read (harness.studies.tune_view) as configs are measured, so the grid fills as it goes.
-harness.studies is imported where it is used: it loads the engines (aiohttp), which the TUI's start does without."""
+harness.studies is imported where it is used: it loads the engines (aiohttp), which the TUI's start does
+without."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
 
 from harness.common import events as ev
 from harness.tui import messages as msg
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
 from harness.tui.half import Half, handles, work
 from harness.tui.runproc import RunProcess
+from harness.tui.state import TuneChoice
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.studies.tune import TuneOptions
+    from harness.targets.base import Target
 
 TUNE = "harness.studies.tune:tune"
 ACTIVE_TUNE = ("preparing", "running", "cancelling")
 RELOAD_ON = ("measured", "failed", "verified", "skipped")  # candidate states after which the files changed
 
 
-@dataclass(frozen=True)
-class TuneChoice:
-    """What the Tune form asks for; the rest of TuneOptions keeps the CLI's defaults."""
-
-    variant: str | None
-    budget_s: float
-    concurrency: list[int] | None  # None: the plan's
-    steps: list[int]
-    graphs: list[bool]  # CUDA graphs: [True, False] tries both
-    cost_tokens: int = 96
-    auto: bool = False  # "auto" in the Concurrency field: where speculation stops paying (tune_crossover)
-
-
-def tune_options(choice: TuneChoice) -> Any:
+def tune_options(choice: TuneChoice) -> TuneOptions:
     from harness.studies.tune import TuneOptions
 
     return TuneOptions(
@@ -56,7 +51,7 @@ class TuneFeed(EventFeed):
 
     QUIET = (ev.RunStarted, ev.RunDone, ev.PhaseStarted, ev.PhaseDone, ev.VariantDone)
 
-    def push(self, event: Any) -> None:
+    def push(self, event: object) -> None:
         if isinstance(event, ev.TuneStage | ev.TuneCandidate | ev.TuneDone):
             self.flush()
             self.post(self._message(event))
@@ -70,7 +65,7 @@ class TuneFeed(EventFeed):
         else:
             super().push(event)
 
-    def _message(self, e: Any) -> Any:
+    def _message(self, e: ev.TuneStage | ev.TuneCandidate | ev.TuneDone) -> msg.AppMessage:
         if isinstance(e, ev.TuneStage):
             return msg.TuneStaged(e.stage, e.message, e.spent_s, e.budget_s)
         if isinstance(e, ev.TuneCandidate):
@@ -86,17 +81,18 @@ class TuneFeed(EventFeed):
 
 
 class TuneProcess(RunProcess):
-    """harness.studies.tune:tune in runchild; ends with TuneEnded. SIGTERM stops every server the tune started."""
+    """harness.studies.tune:tune in runchild; ends with TuneEnded. SIGTERM stops every server the tune
+    started."""
 
     def __init__(
         self,
-        plan: Any,
-        options: Any,
+        plan: Plan,
+        options: TuneOptions,
         *,
         results_dir: str,
         resume_dir: str | None,
-        post: Callable[[Any], Any],
-        target_factory: Callable[[], Any] | None = None,
+        post: Callable[[Message], Any],
+        target_factory: Callable[[], Target] | None = None,
         flush_interval: float = FLUSH_INTERVAL_S,
     ) -> None:
         kwargs: dict[str, Any] = {"results_dir": results_dir}
@@ -156,7 +152,7 @@ class TuneControl(Half):
             opts.budget_s = m.budget_s
         self._start_tune(plan, opts, m.tune_dir)
 
-    def _start_tune(self, plan: Any, opts: Any, resume_dir: str | None) -> None:
+    def _start_tune(self, plan: Plan, opts: TuneOptions, resume_dir: str | None) -> None:
         app = self.app
         if self.active():
             app.notify("a tune is already going", severity="warning")
@@ -303,7 +299,7 @@ class TuneControl(Half):
         self.app.tune_dir = m.tune_dir
         self._load_tune(m.tune_dir)
 
-    # ---- --write-plan ------------------------------------------------------------------------------------------
+    # ---- --write-plan --------------------------------------------------------------------------------------
     @handles(msg.WriteWinnerRequested)
     def _write_winner(self, m: msg.WriteWinnerRequested) -> None:
         app = self.app

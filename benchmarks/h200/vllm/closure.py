@@ -65,11 +65,13 @@ def read_freeze(path: Path = FREEZE) -> dict[str, str]:
 
 
 def stand_in_wheel(folder: Path, name: str, version: str) -> Path:
-    """An empty wheel `name==version` with no requirements (what pip resolves against instead of the image's)."""
+    """An empty wheel `name==version` with no requirements (what pip resolves against instead of the
+    image's)."""
     dist = re.sub(r"[-.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
     files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: closure.py\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: closure.py\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
     record = []
     for n, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
@@ -83,7 +85,8 @@ def stand_in_wheel(folder: Path, name: str, version: str) -> Path:
 
 
 def resolve(root: str, offered: dict[str, str], work: Path) -> dict:
-    """pip's report (`pip install --dry-run --report`) for `root` with `offered` (name -> version) as stand-ins."""
+    """pip's report (`pip install --dry-run --report`) for `root` with `offered` (name -> version) as
+    stand-ins."""
     fake = work / "stand-ins"
     fake.mkdir(parents=True, exist_ok=True)
     pins = []
@@ -123,7 +126,8 @@ def closure_lines(report: dict, image: dict[str, str], skip: set[str]) -> tuple[
         info = item["download_info"]
         sha = info.get("archive_info", {}).get("hashes", {}).get("sha256") or "-"
         wheel = info["url"].rsplit("/", 1)[-1]
-        bring.append(f"{name}=={version}  {wheel}  {sha}  required-by: {','.join(sorted(by.get(name, ['(an extra)'])))}")
+        needed_by = ",".join(sorted(by.get(name, ["(an extra)"])))
+        bring.append(f"{name}=={version}  {wheel}  {sha}  required-by: {needed_by}")
     for name in sorted(picked):
         if Version(picked[name]["metadata"]["version"]).local != LOCAL:
             continue
@@ -131,8 +135,8 @@ def closure_lines(report: dict, image: dict[str, str], skip: set[str]) -> tuple[
         if name in skip:
             notes.append(f"# skipped {name} (required by {who})")
         elif name in CONFLICTS:
-            notes.append(f"# conflict {name}=={image.get(name)} (image) kept; resolved as =={CONFLICTS[name]} "
-                         f"(required by {who})")
+            notes.append(f"# conflict {name}=={image.get(name)} (image) kept; "
+                         f"resolved as =={CONFLICTS[name]} (required by {who})")
         else:
             notes.append(f"# image {name}=={image[name]} (required by {who})")
     return bring, notes
@@ -150,14 +154,17 @@ def main(argv: list[str] | None = None) -> None:
     offered = dict(image, **CONFLICTS)
     with tempfile.TemporaryDirectory() as tmp:
         report = resolve(a.root, offered, Path(tmp) / "full")
-        if skip:  # a skipped package is offered at the version the full closure took, then pip drops its needs
-            full = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report["install"]}
+        # a skipped package is offered at the version the full closure took, then pip drops its needs
+        if skip:
+            full = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"]
+                    for i in report["install"]}
             unknown = skip - set(full)
             if unknown:
                 raise SystemExit(f"--skip {' '.join(sorted(unknown))}: not in the closure of {a.root}")
             report = resolve(a.root, dict(offered, **{n: full[n] for n in skip}), Path(tmp) / "lean")
     bring, notes = closure_lines(report, image, skip)
-    head = [f"# {a.root}: what the image ({a.freeze.name}) lacks, resolved by pip for CPython 3.12 manylinux x86_64",
+    head = [f"# {a.root}: what the image ({a.freeze.name}) lacks, "
+            "resolved by pip for CPython 3.12 manylinux x86_64",
             f"# {len(bring)} wheels; skipped: {' '.join(sorted(skip)) or '-'}"]
     text = "\n".join(head + bring + notes) + "\n"
     if a.out:

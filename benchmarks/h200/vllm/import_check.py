@@ -93,7 +93,8 @@ def parser_capture() -> list[dict]:
     rows = []
     for a in p._actions:
         rows.append({"options": list(a.option_strings), "dest": a.dest, "nargs": a.nargs,
-                     "action": type(a).__name__, "choices": sorted(map(str, a.choices)) if a.choices else None,
+                     "action": type(a).__name__,
+                     "choices": sorted(map(str, a.choices)) if a.choices else None,
                      "type": getattr(a.type, "__name__", repr(a.type)) if a.type else None,
                      "default": repr(a.default)[:200]})
     return rows
@@ -136,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.parser and "vllm.engine.arg_utils" not in failed:
         with open(a.parser, "w") as fh:
             json.dump(parser_capture(), fh, indent=1)
-    print(f"[import_check] {len(MODULES) + 1 - len(failed)}/{len(MODULES) + 1} modules and build_app in {seconds}s; "
+    print(f"[import_check] {len(MODULES) + 1 - len(failed)}/{len(MODULES) + 1} modules and build_app "
+          f"in {seconds}s; "
           f"{len(report['distributions'])} distributions loaded")
     for m, err in failed.items():
         print(f"[import_check] FAILED {m}: {err}")

@@ -22,7 +22,8 @@ import yaml
 
 VLLM_VERSION = "0.26.0"
 # `vllm serve` there (vllm.sh vllm_env): the site, no network, pytorch sampling, dev endpoints
-LAUNCHER = ["env", "PYTHONPATH=/tmp/vllm-site", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1", "VLLM_NO_USAGE_STATS=1",
+LAUNCHER = ["env", "PYTHONPATH=/tmp/vllm-site", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1",
+            "VLLM_NO_USAGE_STATS=1",
             "VLLM_USE_FLASHINFER_SAMPLER=0", "VLLM_SERVER_DEV_MODE=1", "VLLM_CACHE_ROOT=/tmp/cache/vllm",
             "python3", "-m", "vllm.entrypoints.cli.main", "serve"]
 SIM_LAUNCHER = ["{python}", "-m", "harness.sim.vllm", "serve"]
@@ -34,10 +35,11 @@ FLAGS = ["--dtype", "bfloat16", "--attention-backend", "TRITON_ATTN",
 def vllm_plan(plan: dict, sim: bool) -> dict:
     """decide.yaml's plan with the vLLM arms added."""
     out = dict(plan, name=plan["name"].replace("decide", "vllm"),
-               description="SGLang 0.5.15.post1 and vLLM 0.26.0 on one H200: the trained tiny target, baseline "
-                           "against its trained EAGLE-3 head on each engine")
+               description="SGLang 0.5.15.post1 and vLLM 0.26.0 on one H200: the trained tiny target, "
+                           "baseline against its trained EAGLE-3 head on each engine")
     target = dict(out["target"])
-    target["vllm"] = {"launcher": SIM_LAUNCHER if sim else LAUNCHER, "version": "auto" if sim else VLLM_VERSION}
+    target["vllm"] = {"launcher": SIM_LAUNCHER if sim else LAUNCHER,
+                      "version": "auto" if sim else VLLM_VERSION}
     out["target"] = target
     sgl = [v for v in plan["variants"] if not v.get("engine")]
     spec = next(v for v in sgl if v.get("algorithm"))

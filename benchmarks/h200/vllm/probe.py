@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 
-def call(port: int, method: str, path: str, body: dict | None = None, timeout: float = 120) -> tuple[int, str]:
+def call(
+    port: int, method: str, path: str, body: dict | None = None, timeout: float = 120
+) -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None

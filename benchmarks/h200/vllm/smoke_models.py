@@ -1,5 +1,6 @@
-"""Configs (no weights) of a tiny Llama target and its one-layer EAGLE-3 head, with a byte-level tokenizer, for
-`vllm.sh smoke`: vLLM makes random weights itself (`--load-format dummy`, which the head's load follows).
+"""Configs (no weights) of a tiny Llama target and its one-layer EAGLE-3 head, with a byte-level
+tokenizer, for `vllm.sh smoke`: vLLM makes random weights itself (`--load-format dummy`, which the head's
+load follows).
   python smoke_models.py OUT   -> OUT/target, OUT/draft
 The head names its aux layers both ways: SpecForge's nested `eagle_config` ids (output of layer k) and
 vLLM's top-level `eagle_aux_hidden_state_layer_ids` (input of layer k), the same layers (docs/vllm.md)."""
@@ -38,7 +39,8 @@ def configs() -> tuple[dict, dict]:
             "num_key_value_heads": KV, "head_dim": H // HEADS, "hidden_act": "silu",
             "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
             "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0}, "vocab_size": VOCAB,
-            "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "attention_bias": False, "mlp_bias": False,
+            "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0, "attention_bias": False,
+            "mlp_bias": False,
             "dtype": "bfloat16", "initializer_range": 0.02, "tie_word_embeddings": False}
     target = dict(base, architectures=["LlamaForCausalLM"], num_hidden_layers=LAYERS)
     nested = [1, LAYERS // 2 - 1, LAYERS - 4]  # SGLang's default: outputs of these layers

@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sm90", nargs="*", default=[])
     a = ap.parse_args(argv)
     r = repack(a.src, a.dst, a.drop, a.sm90)
-    print(f"{os.path.basename(a.src)}: {r['members']} -> {r['kept']} members, {r['zeroed']} bytes of device code "
-          f"zeroed; {r['src_bytes']} -> {r['dst_bytes']} bytes")
+    print(f"{os.path.basename(a.src)}: {r['members']} -> {r['kept']} members, "
+          f"{r['zeroed']} bytes of device code zeroed; {r['src_bytes']} -> {r['dst_bytes']} bytes")
 
 
 if __name__ == "__main__":

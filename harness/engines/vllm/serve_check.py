@@ -13,6 +13,7 @@ import contextlib
 import io
 import json
 import re
+from types import ModuleType
 from typing import Any
 
 from harness.common.findings import Finding, error, info
@@ -30,7 +31,7 @@ class _Parser(argparse.ArgumentParser):
         raise _Refused(message)
 
 
-def _parser_of(module: Any) -> argparse.ArgumentParser:
+def _parser_of(module: ModuleType) -> argparse.ArgumentParser:
     p = _Parser(prog="vllm serve", add_help=False)  # FlexibleArgumentParser keeps argparse's abbreviations
     p.add_argument("model_tag", nargs="?")
     for options, dest, kind, nargs, typ, choices in module.OPTIONS:
@@ -61,7 +62,7 @@ def _normalise(argv: list[str]) -> list[str]:
     return out
 
 
-def spec_config_problems(cfg: Any, fields: tuple[str, ...], methods: tuple[str, ...]) -> list[str]:
+def spec_config_problems(cfg: object, fields: tuple[str, ...], methods: tuple[str, ...]) -> list[str]:
     """What SpeculativeConfig would refuse in a --speculative-config value."""
     if not isinstance(cfg, dict):
         return ["--speculative-config is not a JSON object"]

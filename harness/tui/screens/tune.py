@@ -4,8 +4,9 @@ the winner to the plan (--write-plan). The App's TuneControl does the work; this
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -15,9 +16,15 @@ from textual.widgets import Button, Input, Label, Select, Static
 from harness.cli.args import duration, graphs, levels_or_auto, positive_ints
 from harness.tui import messages as msg
 from harness.tui.screens.section import SectionScreen
-from harness.tui.state import ProgressSnapshot
-from harness.tui.tune_control import ACTIVE_TUNE, TuneChoice
+from harness.tui.state import ProgressSnapshot, TuneChoice
+from harness.tui.tune_control import ACTIVE_TUNE
 from harness.tui.widgets.table import Table
+
+if TYPE_CHECKING:
+    from harness.inputs.config import Plan
+    from harness.studies.tune_view import TuneView
+
+T = TypeVar("T")
 
 STAGES = {
     "wide": "wide run",
@@ -44,7 +51,7 @@ MEASURED = ("step", "verified")
 GRAPHS = [("on and off", "both"), ("on", "on"), ("off", "off")]
 
 
-def _f(v: Any, spec: str = "{:.2f}") -> str:
+def _f(v: float | None, spec: str = "{:.2f}") -> str:
     return "-" if v is None else spec.format(v)
 
 
@@ -75,7 +82,7 @@ def grid_cells(row: dict[str, Any], live: str | None) -> tuple[str, ...]:
 
 
 def progress_text(
-    stage: tuple[str, float, float], view: Any, live: dict[str, str], p: ProgressSnapshot | None,
+    stage: tuple[str, float, float], view: TuneView | None, live: dict[str, str], p: ProgressSnapshot | None,
     since_s: float | None = None,
 ) -> str:
     """`since_s`: seconds since the stage's spent_s was measured, while the tune runs (the clock moves on
@@ -103,7 +110,7 @@ def progress_text(
     return "\n".join(lines)
 
 
-def answer_text(view: Any) -> str:
+def answer_text(view: TuneView | None) -> str:
     if view is None or not view.finished:
         return "the answer per concurrency and the heatmaps come when the tune finishes"
     out = list(view.answer) or ["no answer: the wide run gave nothing to predict from"]
@@ -175,7 +182,7 @@ class TuneScreen(SectionScreen):
         self.app.action_refresh_tunes()
 
     # ---- attributes down ----------------------------------------------------------------------------------
-    def _show_plan(self, plan: Any) -> None:
+    def _show_plan(self, plan: Plan | None) -> None:
         if plan is None:
             return
         specs = [v.name for v in plan.variants if v.is_speculative and v.drafter is not None]
@@ -195,7 +202,7 @@ class TuneScreen(SectionScreen):
         """The budget's clock moves every second while a tune runs."""
         self._progress_at(now)
 
-    def _show_progress(self, _: Any = None) -> None:
+    def _show_progress(self, _: object = None) -> None:
         self._progress_at(self.app.clock())
 
     def _progress_at(self, now: float) -> None:
@@ -208,13 +215,13 @@ class TuneScreen(SectionScreen):
         if app.tune_view is not None:
             self._fill_grid(app.tune_view)
 
-    def _show_view(self, view: Any) -> None:
+    def _show_view(self, view: TuneView | None) -> None:
         self._show_progress()
         self.query_one("#tune-answer", Static).update(answer_text(view))
         if view is None:
             self._fill_grid(None)
 
-    def _fill_grid(self, view: Any) -> None:
+    def _fill_grid(self, view: TuneView | None) -> None:
         """Cells updated by stable row key (config@concurrency); rows of another tune removed."""
         table = self.query_one("#tune-grid", Table)
         live = self.app.tune_candidates
@@ -245,7 +252,7 @@ class TuneScreen(SectionScreen):
     # ---- messages up --------------------------------------------------------------------------------------
     def choice(self) -> TuneChoice:
         """The form as a TuneChoice; ValueError says which field is wrong."""
-        def parsed(field: str, what: str, fn: Any) -> Any:
+        def parsed(field: str, what: str, fn: Callable[[str], T]) -> T:
             try:
                 return fn(self.query_one(f"#{field}", Input).value)
             except Exception as exc:  # argparse.ArgumentTypeError: the CLI's own words
