@@ -125,6 +125,17 @@ def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndar
 
     Element i of all four arrays is the same prompt in both arms (paired): one resample draws prompts, and
     a drawn prompt brings both its measurements, so per-prompt difficulty cancels out of the ratio."""
+    got = _paired_resamples(tok_v, time_v, tok_b, time_b, samples, seed)
+    if got is None:
+        return None
+    est, ratio, n = got
+    return _bootstrap_t(est, ratio, n - 1, level)
+
+
+def _paired_resamples(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndarray, time_b: np.ndarray,
+                      samples: int, seed: int) -> tuple[float, np.ndarray, int] | None:
+    """(the paired ratio, its bootstrap resamples over prompts, the number of prompts), or None when the
+    four arrays are not one pair per prompt of at least two prompts."""
     arrays = [np.asarray(a, dtype=float) for a in (tok_v, time_v, tok_b, time_b)]
     n = len(arrays[0])
     if n < 2 or any(len(a) != n for a in arrays):
@@ -132,7 +143,7 @@ def paired_bootstrap_ratio(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.ndar
     tv, sv, tb, sb = arrays
     idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
     ratio = (tv[idx].sum(1) / sv[idx].sum(1)) / (tb[idx].sum(1) / sb[idx].sum(1))
-    return _bootstrap_t(float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum())), ratio, n - 1, level)
+    return float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum())), ratio, n
 
 
 def between_repeat_variance(log_ratios: list[float] | np.ndarray,
@@ -162,15 +173,11 @@ def paired_bootstrap_log_sd(tok_v: np.ndarray, time_v: np.ndarray, tok_b: np.nda
                             ) -> tuple[float, float] | None:
     """(log of the paired ratio, bootstrap sd of its log) over prompts, resampled as paired_bootstrap_ratio
     does."""
-    arrays = [np.asarray(a, dtype=float) for a in (tok_v, time_v, tok_b, time_b)]
-    n = len(arrays[0])
-    if n < 2 or any(len(a) != n for a in arrays):
+    got = _paired_resamples(tok_v, time_v, tok_b, time_b, samples, seed)
+    if got is None:
         return None
-    tv, sv, tb, sb = arrays
-    idx = np.random.default_rng(seed).integers(0, n, size=(samples, n))
-    ratio = (tv[idx].sum(1) / sv[idx].sum(1)) / (tb[idx].sum(1) / sb[idx].sum(1))
+    est, ratio, _ = got
     logs = np.log(ratio[np.isfinite(ratio) & (ratio > 0)])
-    est = float((tv.sum() / sv.sum()) / (tb.sum() / sb.sum()))
     if est <= 0 or len(logs) < 2:
         return None
     return math.log(est), float(logs.std(ddof=1))
