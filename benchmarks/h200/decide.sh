@@ -27,7 +27,8 @@
 #            the best config stops paying, a paired run on each side (up to 3 per side), the mixed load CROSS_MIX
 #            (1:4,32:1) and goodput against request rate; CROSS_BUDGET (9m); the tune directory, crossover.csv,
 #            schedule.json and crossover.png come back
-#   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8)
+#   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8; ~330 s
+#            when it runs to the 8th repeat: give the call 400 s, or it ends before packing its records)
 #   lossless the trained head's 81-86 % greedy match classified: baseline and EAGLE3 once at c1 and c8
 #            (MAX_TOKENS, the verdict's length), then draftbench's lossless audit on the baseline's server (a
 #            control at c2, logprobs along every baseline answer); lossless_report.py prints each divergence's
