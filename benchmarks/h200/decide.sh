@@ -4,6 +4,9 @@
 # while the machine stays warm (state in $WORK, default /tmp/tiny, lives only as long as the machine):
 #   prep     accept.sh's prep: the tiny target, its answers regenerated through real SGLang, an EAGLE-3
 #            head trained on them (TTT over TTT_LENGTH=5 draft steps, as many as the widest tune config drafts)
+#            and both packed for later sessions as $OUT/tinystate.partNN (benchmarks/h200/tinystate.sh)
+#   stash    nothing but the kept prep's parts this call carries (.tinystate/): a later session restores the
+#            target and head from them instead of running prep again (every stage restores once all are there)
 #   warm     one short draftbench run through both servers: on a fresh machine the first EAGLE-3 server
 #            spends ~2 minutes compiling in its first decode (seen on 2026-12-01: nothing logged from
 #            16:43:36 to 16:45:35, then 'gen throughput 0.27'; the second start on that machine had none);
@@ -41,7 +44,7 @@
 # and benchmarks/ as they were when the snapshot stage ran, then tried by the dry stage) every stage runs
 # that code instead, from /tmp/dbsnap, with .devbundle and .whl linked in.
 set -uo pipefail
-STAGE=${1:?prep|warm|serve|verdict|tune|resume|crossover|decided|aa|lossless|dry|snapshot}
+STAGE=${1:?prep|stash|warm|serve|verdict|tune|resume|crossover|decided|aa|lossless|dry|snapshot}
 if [ "$STAGE" = snapshot ]; then  # the code as it is here now (commit + whatever is edited on top of it)
   tar -czf .devbundle/snapshot.tar.gz --exclude=__pycache__ harness benchmarks pyproject.toml || exit 3
   echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- harness benchmarks pyproject.toml || echo '+edits') $(date -u +%FT%TZ)" > .devbundle/snapshot.commit
@@ -153,6 +156,11 @@ fi
 S=$W/stage-$STAGE; mkdir -p "$W"; rm -rf "$S"; mkdir -p "$S"
 SIMFLAG=""  # DECIDE_SIM=1: a GPU stage's own commands on the stand-in here (no bundle, no GPU), as a dry run
 if [ -n "${DECIDE_SIM:-}" ]; then SIMFLAG=--sim; fi
+source benchmarks/h200/tinystate.sh
+if [ "$STAGE" = stash ]; then  # a call that only brings parts of a kept prep (.tinystate/, see tinystate.sh)
+  tinystate_stash; tinystate_restore "$W"; exit 0
+fi
+if [ "$STAGE" != prep ] && [ "$STAGE" != aa ] && [ -z "$SIMFLAG" ]; then tinystate_stash; tinystate_restore "$W"; fi
 if [ "$STAGE" != prep ] && [ "$STAGE" != aa ] && [ -z "$SIMFLAG" ] && [ ! -e "$W/draft/model.safetensors" ]; then
   echo "decide.sh $STAGE: no trained drafter in $W: the machine went cold since the prep stage (its state is"
   echo "gone); run 'decide.sh prep' again first"
@@ -182,7 +190,11 @@ prep)
       bash benchmarks/h200/accept.sh prep
   rc=$?
   stamp "prep exited $rc"
-  pack; exit $rc ;;
+  pack
+  # the trained target and head, for later sessions (KEEP_STATE=0: not); timeline.txt is in prep.tar.gz and
+  # leaves its place among the 8 files a call brings back to the parts
+  if [ "$rc" = 0 ] && [ "${KEEP_STATE:-1}" != 0 ]; then tinystate_pack "$W" "$OUT" && rm -f "$OUT/timeline.txt"; fi
+  exit $rc ;;
 serve)  # rates.yaml replays tune-suite.yaml: RATE_PROMPTS (16) per rate, so both rates fit what SERVE_S leaves
   TUNE_PROMPTS=${RATE_PROMPTS:-16} $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3
   serve_run warm 200 "both servers once, 8 prompts, 32 tokens, both kept" --keep-servers

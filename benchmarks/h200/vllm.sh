@@ -201,7 +201,8 @@ bench_vllm() {  # RUN_DIR: `vllm bench serve` on each kept vLLM server, on the r
 stage_measure() {
   [ -f "$SITE/.ok" ] || { say "vLLM is not installed in $SITE: carry the parts and install first"; return 2; }
   W=${WORK:-/tmp/tiny}; S=$W/stage-vllm-${MEASURE_ARMS:-vllm}; mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); rm -rf "$S"; mkdir -p "$S/bench"
-  [ -e "$W/draft/model.safetensors" ] || { say "no trained head in $W: run decide.sh prep first"; return 6; }
+  source benchmarks/h200/tinystate.sh && tinystate_stash && tinystate_restore "$W"  # a kept prep, if carried
+  [ -e "$W/draft/model.safetensors" ] || { say "no trained head in $W: run decide.sh prep (or carry .tinystate) first"; return 6; }
   [ -f .devbundle/dev_setup.sh ] && [ -d .whl ] || { say ".devbundle and .whl must be on the machine (carried by prep)"; return 6; }
   source .devbundle/dev_setup.sh >/dev/null || return 3
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || return 3
