@@ -158,6 +158,7 @@ SIMFLAG=""  # DECIDE_SIM=1: a GPU stage's own commands on the stand-in here (no 
 if [ -n "${DECIDE_SIM:-}" ]; then SIMFLAG=--sim; fi
 source benchmarks/h200/tinystate.sh
 if [ "$STAGE" = stash ]; then  # a call that only brings parts of a kept prep (.tinystate/, see tinystate.sh)
+  if [ -d .devbundle/wheels ]; then source .devbundle/dev_setup.sh | tail -3 || exit 3; fi  # the install, once
   tinystate_stash; tinystate_restore "$W"; exit 0
 fi
 if [ "$STAGE" != prep ] && [ "$STAGE" != aa ] && [ -z "$SIMFLAG" ]; then tinystate_stash; tinystate_restore "$W"; fi
