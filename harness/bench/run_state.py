@@ -1,6 +1,6 @@
-"""What the run's helpers (decide, run_phases, run_record, audit) read and change of a run in progress:
-harness.bench.runner's `_Run`, which they cannot import (it imports them). One protocol, so that each
-helper's `run` parameter is typed and `_Run` is checked against it where it hands itself over."""
+"""What the run's helpers (decide, run_phases, run_record, run_servers, audit) read and change of a run in
+progress: harness.bench.runner's `_Run`, which they cannot import (it imports them). One protocol, so that
+each helper's `run` parameter is typed and `_Run` is checked against it where it hands itself over."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from harness.common.aio import Emit
     from harness.inputs.config import Plan, Variant
     from harness.serve.existing import ExistingServer
+    from harness.serve.kept import KeptServer, VariantServer
     from harness.serve.server import Server
+    from harness.targets.base import Target
 
 
 class RunState(Protocol):
@@ -34,7 +36,13 @@ class RunState(Protocol):
     metas: dict[str, VariantMeta]  # a variant's metadata as last recorded
     parked: dict[str, Server | ExistingServer]  # servers kept up between the stopping rule's looks
     _log_owner: dict[str, Server | ExistingServer]  # variant -> the server whose log lines arrive for it
+    target: Target
+    servers: list[Server | ExistingServer]  # up (or starting) now: each is stopped or kept at the end
+    keep: bool  # keep servers running at the end (--keep-servers, server.keep_running)
+    kept: list[VariantServer]  # this run's kept servers, oldest first
+    offered: list[KeptServer]  # other runs' kept servers, not adopted yet (harness.serve.adopt)
     failed: set[str]
+    failures: int
     total_requests: int
 
     async def _run_variant(self, variant: Variant, version: str | None, repeats: list[int] | None = None,

@@ -18,9 +18,9 @@ from harness.analysis import attempts as tries
 from harness.analysis.alarms import AlarmTracker
 from harness.analysis.outputs import OUTPUT_COLUMNS
 from harness.analysis.records import RECORD_COLUMNS, make_record
-from harness.analysis.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, new_run_dir, redact_argv
+from harness.analysis.rundir import PHASE_COLUMNS, SERVER_WINDOW_COLUMNS, new_run_dir
 from harness.analysis.store import CsvAppender, PhaseRecord, VariantMeta, append_record, append_variant
-from harness.bench import audit
+from harness.bench import audit, run_servers
 from harness.bench.arrivals import max_connections, replay_rate_phase
 from harness.bench.conversation import requests_per_pass
 from harness.bench.decide import interleaved, more_repeats
@@ -33,20 +33,17 @@ from harness.bench.run_phases import (  # noqa: F401  (phase_id, rate_phase_id: 
     settle_total,
     sizer_for,
 )
-from harness.bench.run_record import log_catch_up, on_lines, summarise_at_end, write_provenance
-from harness.bench.sampling_client import any_greedy, variant_temperature, with_sampling
+from harness.bench.run_record import log_catch_up, summarise_at_end, write_provenance
+from harness.bench.sampling_client import any_greedy, with_sampling
 from harness.bench.sizing import sized_passes
-from harness.bench.target_facts import drafter_hash, gpus
 from harness.checks.realism import realism_alarms
 from harness.common import events as ev
 from harness.common.aio import drain, finish
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
-from harness.serve.adopt import launch
-from harness.serve.existing import ExistingServer, as_served, check_existing, require_auth, unauthorized
-from harness.serve.kept import gpu_has_room, reap_leftovers
-from harness.serve.key_handoff import key_in_log_warning
-from harness.serve.server import Server, ServerFailed, stopped_detail
+from harness.serve.existing import ExistingServer, as_served, unauthorized
+from harness.serve.kept import reap_leftovers
+from harness.serve.server import Server, ServerFailed
 
 if TYPE_CHECKING:
     from harness.bench.run_phases import Phase
@@ -182,7 +179,7 @@ class _Run:
             # every server is stopped, together, even when this task is cancelled meanwhile (a closed
             # generator, a second Ctrl-C): the cancellation is re-raised once the files are closed and the
             # summary written
-            cancelled = await finish(asyncio.gather(*(self._stop(s) for s in list(self.servers)),
+            cancelled = await finish(asyncio.gather(*(run_servers.stop(self, s) for s in list(self.servers)),
                                                     return_exceptions=True))
             for f in (self.records, self.phases, self.windows, self.attempts,
                       *([self.outputs] if self.outputs else [])):
@@ -201,7 +198,6 @@ class _Run:
         """Measure `variant`'s phases (those of `repeats` at the concurrencies `only`, default all). `park`:
         leave its server up afterwards for the stopping rule's next look (harness.bench.decide)."""
         name = variant.name
-        engine = engine_of(self.plan, variant)
         todo = plan_phases(self, variant, repeats, only)
         if not todo:
             return  # resumed: nothing left for this variant
@@ -210,72 +206,13 @@ class _Run:
             await self._measure_on(variant, parked, self.metas[name].model_copy(deep=True), todo, park)
             return
         if parked is not None:
-            await self._stop(parked)
-        meta = VariantMeta(
-            variant=name, engine=engine.name, engine_version=version, baseline=bool(variant.is_baseline),
-            algorithm=variant.spec_algorithm or "", drafter=variant.drafter.name if variant.drafter else "",
-            drafter_path=str(variant.drafter.path) if variant.drafter else "", num_steps=variant.num_steps,
-            eagle_topk=variant.eagle_topk, num_draft_tokens=variant.num_draft_tokens,
-            cuda_graph=bool(variant.cuda_graph), simulated=bool(self.plan.target.simulated), status="running",
-            temperature=variant_temperature(self.plan, variant),
-            sampling=variant.sampling.label if variant.sampling is not None else None,
-            # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
-            forced_acceptance=engine.forced_acceptance({**(self.plan.target.env or {}),
-                                                        **(variant.env or {})}))
-        key = api_key(self.plan, variant)
-        server = ExistingServer(self.target, self.plan, variant, run_dir=self.run_dir, api_key=key) \
-            if variant.is_existing else \
-            Server(self.target, self.plan, variant, run_id=self.run_id, run_dir=self.run_dir,
-                   engine_version=version, on_lines=lambda lines, s=name: on_lines(self, s, lines),
-                   api_key=key)
-        self.servers.append(server)
-        self._log_owner[name] = server
-        if self.parked and not gpu_has_room(self.plan, len(self.parked)):
-            for other in list(self.parked.values()):  # the stopping rule's parked servers yield the GPU first
-                self.parked.pop(other.name, None)
-                await self._stop(other)
-        try:
-            # adopts an offered server with the same command, or starts one
-            await launch(self, server, variant)
-            meta.port, meta.pgid, meta.launch_command = server.port, server.pgid, redact_argv(server.argv)
-            startup = await server.wait_ready(self.plan.server.startup_timeout_s)
-            meta.startup_s = round(startup, 2)
-            if server.key_in_log:  # SGLang prints its ServerArgs, api_key included
-                self.emit(ev.Alarm(name, "warning", "key-in-server-log", key_in_log_warning(server)))
-            self.emit(ev.ServerState(name, "ready", server.port, server.pgid))
-            await require_auth(server)  # a wrong key: an error now, not a variant at 0 tok/s
-            info = await server.admin.server_info() if server.admin else None
-            meta.server_facts.update(engine.server_provenance(info))
-            if variant.is_existing:
-                for alarm in check_existing(variant, meta):  # raises ServerFailed on a mismatch
-                    self.emit(alarm)
-            graph_bs = meta.server_facts.get("server_cuda_graph_max_bs_decode") \
-                or meta.server_facts.get("server_cuda_graph_max_bs")
-            if isinstance(graph_bs, int):
-                self.alarms.set_graph_max_bs(name, graph_bs)
-            meta.drafter_config_sha256 = await drafter_hash(self.target, self.plan, variant)
-            meta.gpus = await gpus(self.target, self.plan)
-        except ServerFailed as exc:
-            self._failed(server, meta, exc)
-            self._write_variant_meta(meta)
-            await self._stop(server)
-            return
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                meta.status = "interrupted"
-            self._write_variant_meta(meta)
-            await self._stop(server)
-            raise
+            await run_servers.stop(self, parked)
+        meta = run_servers.new_meta(self, variant, version)
+        server = await run_servers.start(self, variant, version, meta)
+        if server is None:
+            return  # failed to start: recorded and stopped
         self.metas[name] = meta.model_copy(deep=True)
         await self._measure_on(variant, server, meta, todo, park)
-
-    def _failed(self, server: Server | ExistingServer, meta: VariantMeta, exc: ServerFailed) -> None:
-        self.failures += 1
-        self.failed.add(server.name)
-        meta.status, meta.failure, meta.last_log_lines = "failed", exc.reason, exc.last_lines[-50:]
-        self.emit(ev.ServerState(server.name, "failed", server.port, server.pgid,
-                                 "\n".join(exc.last_lines[-50:])))
-        self.emit(ev.VariantDone(server.name, False, exc.reason))
 
     async def _measure_on(self, variant: Variant, server: Server | ExistingServer, meta: VariantMeta,
                           todo: list[Phase], park: bool) -> None:
@@ -287,31 +224,17 @@ class _Run:
             self.emit(ev.VariantDone(name, True))
             up = park
         except ServerFailed as exc:
-            self._failed(server, meta, exc)
+            run_servers.failed(self, server, meta, exc)
         except asyncio.CancelledError:
             meta.status = "interrupted"  # --resume finishes it; its summary row must not read "running"
             raise
         finally:
-            self._write_variant_meta(meta)
+            append_variant(self.run_dir, meta)
             self.metas[name] = meta.model_copy(deep=True)  # the next look's record keeps what this learnt
             if up:
                 self.parked[name] = server  # in self.servers still: stopped at the end, however the run ends
             else:
-                await self._stop(server)
-
-    async def _stop(self, server: Server | ExistingServer) -> None:
-        if server not in self.servers:
-            return
-        self.servers.remove(server)
-        keep = self.keep and server.name not in self.failed  # a failed server is of no use to anyone
-        keep = keep or isinstance(server, ExistingServer)  # not ours to stop
-        self.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
-        gone = await server.stop(keep=keep)
-        if keep and server.pgid is not None:
-            self.kept.append(server)
-        if not keep:
-            self.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
-                                     stopped_detail(server) if gone else "processes left after SIGKILL"))
+                await run_servers.stop(self, server)
 
     async def _measure(self, variant: Variant, server: Server | ExistingServer, meta: VariantMeta,
                        todo: list[Phase]) -> None:
@@ -413,7 +336,3 @@ class _Run:
             await probe_meta(client, self.plan, prompts, suite, c, self.run_dir, name, pid,
                              engine.request_spec)
             self.phase_tag[name] = None
-
-    # ------------------------------------------------------------------------------------------------
-    def _write_variant_meta(self, meta: VariantMeta) -> None:
-        append_variant(self.run_dir, meta)
