@@ -18,6 +18,11 @@ from textual.worker import Worker
 ROUTE = "_handles"  # the attribute `handles` marks a half's handler with: the message types it takes
 
 
+class AppMessage(Message):
+    """A message for the App, which routes it to its halves' handlers (harness.tui.app.DraftbenchApp). Every
+    message of harness.tui.messages is one."""
+
+
 class Half:
     def __init__(self, app: App[int]) -> None:
         self.app: Any = app  # harness.tui.app.DraftbenchApp, which imports this module: not imported back

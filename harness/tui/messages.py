@@ -1,15 +1,31 @@
 """Every message of the TUI, in one place: what happened (past tense, posted by workers to the App) and
 what the user asked for (intents, posted by screens to the App). The App hands each to the half that handles
-it (harness.tui.half.handles); the halves own every state change.
+it (harness.tui.half.handles); the halves own every state change. The Tune screen's messages are written in
+harness.tui.tune_messages and read from here like the rest.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from textual.message import Message
-
-from harness.tui.state import ProgressSnapshot, RunChoice, TuneChoice
+from harness.tui.half import AppMessage
+from harness.tui.state import ProgressSnapshot, RunChoice
+from harness.tui.tune_messages import (  # noqa: F401  (the index: the Tune screen's messages from here too)
+    TuneCancelRequested,
+    TuneCandidateChanged,
+    TuneEnded,
+    TuneFinished,
+    TuneLaunched,
+    TuneLoaded,
+    TuneOpenRequested,
+    TuneProgressed,
+    TuneRequested,
+    TuneResumeRequested,
+    TunesListed,
+    TuneStaged,
+    WinnerWritten,
+    WriteWinnerRequested,
+)
 
 if TYPE_CHECKING:
     from harness.analysis.compare import Comparison
@@ -18,11 +34,6 @@ if TYPE_CHECKING:
     from harness.retrain.jobs import Job
     from harness.retrain.progress import TrainProgress
     from harness.retrain.regen_rows import RegenProgress
-    from harness.studies.tune_view import TuneView
-
-
-class AppMessage(Message):
-    """A message for the App, which routes it to its halves' handlers (harness.tui.app.DraftbenchApp)."""
 
 
 # ---- plan -------------------------------------------------------------------------------------------
@@ -318,99 +329,3 @@ class RetrainNote(AppMessage):
         super().__init__()
         self.text = text
         self.ok = ok
-
-
-# ---- tune (harness.studies.tune in the run's child process) ------------------------------------------------
-
-
-class TuneLaunched(AppMessage):
-    """The tune's first sub-run started: its directory is known (new or resumed)."""
-
-    def __init__(self, tune_dir: str) -> None:
-        super().__init__()
-        self.tune_dir = tune_dir
-
-
-class TuneStaged(AppMessage):
-    def __init__(self, stage: str, text: str, spent_s: float, budget_s: float) -> None:
-        super().__init__()
-        self.stage, self.text, self.spent_s, self.budget_s = stage, text, spent_s, budget_s
-
-
-class TuneCandidateChanged(AppMessage):
-    def __init__(self, config: str, status: str, expected_speedup: float | None, est_cost_s: float | None,
-                 detail: str) -> None:
-        super().__init__()
-        self.config, self.status, self.detail = config, status, detail
-        self.expected_speedup, self.est_cost_s = expected_speedup, est_cost_s
-
-
-class TuneProgressed(AppMessage):
-    """The current sub-run's requests (coalesced like ProgressUpdated)."""
-
-    def __init__(self, snapshot: ProgressSnapshot) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-
-
-class TuneFinished(AppMessage):
-    def __init__(self, tune_dir: str, complete: bool, stop_reason: str, starts: int, grid_size: int) -> None:
-        super().__init__()
-        self.tune_dir, self.complete, self.stop_reason = tune_dir, complete, stop_reason
-        self.starts, self.grid_size = starts, grid_size
-
-
-class TuneEnded(AppMessage):
-    """The tune's process ended: status "done" | "cancelled" | "crashed" (after TuneFinished when done)."""
-
-    def __init__(self, status: str, detail: str, tune_dir: str | None) -> None:
-        super().__init__()
-        self.status, self.detail, self.tune_dir = status, detail, tune_dir
-
-
-class TuneLoaded(AppMessage):
-    def __init__(self, view: TuneView) -> None:
-        super().__init__()
-        self.view = view
-
-
-class TunesListed(AppMessage):
-    def __init__(self, dirs: tuple[str, ...]) -> None:
-        super().__init__()
-        self.dirs = dirs  # tune directories, newest first
-
-
-class WinnerWritten(AppMessage):
-    def __init__(self, plan_path: str, variant: str | None) -> None:
-        super().__init__()
-        self.plan_path, self.variant = plan_path, variant
-
-
-# ---- tune intents (Tune screen -> App) ----------------------------------------------------------------
-
-
-class TuneRequested(AppMessage):
-    def __init__(self, choice: TuneChoice) -> None:
-        super().__init__()
-        self.choice = choice
-
-
-class TuneResumeRequested(AppMessage):
-    def __init__(self, tune_dir: str, budget_s: float | None) -> None:
-        super().__init__()
-        self.tune_dir = tune_dir
-        self.budget_s = budget_s  # None: the budget the tune was started with
-
-
-class TuneOpenRequested(AppMessage):
-    def __init__(self, tune_dir: str) -> None:
-        super().__init__()
-        self.tune_dir = tune_dir
-
-
-class TuneCancelRequested(AppMessage):
-    pass
-
-
-class WriteWinnerRequested(AppMessage):
-    pass

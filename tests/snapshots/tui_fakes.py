@@ -205,7 +205,7 @@ class Recorder:
     def __call__(self, message: Any) -> None:
         from harness.tui import messages
 
-        if type(message).__module__ == messages.__name__ and id(message) not in self._ids:
+        if isinstance(message, messages.AppMessage) and id(message) not in self._ids:
             self._ids.add(id(message))
             self.seen.append(message)
 
