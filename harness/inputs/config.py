@@ -1,4 +1,4 @@
-"""The plan and drafter files: typed models, drafter/suite name resolution, `load_plan`.
+"""The plan file: typed models, `load_plan` (drafter and suite names resolved by harness.inputs.resolver).
 
 A plan says where SGLang runs (target), what it serves (model, server), which arms to compare
 (variants: one baseline and speculative ones), which prompts (suites) and how to replay (run).
@@ -8,16 +8,12 @@ every command built from them is quoted where it is built.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-import harness
 from harness.inputs.endpoints import parse_endpoint
 from harness.inputs.engine_options import ENGINE_OPTIONS
 from harness.inputs.plan_parts import (
@@ -34,20 +30,19 @@ from harness.inputs.plan_parts import (
     check_env_names,
     upgrade_target,
 )
+from harness.inputs.resolver import (  # noqa: F401  (all but Resolver: read from here by others)
+    REPO_ROOT,
+    Resolver,
+    data_dir,
+    load_drafter,
+    user_dir,
+)
 from harness.inputs.run_settings import RunSettings
 from harness.inputs.sampling import SamplingArm, expand
-from harness.inputs.suites import Suite, load_suite
+from harness.inputs.suites import Suite
 from harness.inputs.yamlio import ArgStr, FieldProblem, StrictModel, load_yaml, refuse_nul, validate
 
 EXPECT_CODE_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-REPO_ROOT = Path(harness.__file__).resolve().parent.parent
-PACKAGED_DATA = Path(harness.__file__).resolve().parent / "_data"  # plans/, suites/, drafters/ inside a wheel
-
-
-def data_dir(kind: str) -> Path:
-    """The built-in `kind` directory ("plans", "suites", "drafters"): a wheel's copy, else the checkout's."""
-    packaged = PACKAGED_DATA / kind
-    return packaged if packaged.is_dir() else REPO_ROOT / kind
 
 
 class Variant(StrictModel):
@@ -331,73 +326,9 @@ def upgraded_plan(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-# ---------------------------------------------------------------- resolution of drafter / suite references
-
-
-def user_dir(kind: str) -> Path:
-    """The user's own `kind` directory ($XDG_CONFIG_HOME/draftbench/<kind>, default ~/.config/...): drafters
-    the TUI registers for an evaluated checkpoint go there, never into the checkout."""
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "draftbench" / kind
-
-
-@dataclass
-class Resolver:
-    """Finds drafters/ and suites/ files by name or path, in the documented order, loading each once."""
-
-    plan_dir: Path | None = None
-    _drafters: dict[Path, Drafter] = field(default_factory=dict)
-    _suites: dict[Path, Suite] = field(default_factory=dict)
-
-    def search_dirs(self, kind: str) -> list[Path]:
-        """Directories searched for `kind` ("drafters" or "suites"), first match wins."""
-        dirs = [self.plan_dir, self.plan_dir.parent / kind] if self.plan_dir is not None else []
-        dirs += [Path.cwd() / kind, data_dir(kind)]
-        dirs.insert(len(dirs) - 1, user_dir(kind))  # before the built-in ones
-        return list(dict.fromkeys(d.resolve() for d in dirs))
-
-    def find(self, ref: str, kind: str) -> Path:
-        if not ref.strip():
-            raise ValueError(f"empty {kind[:-1]} reference")
-        names = [ref] if ref.endswith((".yaml", ".yml")) else [ref, f"{ref}.yaml", f"{ref}.yml"]
-        given = Path(ref).expanduser()
-        dirs = [Path("/")] if given.is_absolute() else self.search_dirs(kind)
-        for d in dirs:
-            for name in names:
-                candidate = d / Path(name).expanduser()
-                if candidate.is_file():
-                    return candidate
-        where = str(given) if given.is_absolute() else ", ".join(f"{d}/" for d in dirs)
-        raise ValueError(f"{kind[:-1]} {ref!r} not found (looked for {' / '.join(names)} in {where})")
-
-    def drafter(self, ref: str) -> Drafter:
-        return _once(self._drafters, self.find(ref, "drafters"), load_drafter)
-
-    def suite(self, ref: str) -> Suite:
-        return _once(self._suites, self.find(ref, "suites"), load_suite)
-
-
-_Loaded = TypeVar("_Loaded")
-
-
-def _once(cache: dict[Path, _Loaded], path: Path, loader: Callable[[Path], _Loaded]) -> _Loaded:
-    """Each file loaded once per plan (a suite named by two variants' arms is one object)."""
-    key = path.resolve()
-    if key not in cache:
-        cache[key] = loader(path)
-    return cache[key]
-
-
 def _resolver(info: ValidationInfo) -> Resolver:
     found = (info.context or {}).get("resolver")
     return found if isinstance(found, Resolver) else Resolver()
-
-
-def load_drafter(path: str | Path) -> Drafter:
-    """Load one drafter YAML; `name` defaults to the file's stem."""
-    data, lines = load_yaml(path)
-    if isinstance(data, dict) and "name" not in data:
-        data = {"name": Path(path).stem, **data}
-    return validate(Drafter, data, path, lines)
 
 
 def load_plan(path: str | Path) -> Plan:
