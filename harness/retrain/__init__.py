@@ -9,8 +9,9 @@ drafter with SpecForge on the target, follow and control the job, and turn check
 | `train.py` | `TrainSpec`, SpecForge era detection, `build_train_argv` for the script and CLI eras |
 | `progress.py` | parsers for every SpecForge progress line format, `ProgressState` |
 | `jobs.py` | detached training jobs: launch, list, follow, cancel, resume |
-| `checkpoints.py` | discovery, `specforge export`, registration as a drafter, preflight + benchmark |
-| | (`evaluate_checkpoint`), accept length across checkpoints |
+| `checkpoint_dirs.py` | the checkpoint directories: layouts, discovery, `specforge export` |
+| `checkpoints.py` | registration as a drafter, preflight + benchmark (`evaluate_checkpoint`), accept length |
+| | across checkpoints |
 | `fake_trainer.py` | a stand-in for `scripts/train_eagle3.py` used by tests and demos |
 
 Nothing here imports torch or SpecForge: they live on the target and are only ever run there.
