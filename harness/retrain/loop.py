@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.common.errors import HarnessError, InputError
 from harness.retrain import loop_eval as le
-from harness.retrain.dataset import REGEN_INPUT, build_input, read_manifest
+from harness.retrain import loop_looks
+from harness.retrain.dataset import REGEN_INPUT, build_input
 from harness.retrain.loop_state import (
     LoopRecord,
     RetrainSettings,
@@ -250,95 +251,9 @@ class _Loop:
         self.finish("export")
         yield self.step("export", "done", f"checkpoint {ckpt.name} -> drafter {self.rec.candidate} at {path}")
 
-    # ---- evaluate: the gate's own stopping rule ------------------------------------------------------------
-    async def evaluate(self) -> AsyncIterator[Any]:
-        """Looks fixed in advance (harness.analysis.sequential: the first repeats, doubling, the plan's
-        run.max_repeats), each judged at its Haybittle-Peto level: a concurrency whose
-        candidate-against-current verdict is decided (or too short for more repeats to help) stops; the others
-        get the next look's
-        repeats, in the same run directory (run_plan resumes it: done phases are not run again)."""
-        from harness.analysis.sequential import look_level, look_schedule
-        from harness.analysis.verdicts import DECIDED
-        from harness.retrain.gate import judge
-
-        concs = [int(c) for c in self.plan.run.concurrency]
-        first = le.first_repeats(self.plan, self.s)
-        schedule = look_schedule(first, max(first, int(self.plan.run.max_repeats)))
-        manifest = read_manifest(str(self.rec.manifest))
-        for look, repeats in enumerate(schedule, start=1):
-            open_concs = [c for c in concs if str(c) not in self.rec.looks]
-            if not open_concs:
-                break
-            if look <= self.rec.look_done:
-                continue
-            bench = le.eval_plan(self.plan, self.variant, self.rec, str(self.rec.source_run), manifest,
-                                 repeats=repeats, concurrency=open_concs)
-            async with contextlib.aclosing(self._measure(bench, look, len(schedule))) as events:
-                async for e in events:
-                    yield e
-            level = look_level(look, len(schedule))
-            stamp = {"look": look, "looks": len(schedule), "level": round(level, 6), "repeats": repeats}
-            result = judge(str(self.rec.eval_run), str(self.rec.candidate), self.variant, open_concs,
-                           self.s.rule, looks=dict.fromkeys(open_concs, stamp))
-            last = look == len(schedule)
-            for row in result.rows:
-                if last or row.verdict in (*DECIDED, "too-short", "missing"):
-                    self.rec.looks[str(row.concurrency)] = stamp
-            self.rec.look_done = look
-            save_record(self.rec, self.results_dir)
-            still = [c for c in open_concs if str(c) not in self.rec.looks]
-            yield self.step("evaluate", "progress",
-                            f"gate look {look}/{len(schedule)} after {repeats} repeats "
-                            f"({100 * level:.1f}% intervals): " + "; ".join(
-                                f"c{r.concurrency} {r.verdict}" for r in result.rows)
-                            + (f"; c{', c'.join(map(str, still))} get more repeats" if still else ""))
-        await self._stop_kept()
-        self.finish("evaluate")
-        yield self.step("evaluate", "done", f"evaluation run {self.rec.eval_run} complete")
-
-    async def _stop_kept(self) -> None:
-        """The servers the evaluation kept between its looks (and adopted from the plan's runs) stop here."""
-        from harness.serve.kept import kept_servers, stop_kept_servers
-
-        if not self.rec.eval_run:
-            return
-        here = Path(self.rec.eval_run).resolve()
-        mine = [k for k in kept_servers(self.results_dir, self.plan.name + le.EVAL_SUFFIX)
-                if k.jsonl is not None and k.jsonl.parent.resolve() == here]
-        await stop_kept_servers(self.plan, self.target, mine, by="retrain")
-
-    async def _measure(self, bench: Plan, look: int, looks: int) -> AsyncIterator[Any]:
-        from harness.bench.gate import require_preflight
-        from harness.bench.runner import run_plan
-        from harness.common import events as ev
-
-        resume = self.rec.eval_run
-        yield self.step("evaluate", "started",
-                        f"look {look}/{looks}: {', '.join(v.name for v in bench.variants)} "
-                        f"at c{', c'.join(str(c) for c in bench.run.concurrency)}, {bench.run.repeats} "
-                        f"repeats, {sum(len(s.prompts) for s in bench.suites)} held-out prompts"
-                        + (f" (in {resume})" if resume else ""))
-        await require_preflight(bench, target=self.target, resume_dir=resume)
-        done = None
-        from harness.serve.kept import kept_servers
-
-        # servers stay up between the looks, and a server the plan's own runs kept (run --keep-servers) with
-        # the launch command a variant here would start is taken over instead of started again
-        offered = [*kept_servers(self.results_dir, self.plan.name),
-                   *kept_servers(self.results_dir, bench.name)]
-        events = run_plan(bench, results_dir=self.results_dir, target=self.target, resume_dir=resume,
-                          keep_servers=True, adopt=offered)
-        async with contextlib.aclosing(events):  # closing us stops its servers
-            async for e in events:
-                if isinstance(e, ev.RunStarted) and self.rec.eval_run != e.run_dir:
-                    self.rec.eval_run = e.run_dir
-                    save_record(self.rec, self.results_dir)
-                if isinstance(e, ev.RunDone):
-                    done = e
-                yield e
-        if done is None or not done.complete:
-            raise HarnessError(f"the evaluation run {self.rec.eval_run} did not complete: run the same "
-                               "command again to resume it")
+    # ---- evaluate: the gate's own stopping rule (harness.retrain.loop_looks) -------------------------------
+    def evaluate(self) -> AsyncIterator[Any]:
+        return loop_looks.evaluate(self)
 
     # ---- gate ---------------------------------------------------------------------------------------------
     async def gate(self) -> AsyncIterator[Any]:
