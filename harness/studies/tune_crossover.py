@@ -29,6 +29,7 @@ from harness.analysis import schedule as sc
 from harness.analysis.tune_model import Config
 from harness.analysis.tune_report import _verdict_of
 from harness.common import events as ev
+from harness.studies import tune_budget as tb
 
 if TYPE_CHECKING:
     from harness.analysis.tune_types import TuneSearch
@@ -180,13 +181,27 @@ async def _load(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> 
     rates = load_rates(t, res)
     if res.pick is None or not rates or st.get("load_done"):
         return
-    if not _room(t, t.verify_cost()):
-        yield t.stage("load", "budget: no request-rate phases")
+    # planned from what the stage runs (rates x requests x tokens on each arm, the starts), never from a
+    # verify run's cost: that undercount let the stage overrun a budget many times over
+    planned = tb.load_plan(t, res.pick, rates, max(res.levels))
+    if planned is None:
+        yield t.stage("load", f"no step costs of {res.pick.name} to plan the request rates from: not run")
         return
+    if not _room(t, planned.seconds):
+        st["load_skipped"] = round(planned.seconds, 1)
+        save()
+        left = max(0.0, t.opts.budget_s - t.spent())
+        yield t.stage("load", f"budget: the request rates are not run: they need ~{planned.seconds:.0f} s "
+                      f"({planned.words()}), {left:.0f} s of the budget is left")
+        return
+    st["load_planned_s"] = round(planned.seconds, 1)
+    save()
     yield t.stage("load", f"request rates {', '.join(f'{r:g}' for r in rates)}/s: the baseline and "
-                  f"{res.pick.name}, goodput under run.slo")
+                  f"{res.pick.name}, goodput under run.slo (~{planned.seconds:.0f} s: {planned.words()})")
+    began = t.spent()
     plan = t.derived([t.variant_dict(res.pick)], cost=False, rates=rates, conc=[max(res.levels)])
     async for e in t.sub_run(plan, "load"):
         yield e
+    st["load_s"] = round(t.spent() - began, 1)
     st["load_done"] = True
     save()

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 COST_LOG_INTERVAL = 4  # decode iterations per log window in step-cost phases
 LOAD_PER_SLOT = 4  # request-rate phases of tune --concurrency auto: requests per slot of the largest batch
+LOAD_SUITE = "load"  # their suite: the plan's prompts cycled (harness.studies.tune_budget.load_plan reads it)
 # step-cost phases: requests per slot of their own batch (run.requests_per_slot), four waves at every level:
 # the first wave's prefill ramp and each refill are a small share of the windows at full batch (one wave of
 # 64 at c64 was mostly ramp), and a small batch's phase is not the largest batch's count one after another
@@ -59,7 +60,8 @@ def derived(plan: Plan, variants: list[dict[str, Any]], conc: list[int], cost_to
                 for i in range(n)]
 
     if rates:  # open loop: enough requests per rate for the batch to build up to the largest level and stay
-        data["suites"] = [{"name": "load", "description": "the plan's prompts cycled for request-rate phases",
+        data["suites"] = [{"name": LOAD_SUITE,
+                           "description": "the plan's prompts cycled for request-rate phases",
                            "prompts": cycled(LOAD_PER_SLOT * max(conc), "load")}]
     if cost:  # decode-only: every request of a level starts together and runs to the same length; a
         # level's phase is COST_PER_SLOT x its batch of these (run.requests_per_slot), the largest's all
@@ -67,8 +69,11 @@ def derived(plan: Plan, variants: list[dict[str, Any]], conc: list[int], cost_to
                            "prompts": cycled(COST_PER_SLOT * max(conc), "cost")}]
         run.update(max_tokens=cost_tokens, ignore_eos=True, per_request_spec="off", repeats=1,
                    warmup_requests=1, phase_sizing=False, requests_per_slot=COST_PER_SLOT, stop="fixed")
-    elif fixed_repeats is not None or rates:
-        run.update(stop="fixed", repeats=max(1, fixed_repeats or 1), until_ci_pct=None)
+    elif rates:  # open loop, one run per rate; goodput and TPOT need no per-request acceptance, whose probe
+        # (SGLang 0.5.13-0.5.18: every prompt again, non-streaming, one at a time) cost more than the rates
+        run.update(stop="fixed", repeats=1, until_ci_pct=None, per_request_spec="off")
+    elif fixed_repeats is not None:
+        run.update(stop="fixed", repeats=max(1, fixed_repeats), until_ci_pct=None)
     elif not run.get("until_ci_pct"):  # the wide and verify runs stop when their rows are decided
         run.update(stop="decided",
                    max_repeats=max(int(run.get("max_repeats") or 1), int(run.get("repeats") or 1)))
