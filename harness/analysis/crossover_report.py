@@ -52,6 +52,7 @@ class Result:
     # of a paired run's phases there (crossover_data.phase_requests)
     cost_requests: dict[tuple[str, int], int] = field(default_factory=dict)
     verify_requests: dict[int, int] = field(default_factory=dict)
+    verified: Config | None = None  # the config the paired runs check: the pick, else closest_to_paying's
 
     def crossover_concurrency(self) -> dict[str, float | str | None]:
         """Per config: the batch where it stops paying, "beyond" (pays at every batch tried), 0 (never)."""
@@ -71,6 +72,14 @@ def mix_of(t: TuneRun, levels: list[int]) -> tuple[dict[int, float], bool]:
     if t.opts.mix:
         return sc.parse_mix(t.opts.mix), True
     return dict.fromkeys(t.conc, 1.0), False
+
+
+def closest_to_paying(curves: dict[Config, list[cx.Point]], levels: list[int]) -> Config | None:
+    """Where no config pays at any batch: the one closest to paying at the smallest batch, the one the paired
+    run checks (harness.studies.tune_crossover) and the report reads it for."""
+    first = levels[0] if levels else None
+    got = [(p.speedup, c) for c, pts in curves.items() for p in pts if p.batch == first]
+    return max(got, key=lambda x: (x[0], x[1]))[1] if got else None
 
 
 def build(t: TuneRun) -> Result:
@@ -93,7 +102,8 @@ def build(t: TuneRun) -> Result:
     tried = {k: [p for p in v if p.batch in levels] for k, v in curves.items()}
     schedule = sc.bands(tried, levels, max_batch) if levels else []
     pred = sc.mix_throughput(curves, mix) if curves else {}
-    sides = cd.side_rows(t.dir, pick.name) if pick is not None else {}
+    verified = pick or closest_to_paying(curves, levels)  # never paying, its paired run is said too
+    sides = cd.side_rows(t.dir, verified.name) if verified is not None else {}
     paired = cd.phase_requests(t.dir, "verify")
     verify_requests: dict[int, int] = {}
     for (_, c), n in paired.items():
@@ -101,7 +111,7 @@ def build(t: TuneRun) -> Result:
     return Result(levels, curves, crossings, pick, cross, sides, schedule, max_batch, mix, stated,
                   sc.single_best(curves, mix) if curves else None, pred,
                   mix_rows(t, schedule, mix) if stated else pd.DataFrame(), rate_rows(t, pick),
-                  cd.phase_requests(t.dir, "cost"), verify_requests)
+                  cd.phase_requests(t.dir, "cost"), verify_requests, verified)
 
 
 def mix_picks(schedule: list[sc.Band], mix: dict[int, float], baseline: str) -> dict[int, str]:
@@ -159,7 +169,7 @@ def frame(res: Result, base: str) -> pd.DataFrame:
     for cfg, pts in res.curves.items():
         c = res.crossings.get(cfg, cx.Crossing("unknown"))
         for p in pts:
-            v = res.sides.get(p.batch, {}) if cfg == res.pick else {}
+            v = res.sides.get(p.batch, {}) if cfg == res.verified else {}
             rows.append({"config": cfg.name, "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk,
                          "num_draft_tokens": cfg.num_draft_tokens, "cuda_graph": cfg.cuda_graph,
                          "batch": p.batch,
@@ -261,7 +271,7 @@ def _band_words(b: sc.Band) -> str:
 
 
 def _side_words(res: Result) -> list[str]:
-    if res.pick is None:
+    if res.verified is None:
         return []
     out = []
     for level, row in res.sides.items():
@@ -284,6 +294,8 @@ def _side_words(res: Result) -> list[str]:
     elif pays:
         out.append(f"  paired runs: speculation pays up to c{max(pays)}, the largest batch decided; the side "
                    "where it stops is not decided")
+    elif stops and res.pick is None:  # no config predicted to pay anywhere: the paired run says so or not
+        out.append(f"  paired runs: speculation does not pay even at c{min(stops)}")
     elif stops:
         out.append(f"  paired runs: speculation does not pay at c{min(stops)}; the side where it pays is not "
                    "decided")

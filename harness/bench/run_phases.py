@@ -11,11 +11,12 @@ from harness.analysis.store import VariantMeta
 from harness.bench.arrivals import rate_label
 from harness.bench.sizing import Sizer, level_prompts
 from harness.common import events as ev
+from harness.common.errors import InputError
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 if TYPE_CHECKING:
     from harness.bench.run_state import RunState
-    from harness.inputs.config import Variant
+    from harness.inputs.config import Plan, Variant
     from harness.inputs.suites import Prompt, Suite
 
     # a phase still to measure: (phase id, suite, concurrency, repeat, its prompts in replay order)
@@ -32,6 +33,17 @@ def phase_id(suite: str, concurrency: int, repeat: int) -> str:
 
 def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
     return f"{suite}@r{rate_label(rate)}#r{repeat}"
+
+
+def require_levels(plan: Plan) -> None:
+    """A plan whose run.concurrency is `auto` has no levels to run: its levels are the crossover search's
+    (`draftbench run` hands it to tune's search, harness.cli.tune.run_auto; tune's sub-runs get lists). Run as
+    it stands it would measure concurrency 1 alone, so it is refused before anything starts."""
+    if plan.run.concurrency_auto:
+        raise InputError(str(plan.source_path or ""), None, "run.concurrency",
+                         "auto is a search, run by `draftbench run PLAN` (each speculative variant's "
+                         "crossover, docs/tune.md) or `draftbench tune PLAN --concurrency auto`; run as a "
+                         "list of levels it would measure concurrency 1 alone")
 
 
 def plan_phases(run: RunState, variant: Variant, repeats: list[int] | None = None,

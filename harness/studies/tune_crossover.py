@@ -26,7 +26,6 @@ from harness.analysis import crossover as cx
 from harness.analysis import crossover_data as cd
 from harness.analysis import crossover_report as cr
 from harness.analysis import schedule as sc
-from harness.analysis.tune_model import Config
 from harness.analysis.tune_report import _verdict_of
 from harness.common import events as ev
 from harness.studies import tune_budget as tb
@@ -90,16 +89,9 @@ async def _bisect(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -
         yield ev.TuneCandidate(res.pick.name, "measured", None, cost, f"step cost at c{level}")
 
 
-def _never_pays_pick(res: cr.Result) -> Config | None:
-    """No config pays anywhere: the one closest to paying at the smallest batch is the one to verify."""
-    first = res.levels[0] if res.levels else None
-    got = [(p.speedup, c) for c, pts in res.curves.items() for p in pts if p.batch == first]
-    return max(got, key=lambda x: (x[0], x[1]))[1] if got else None
-
-
 async def _verify(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> AsyncIterator[Any]:
     res = cr.build(t)
-    pick = res.pick or _never_pays_pick(res)
+    pick = res.verified  # the pick, else (no config pays anywhere) the one closest to paying at c1
     if pick is None:
         return
     cross = res.cross or res.crossings.get(pick) or cx.Crossing("unknown")

@@ -45,7 +45,7 @@ def derived(plan: Plan, variants: list[dict[str, Any]], conc: list[int], cost_to
     data["variants"] = [*variants, base] if baseline_last else [base, *variants]
     # closed-loop levels only; no lossless audit (an untimed pass per sub-run the tune's budget does not plan)
     run = dict(data["run"], concurrency=[] if rates else conc, request_rate=list(rates or []),
-               lossless_audit=False)
+               lossless_audit=False, concurrency_auto=False)  # a sub-run's levels are the search's own
     # short windows: enough clean ones at every batch size from a short phase (steps.py); the wide run
     # too, so that its servers' launch commands are the step-cost ones and those phases can adopt them
     data["server"] = dict(data["server"], decode_log_interval=min(COST_LOG_INTERVAL,
