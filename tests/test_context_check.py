@@ -66,6 +66,12 @@ async def test_check_warns_of_phases_too_small_to_decide(tmp_path):
         "suite enough: 16 requests per phase, fewer than 4 x concurrency at concurrency 8, 16"]
     plan.run.phase_sizing = True
     assert phase_findings(plan) == []
-    plan.run.phase_sizing = False
+    # run.requests_per_slot sets every phase's count whatever the suite holds: 4 x concurrency decides
+    plan.run.requests_per_slot = 4
+    assert phase_findings(plan) == []
+    plan.run.requests_per_slot = 2
+    assert [f.what for f in phase_findings(plan)] == [
+        "run.requests_per_slot is 2: every phase has fewer than 4 x concurrency requests"]
+    plan.run.phase_sizing, plan.run.requests_per_slot = False, None
     plan.variants = [v for v in plan.variants if not v.is_speculative]  # a baseline alone has no verdict
     assert phase_findings(plan) == []

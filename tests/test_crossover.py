@@ -232,3 +232,37 @@ def test_auto_concurrency_is_read_from_the_plan_and_the_command_line():
     with pytest.raises(argparse.ArgumentTypeError):
         levels_or_auto("sometimes")
     assert cx.ladder(48) == [1, 2, 4, 8, 16, 32, 48] and cx.ladder(1) == [1]
+
+
+def test_every_step_cost_level_holds_four_times_its_batch_and_the_judging_runs_are_sized(tmp_path):
+    """tune's step-cost phases: 4 x its batch at every level (run.requests_per_slot), not the largest batch's
+    count everywhere (64 one after another at c1, one wave at c64); its runs that judge: phase sizing on."""
+    from types import SimpleNamespace
+
+    from harness.bench.conversation import requests_per_pass
+    from harness.bench.run_phases import plan_phases
+    from harness.bench.sizing import level_prompts
+    from harness.cli.demo import prepare_demo
+    from harness.studies import tune_plans as tp
+
+    plan = prepare_demo(tmp_path)
+    for levels in ([1, 2, 8, 64], [40]):  # the ladder, and one bisection level
+        cost = tp.derived(plan, [], levels, 48, cost=True, source="plan.yaml")
+        run = SimpleNamespace(plan=cost, done=SimpleNamespace(phases=set()), phase_rate={})
+        phases = plan_phases(run, cost.baseline)
+        held = {c: len(ps) for _, _, c, _, ps in phases}
+        assert held == {c: tp.COST_PER_SLOT * c for c in levels} and tp.COST_PER_SLOT == 4
+        assert all(len({p.id for p in ps}) == len(ps) for *_, ps in phases)  # every request its own id
+        assert requests_per_pass(cost) == sum(held.values())  # the progress total counts them
+        assert not cost.run.phase_sizing and not cost.run.concurrency_auto
+    # a suite shorter than a level's count is cycled, the copies named as phase sizing names a pass
+    few = plan.suites[0].prompts[:3]
+    got = level_prompts(few, 4, 2)
+    assert [p.id for p in got] == [p.id for p in few] + [f"{p.id}#p2" for p in few] + [f"{few[0].id}#p3",
+                                                                                         f"{few[1].id}#p3"]
+    assert level_prompts(few, None, 8) == few and level_prompts(few, 4, 0) == few  # unset, open loop
+    # the wide, paired and mixed runs judge: phase sizing (>= 4 x c requests a phase) whatever the plan says
+    plan.run.phase_sizing, plan.run.requests_per_slot = False, 2
+    for kw in ({}, {"fixed_repeats": 3}):
+        judged = tp.derived(plan, [], [1, 64], 48, cost=False, source="plan.yaml", **kw)
+        assert judged.run.phase_sizing and judged.run.requests_per_slot is None

@@ -101,3 +101,77 @@ def test_the_tui_view_carries_the_chart(rebuilt):
     view = load_tune(rebuilt)
     assert "predicted speedup against concurrency" in view.crossover and "^ c" in view.crossover
     assert view.crossover in answer_text(view)
+
+
+# ------------------------------------------------------------------------ the load stage's budget (issue 30)
+def _load_stage(tmp_path: Path, budget_over_plan: float):
+    """The fixture's tune at its load stage again (its load/ gone), with a budget that leaves
+    `budget_over_plan` x the stage's planned cost: the events `_load` yields and the plans it would run."""
+    import asyncio
+
+    from harness.analysis import crossover_report as cr
+    from harness.studies import tune_budget as tb
+    from harness.studies import tune_crossover as tx
+    from harness.studies.tune_view import _from_files
+
+    d = tmp_path / "tune-demo"
+    shutil.copytree(FIXTURE, d)
+    shutil.rmtree(d / "load")
+    t, ready = _from_files(d)
+    assert ready
+    res = cr.build(t)
+    rates = tx.load_rates(t, res)
+    assert res.pick is not None and rates
+    planned = tb.load_plan(t, res.pick, rates, max(res.levels))
+    assert planned is not None
+    t.opts.budget_s = t.spent() + budget_over_plan * planned.seconds
+    ran: list = []
+
+    async def sub_run(plan, sub):  # the stage's sub-run, recorded instead of started
+        ran.append((sub, plan))
+        return
+        yield
+
+    t.sub_run = sub_run
+    st = {k: v for k, v in (t.state.crossover or {}).items() if k != "load_done"}
+
+    async def drive() -> list:
+        return [e async for e in tx._load(t, st, lambda: None)]
+
+    return asyncio.run(drive()), ran, planned, st, t
+
+
+def test_the_load_stage_is_planned_from_what_it_runs(tmp_path):
+    # the fixture's own run: each rate's phase, both arms, as measured (summary_by_rate.csv's wall_s)
+    measured = pd.read_csv(FIXTURE / "load" / "summary_by_rate.csv")
+    events, ran, planned, st, t = _load_stage(tmp_path, 1.2)
+    assert planned.rates == sorted(measured["request_rate"].unique().tolist())
+    for arm, got in planned.phase_s.items():
+        walls = measured[measured["variant"] == arm].sort_values("request_rate")["wall_s"].tolist()
+        assert len(walls) == len(got)
+        for want, plan_s in zip(walls, got, strict=True):
+            assert plan_s == pytest.approx(want, rel=0.15), (arm, plan_s, want)
+    # the baseline's whole stage (its server adopted: no start), warmup and phases, as the tune timed it
+    state = json.loads((FIXTURE / "tune_state.json").read_text(encoding="utf-8"))
+    assert planned.arm_s["baseline"] == pytest.approx(state["stage_s"]["load/baseline"], rel=0.15)
+    assert t.verify_cost() < planned.seconds / 10  # what the stage was charged before: a paired run's cost
+    # and the plan counts what the stage runs: both arms, these rates, these requests, no acceptance probe
+    (sub, plan), = ran
+    assert sub == "load" and st["load_done"] and st["load_planned_s"] == pytest.approx(planned.seconds, 0.01)
+    assert [float(r) for r in plan.run.request_rate] == planned.rates and not plan.run.concurrency
+    assert [len(s.prompts) for s in plan.suites] == [planned.requests] and planned.requests == 4 * 64
+    assert int(plan.run.max_tokens) == planned.max_tokens and plan.run.per_request_spec == "off"
+    assert {v.name for v in plan.variants} == set(planned.arm_s) and plan.run.repeats == 1
+    assert any(e.stage == "load" and f"~{planned.seconds:.0f} s" in e.message for e in events)
+
+
+def test_a_budget_too_small_for_the_load_stage_skips_it_with_a_line(tmp_path):
+    events, ran, planned, st, _ = _load_stage(tmp_path, 0.5)
+    assert not ran and not st.get("load_done")  # nothing started: the budget is not overrun
+    said = [e.message for e in events if e.stage == "load"]
+    assert len(said) == 1 and said[0].startswith(
+        f"budget: the request rates are not run: they need ~{planned.seconds:.0f} s ({planned.words()}), ")
+    left = re.search(r", (\d+) s of the budget is left$", said[0])
+    assert left is not None and int(left.group(1)) <= 0.5 * planned.seconds + 1  # the clock ran meanwhile
+    assert "5 rates x 256 requests x 2 arms, up to 64 tokens each" in said[0]
+    assert st["load_skipped"] == pytest.approx(planned.seconds, abs=0.1)

@@ -70,6 +70,27 @@ def step_costs(tune_dir: Path, variant: str) -> dict[int, Step]:
     return dict(sorted(out.items()))
 
 
+def phase_requests(tune_dir: Path, kind: str) -> dict[tuple[str, int], int]:
+    """(variant, concurrency) -> the fewest requests (answered or not) in a finished phase at that level,
+    over the tune's step-cost runs (`kind` "cost": `cost/`, `cost-c<N>/`) or its paired runs ("verify":
+    `verify-c<N>/`): what each level's phase held against its batch (docs/tune.md: 4 x it at least)."""
+    out: dict[tuple[str, int], int] = {}
+    for d in _dirs(tune_dir, COST_DIR if kind == "cost" else VERIFY_DIR):
+        path = d / "phases.csv"
+        if not path.exists() or not path.stat().st_size:
+            continue
+        phases = pd.read_csv(path)
+        if phases.empty or "concurrency" not in phases:
+            continue
+        n = pd.to_numeric(phases["requests"], errors="coerce").fillna(0) \
+            + pd.to_numeric(phases.get("errors", 0), errors="coerce").fillna(0)
+        for (variant, c), got in n.groupby([phases["variant"].astype(str), phases["concurrency"]]):
+            if int(c) > 0:
+                key = (str(variant), int(c))
+                out[key] = min(int(got.min()), out.get(key, int(got.min())))
+    return out
+
+
 def side_rows(tune_dir: Path, variant: str) -> dict[int, dict[str, Any]]:
     """The paired runs at the crossover's sides: level -> the summary row of `variant` (speedup, interval,
     verdict, verdict_reason), judged from its records by today's rules."""

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 CROSSOVER_COLUMNS = ["config", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "batch",
                      "step_ms", "base_step_ms", "speedup_pred", "speedup_pred_low", "speedup_pred_high",
                      "source", "crossover_concurrency", "crossover_low", "crossover_high", "crossover_status",
-                     "speedup", "speedup_ci_low", "speedup_ci_high", "verdict"]
+                     "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
+                     "cost_requests", "base_cost_requests", "verify_requests"]
 
 
 @dataclass
@@ -47,6 +48,11 @@ class Result:
     mix_pred: dict[Any, float | None] = field(default_factory=dict)
     mix_rows: pd.DataFrame = field(default_factory=pd.DataFrame)
     rates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # what each level's phases held: (variant, batch) -> requests of its step-cost phase; batch -> the fewest
+    # of a paired run's phases there (crossover_data.phase_requests)
+    cost_requests: dict[tuple[str, int], int] = field(default_factory=dict)
+    verify_requests: dict[int, int] = field(default_factory=dict)
+    verified: Config | None = None  # the config the paired runs check: the pick, else closest_to_paying's
 
     def crossover_concurrency(self) -> dict[str, float | str | None]:
         """Per config: the batch where it stops paying, "beyond" (pays at every batch tried), 0 (never)."""
@@ -66,6 +72,14 @@ def mix_of(t: TuneRun, levels: list[int]) -> tuple[dict[int, float], bool]:
     if t.opts.mix:
         return sc.parse_mix(t.opts.mix), True
     return dict.fromkeys(t.conc, 1.0), False
+
+
+def closest_to_paying(curves: dict[Config, list[cx.Point]], levels: list[int]) -> Config | None:
+    """Where no config pays at any batch: the one closest to paying at the smallest batch, the one the paired
+    run checks (harness.studies.tune_crossover) and the report reads it for."""
+    first = levels[0] if levels else None
+    got = [(p.speedup, c) for c, pts in curves.items() for p in pts if p.batch == first]
+    return max(got, key=lambda x: (x[0], x[1]))[1] if got else None
 
 
 def build(t: TuneRun) -> Result:
@@ -88,10 +102,16 @@ def build(t: TuneRun) -> Result:
     tried = {k: [p for p in v if p.batch in levels] for k, v in curves.items()}
     schedule = sc.bands(tried, levels, max_batch) if levels else []
     pred = sc.mix_throughput(curves, mix) if curves else {}
-    sides = cd.side_rows(t.dir, pick.name) if pick is not None else {}
+    verified = pick or closest_to_paying(curves, levels)  # never paying, its paired run is said too
+    sides = cd.side_rows(t.dir, verified.name) if verified is not None else {}
+    paired = cd.phase_requests(t.dir, "verify")
+    verify_requests: dict[int, int] = {}
+    for (_, c), n in paired.items():
+        verify_requests[c] = min(n, verify_requests.get(c, n))
     return Result(levels, curves, crossings, pick, cross, sides, schedule, max_batch, mix, stated,
                   sc.single_best(curves, mix) if curves else None, pred,
-                  mix_rows(t, schedule, mix) if stated else pd.DataFrame(), rate_rows(t, pick))
+                  mix_rows(t, schedule, mix) if stated else pd.DataFrame(), rate_rows(t, pick),
+                  cd.phase_requests(t.dir, "cost"), verify_requests, verified)
 
 
 def mix_picks(schedule: list[sc.Band], mix: dict[int, float], baseline: str) -> dict[int, str]:
@@ -143,12 +163,13 @@ def stops_paying_rate(rates: pd.DataFrame, slo: bool) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------------- outputs
-def frame(res: Result) -> pd.DataFrame:
+def frame(res: Result, base: str) -> pd.DataFrame:
+    """crossover.csv: per config and batch (`base`: the baseline, whose step-cost phases' requests it has)."""
     rows = []
     for cfg, pts in res.curves.items():
         c = res.crossings.get(cfg, cx.Crossing("unknown"))
         for p in pts:
-            v = res.sides.get(p.batch, {}) if cfg == res.pick else {}
+            v = res.sides.get(p.batch, {}) if cfg == res.verified else {}
             rows.append({"config": cfg.name, "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk,
                          "num_draft_tokens": cfg.num_draft_tokens, "cuda_graph": cfg.cuda_graph,
                          "batch": p.batch,
@@ -157,7 +178,10 @@ def frame(res: Result) -> pd.DataFrame:
                          "crossover_concurrency": c.at, "crossover_low": c.low, "crossover_high": c.high,
                          "crossover_status": c.status, "speedup": v.get("speedup"),
                          "speedup_ci_low": v.get("speedup_ci_low"),
-                         "speedup_ci_high": v.get("speedup_ci_high"), "verdict": v.get("verdict")})
+                         "speedup_ci_high": v.get("speedup_ci_high"), "verdict": v.get("verdict"),
+                         "cost_requests": res.cost_requests.get((cfg.name, p.batch)),
+                         "base_cost_requests": res.cost_requests.get((base, p.batch)),
+                         "verify_requests": res.verify_requests.get(p.batch) if v else None})
     return pd.DataFrame(rows, columns=CROSSOVER_COLUMNS)
 
 
@@ -221,7 +245,7 @@ def annotate(rows: pd.DataFrame, res: Result) -> pd.DataFrame:
 
 
 def write(t: TuneRun, res: Result) -> None:
-    frame(res).to_csv(t.dir / "crossover.csv", index=False)
+    frame(res, t.plan.baseline.name).to_csv(t.dir / "crossover.csv", index=False)
     data = exports(t, res, engine_versions(t))
     (t.dir / "schedule.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     if not res.rates.empty:
@@ -247,7 +271,7 @@ def _band_words(b: sc.Band) -> str:
 
 
 def _side_words(res: Result) -> list[str]:
-    if res.pick is None:
+    if res.verified is None:
         return []
     out = []
     for level, row in res.sides.items():
@@ -270,6 +294,8 @@ def _side_words(res: Result) -> list[str]:
     elif pays:
         out.append(f"  paired runs: speculation pays up to c{max(pays)}, the largest batch decided; the side "
                    "where it stops is not decided")
+    elif stops and res.pick is None:  # no config predicted to pay anywhere: the paired run says so or not
+        out.append(f"  paired runs: speculation does not pay even at c{min(stops)}")
     elif stops:
         out.append(f"  paired runs: speculation does not pay at c{min(stops)}; the side where it pays is not "
                    "decided")

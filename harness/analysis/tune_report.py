@@ -62,9 +62,10 @@ def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
     # the step-cost phases: same prompts, same tokens, each config
     cost_rows = td.verified_rows(t.dir / "cost")
     base_name = t.plan.baseline.name
-    # the step-cost phases replay the suites' first prompts: their own prediction is the like-for-like one
-    cost_hists = td.histograms_by_category(t.dir / "wide", t.wide_name, t.cost_sources())
-    cost_hist = tm.add_histograms(cost_hists.values())
+    # the step-cost phases replay the suites' first prompts (a level's its own first ones): their own
+    # prediction is the like-for-like one
+    cost_hist = {c: tm.add_histograms(td.histograms_by_category(t.dir / "wide", t.wide_name,
+                                                                t.cost_sources(c)).values()) for c in t.conc}
     rows = []
     for cfg in t.grid:
         name = t.wide_name if cfg == t.wide else cfg.name
@@ -79,8 +80,8 @@ def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
             tok_pred = tm.decode_tok_s(al, c, use) if al and use else None
             spd_pred = tm.predicted_speedup(al, use, base[c]) if al and use and base.get(c) else None
             al_meas = _num(v.get("accept_len")) if v else cost_al.get(cfg.name, {}).get(c)
-            al_cost = (tm.predicted_accept_len(cost_hist, cfg)
-                       if cfg.eagle_topk == 1 and tm.steps_of(cost_hist) else None)
+            al_cost = (tm.predicted_accept_len(cost_hist[c], cfg)
+                       if cfg.eagle_topk == 1 and tm.steps_of(cost_hist[c]) else None)
             tok_meas = _num(v.get("tok_s")) if v else None
             spd = _num(v.get("speedup")) if v else None
             # measured in the step-cost phases, like for like with speedup_pred (decode only, same batch)

@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from harness.bench.sizing import level_prompts
+
 if TYPE_CHECKING:
     from harness.client.stream import ReplayRequest
     from harness.inputs.config import Plan
@@ -76,6 +78,13 @@ async def converse(first: ReplayRequest, prompt: Prompt, suite: Suite,
 
 
 def requests_per_pass(plan: Plan) -> int:
-    """Requests of one pass over every suite at every load level (each turn is a request)."""
-    turns = sum(p.turns for s in plan.suites for p in s.prompts)
-    return turns * (len(plan.run.concurrency) + len(plan.run.request_rate))
+    """Requests of one pass over every suite at every load level (each turn is a request; a closed-loop level
+    of run.requests_per_slot replays that many x its concurrency: harness.bench.sizing.level_prompts)."""
+    per_slot = plan.run.requests_per_slot
+    total = 0
+    for s in plan.suites:
+        turns = sum(p.turns for p in s.prompts)
+        total += turns * len(plan.run.request_rate)
+        total += sum(sum(p.turns for p in level_prompts(s.prompts, per_slot, int(c))) if per_slot else turns
+                     for c in plan.run.concurrency)
+    return total

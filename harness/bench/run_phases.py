@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from harness.analysis.store import VariantMeta
 from harness.bench.arrivals import rate_label
-from harness.bench.sizing import Sizer
+from harness.bench.sizing import Sizer, level_prompts
 from harness.common import events as ev
+from harness.common.errors import InputError
 from harness.inputs.run_settings import MIN_REQUESTS_PER_SLOT
 
 if TYPE_CHECKING:
     from harness.bench.run_state import RunState
-    from harness.inputs.config import Variant
+    from harness.inputs.config import Plan, Variant
     from harness.inputs.suites import Prompt, Suite
 
     # a phase still to measure: (phase id, suite, concurrency, repeat, its prompts in replay order)
@@ -34,6 +35,17 @@ def rate_phase_id(suite: str, rate: float, repeat: int) -> str:
     return f"{suite}@r{rate_label(rate)}#r{repeat}"
 
 
+def require_levels(plan: Plan) -> None:
+    """A plan whose run.concurrency is `auto` has no levels to run: its levels are the crossover search's
+    (`draftbench run` hands it to tune's search, harness.cli.tune.run_auto; tune's sub-runs get lists). Run as
+    it stands it would measure concurrency 1 alone, so it is refused before anything starts."""
+    if plan.run.concurrency_auto:
+        raise InputError(str(plan.source_path or ""), None, "run.concurrency",
+                         "auto is a search, run by `draftbench run PLAN` (each speculative variant's "
+                         "crossover, docs/tune.md) or `draftbench tune PLAN --concurrency auto`; run as a "
+                         "list of levels it would measure concurrency 1 alone")
+
+
 def plan_phases(run: RunState, variant: Variant, repeats: list[int] | None = None,
                 only: set[int] | None = None) -> list[Phase]:
     out: list[Phase] = []
@@ -46,7 +58,8 @@ def plan_phases(run: RunState, variant: Variant, repeats: list[int] | None = Non
                     rate_phase_id(suite.name, c, repeat)
                 if isinstance(c, float):
                     run.phase_rate[pid], c = c, 0  # open loop: records and phases say concurrency 0
-                prompts = list(suite.prompts)
+                # run.requests_per_slot: per_slot x c of the suite's prompts (tune's step-cost phases)
+                prompts = level_prompts(suite.prompts, run.plan.run.requests_per_slot, c)
                 if run.plan.run.order == "shuffled":
                     # same seed for every variant: all arms see the same order (TTFT depends on it)
                     random.Random(f"{run.plan.run.seed}/{pid}").shuffle(prompts)
@@ -73,9 +86,9 @@ def one_off(run: RunState, name: str, meta: VariantMeta, timing: dict[str, Any])
 def sizer_for(run: RunState, name: str, pid: str, suite: Suite, c: int,
               prompts: list[Prompt]) -> Sizer | None:
     """Phase sizing (harness.bench.sizing) for a closed-loop phase over its whole suite (a resumed phase is
-    replayed whole: harness.analysis.attempts)."""
+    replayed whole: harness.analysis.attempts); none under run.requests_per_slot (the count is set)."""
     settings = run.plan.run
-    if len(prompts) != len(suite.prompts) or not settings.phase_sizing:
+    if len(prompts) != len(suite.prompts) or not settings.phase_sizing or settings.requests_per_slot:
         return None
     per_pass = sum(p.turns for p in prompts)
 

@@ -30,6 +30,7 @@ from harness.bench.run_phases import (  # noqa: F401  (phase_id, rate_phase_id: 
     phase_id,
     plan_phases,
     rate_phase_id,
+    require_levels,
     settle_total,
     sizer_for,
 )
@@ -109,6 +110,7 @@ class _Run:
 
     # ------------------------------------------------------------------------------------------------
     async def main(self) -> None:
+        require_levels(self.plan)  # run.concurrency: auto is a search (tune's), never a run at c1 alone
         if self.resume_dir:
             self.run_dir = self.resume_dir
             self.run_id = self.run_dir.name

@@ -25,6 +25,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.inputs.suites import Prompt
 
 MARGIN = 1.2  # the steady state ends a little before the last pass is sent: aim above the floor
 
@@ -74,6 +78,18 @@ class Sizer:
             if self.on_pass is not None:
                 self.on_pass(self.passes)
         return go
+
+
+def level_prompts(prompts: list[Prompt], per_slot: int | None, concurrency: int) -> list[Prompt]:
+    """run.requests_per_slot: a closed-loop phase of exactly per_slot x concurrency requests, the suite's
+    first ones, cycled where it holds fewer (a cycle's copies named as phase sizing names a pass, `id#pK`).
+    Unset, or an open-loop phase (concurrency 0): the suite as it is."""
+    if not per_slot or concurrency <= 0 or not prompts:
+        return list(prompts)
+    n, size = per_slot * concurrency, len(prompts)
+    return [prompts[i % size] if i < size else
+            prompts[i % size].model_copy(update={"id": f"{prompts[i % size].id}{pass_suffix(i // size + 1)}"})
+            for i in range(n)]
 
 
 def pass_suffix(pass_no: int) -> str:

@@ -17,8 +17,16 @@ if TYPE_CHECKING:
 
 def phase_findings(plan: Plan) -> list[Finding]:
     """One warning per suite that is too small for some of the plan's concurrency levels."""
-    if not any(v.is_speculative for v in plan.variants) or plan.run.phase_sizing:
+    per_slot = plan.run.requests_per_slot  # a phase of per_slot x concurrency, whatever the suite holds
+    if not any(v.is_speculative for v in plan.variants) or (plan.run.phase_sizing and not per_slot):
         return []  # no verdict to decide, or phase sizing cycles the suite until it can
+    if per_slot:
+        return [] if per_slot >= MIN_REQUESTS_PER_SLOT else [warning(
+            PLAN_WIDE, "phase-too-short",
+            f"run.requests_per_slot is {per_slot}: every phase has fewer than {MIN_REQUESTS_PER_SLOT} x "
+            "concurrency requests",
+            "every verdict is too-short, whatever the speedup; more repeats replay the same short phase",
+            f"give run.requests_per_slot {MIN_REQUESTS_PER_SLOT} or more, or leave it unset (phase sizing)")]
     out = []
     for suite in plan.suites:
         n = sum(int(p.turns) for p in suite.prompts)

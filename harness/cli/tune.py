@@ -124,26 +124,41 @@ def _tune(args: argparse.Namespace) -> int:
     return code
 
 
-def run_auto(plan, args: argparse.Namespace) -> int:
+def run_auto(plan, args: argparse.Namespace, clock=time.monotonic) -> int:
     """`draftbench run` with run.concurrency: auto: per speculative variant, tune's crossover search over that
     variant's own config alone (a grid of one): step costs at a ladder of batches, bisection, a paired run on
-    each side, the schedule (docs/tune.md, "The crossover")."""
+    each side, the schedule (docs/tune.md, "The crossover"). `--budget` is the whole run's: each variant's
+    search gets an equal share of what is left when it starts (what one leaves unspent goes to the next)."""
     from harness.studies.tune import TuneOptions
 
-    budget = duration(args.budget) if getattr(args, "budget", None) else 7200.0
+    try:
+        budget = duration(args.budget) if getattr(args, "budget", None) else 7200.0
+    except argparse.ArgumentTypeError as exc:
+        raise InputError(None, None, "--budget", str(exc)) from None
     codes = []
+    searched = []
     for v in [v for v in plan.variants if v.is_speculative and v.drafter is not None]:
         if plan.baseline_of(v) is not plan.baseline:
             say(f"{v.name}: another sampling arm than {plan.baseline.name}: its crossover is not searched")
             continue
+        searched.append(v)
+    began = clock()
+    for i, v in enumerate(searched):
+        share = (budget - (clock() - began)) / (len(searched) - i)
         steps = int(v.num_steps or 3)
         topk = int(v.eagle_topk or 1)
-        opts = TuneOptions(variant=v.name, budget_s=budget, steps=[steps], topk=[topk],
+        opts = TuneOptions(variant=v.name, budget_s=share, steps=[steps], topk=[topk],
                            draft_tokens=[int(v.num_draft_tokens or steps + 1)], graphs=[bool(v.cuda_graph)],
                            auto=True, verify_top=1)
-        say(f"run.concurrency auto: where {v.name} stops paying")
+        say(f"run.concurrency auto: where {v.name} stops paying (budget {share:.0f} s of {budget:.0f} s)")
         try:
             code, _ = asyncio.run(_go(plan, opts, args.results_dir, None))
+        except InputError as exc:
+            if not i or exc.field != "--budget":  # the first search's refusal: before anything started
+                raise
+            say(f"{v.name}: its crossover is not searched: {exc.message}")
+            codes.append(EXIT_FAILURES)
+            continue
         except (KeyboardInterrupt, asyncio.CancelledError):
             say("interrupted: servers stopped, measurements kept; "
                 "continue with `draftbench tune --resume TUNE_DIR`")

@@ -48,6 +48,11 @@ class RunSettings(StrictModel):
     phase_sizing: bool = Field(
         default=True, description="cycle a suite too short to decide in one pass (off: tune's decode-only "
         "step-cost phases, whose length is their output tokens)")
+    requests_per_slot: int | None = Field(
+        default=None, ge=1, description="closed-loop phases of exactly this many x concurrency requests (the "
+        "suite's first prompts, cycled where it holds fewer; no phase sizing): tune's decode-only step-cost "
+        "phases run 4, so that a large batch's phase holds four waves of it and a small one's is not the "
+        "largest batch's count sent one after another (docs/tune.md); unset: each phase replays its suite")
     max_phase_s: float = Field(
         default=180.0, gt=0, description="the longest a phase may grow by cycling its suite to reach "
         "min_steady_s and 4 x concurrency requests (docs/metrics.md, phase sizing)")

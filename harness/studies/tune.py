@@ -163,8 +163,8 @@ class _Tune:
                           budget_s=budget_s, rates=rates, fixed_repeats=fixed_repeats,
                           max_running=self.opts.max_batch if self.opts.auto else None)
 
-    def cost_sources(self) -> set[str]:
-        return tp.cost_sources(self.plan, self.conc)
+    def cost_sources(self, level: int | None = None) -> set[str]:
+        return tp.cost_sources(self.plan, self.conc, level, self.dir / "cost")
 
     def kept_here(self) -> list[KeptServer]:
         """What this tune's sub-runs kept (harness.serve.kept), oldest first."""

@@ -26,9 +26,9 @@ from harness.analysis import crossover as cx
 from harness.analysis import crossover_data as cd
 from harness.analysis import crossover_report as cr
 from harness.analysis import schedule as sc
-from harness.analysis.tune_model import Config
 from harness.analysis.tune_report import _verdict_of
 from harness.common import events as ev
+from harness.studies import tune_budget as tb
 
 if TYPE_CHECKING:
     from harness.analysis.tune_types import TuneSearch
@@ -89,16 +89,9 @@ async def _bisect(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -
         yield ev.TuneCandidate(res.pick.name, "measured", None, cost, f"step cost at c{level}")
 
 
-def _never_pays_pick(res: cr.Result) -> Config | None:
-    """No config pays anywhere: the one closest to paying at the smallest batch is the one to verify."""
-    first = res.levels[0] if res.levels else None
-    got = [(p.speedup, c) for c, pts in res.curves.items() for p in pts if p.batch == first]
-    return max(got, key=lambda x: (x[0], x[1]))[1] if got else None
-
-
 async def _verify(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> AsyncIterator[Any]:
     res = cr.build(t)
-    pick = res.pick or _never_pays_pick(res)
+    pick = res.verified  # the pick, else (no config pays anywhere) the one closest to paying at c1
     if pick is None:
         return
     cross = res.cross or res.crossings.get(pick) or cx.Crossing("unknown")
@@ -180,13 +173,27 @@ async def _load(t: TuneSearch, st: dict[str, Any], save: Callable[[], None]) -> 
     rates = load_rates(t, res)
     if res.pick is None or not rates or st.get("load_done"):
         return
-    if not _room(t, t.verify_cost()):
-        yield t.stage("load", "budget: no request-rate phases")
+    # planned from what the stage runs (rates x requests x tokens on each arm, the starts), never from a
+    # verify run's cost: that undercount let the stage overrun a budget many times over
+    planned = tb.load_plan(t, res.pick, rates, max(res.levels))
+    if planned is None:
+        yield t.stage("load", f"no step costs of {res.pick.name} to plan the request rates from: not run")
         return
+    if not _room(t, planned.seconds):
+        st["load_skipped"] = round(planned.seconds, 1)
+        save()
+        left = max(0.0, t.opts.budget_s - t.spent())
+        yield t.stage("load", f"budget: the request rates are not run: they need ~{planned.seconds:.0f} s "
+                      f"({planned.words()}), {left:.0f} s of the budget is left")
+        return
+    st["load_planned_s"] = round(planned.seconds, 1)
+    save()
     yield t.stage("load", f"request rates {', '.join(f'{r:g}' for r in rates)}/s: the baseline and "
-                  f"{res.pick.name}, goodput under run.slo")
+                  f"{res.pick.name}, goodput under run.slo (~{planned.seconds:.0f} s: {planned.words()})")
+    began = t.spent()
     plan = t.derived([t.variant_dict(res.pick)], cost=False, rates=rates, conc=[max(res.levels)])
     async for e in t.sub_run(plan, "load"):
         yield e
+    st["load_s"] = round(t.spent() - began, 1)
     st["load_done"] = True
     save()
