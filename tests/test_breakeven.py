@@ -16,10 +16,17 @@ from harness.inputs.config import load_plan
 from harness.studies.breakeven import derive_plan, run_breakeven
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, only_run_dir, prompts, sim_env, write_plan
 
+# The stand-in's time scale of the run on it. Its break-even is tok/s over whole phases, so a phase must last
+# the modelled steps' time, not the stand-in's and the client's own work per step: at 0.2 a baseline step
+# was 2.2 ms, as short as that work on a loaded 2-core machine, and the baseline phase (one step per token,
+# the most steps) lost a third of its speed once (measured 1.13 against 1.60 from step costs); at 0.5 (5.6 ms
+# baseline, 8.9 ms verify steps) 36 runs of three such tests at once next to two CPU hogs stayed within 8 %.
+SCALE = 0.5
+
 
 def _plan(tmp_path: Path, **run):
     return load_plan(write_plan(tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
-                                env=sim_env(0.2), variants=[{"name": "baseline"}, GOOD],
+                                env=sim_env(SCALE), variants=[{"name": "baseline"}, GOOD],
                                 suite_prompts=prompts(4), run={"concurrency": [1], "max_tokens": 48, **run}))
 
 
@@ -96,7 +103,9 @@ def test_the_break_even_row_uses_its_own_concurrency_and_names_the_batch():
 
 @pytest.mark.slow
 async def test_breakeven_run_on_the_stand_in(tmp_path):
-    plan = _plan(tmp_path)
+    # stop: decided keeps every server up to the end (the stand-in needs no GPU room), so the three stop
+    # together: one shutdown pause (5 s x SCALE) instead of three; max_repeats 1: one look, no repeat added
+    plan = _plan(tmp_path, stop="decided", repeats=1, max_repeats=1)
     events = run_breakeven(plan, "good", [1.5, 3.0], results_dir=tmp_path / "results")
     assert await consume(events, out=io.StringIO()) == 0
     run_dir = only_run_dir(tmp_path / "results")

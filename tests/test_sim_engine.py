@@ -1,4 +1,5 @@
-"""The scheduler's batching, acceptance and log-window accounting (run with time scale 0: no waiting)."""
+"""The scheduler's batching, acceptance and log-window accounting (run with time scale 0: no waiting), and
+its clock (at time scale 1 on a virtual clock: tests/virtual_clock.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def make(spec: SpecShape | None = None, profile=(0.8, 0.6, 0.4), **kw) -> tuple[
         vocab_size=32000,
         eos_token_id=2,
         seed=7,
-        time_scale=0.0,
+        time_scale=kw.pop("time_scale", 0.0),
         spec=spec,
         per_position=tuple(profile),
         **kw,
@@ -85,6 +86,61 @@ async def test_each_window_line_is_consistent_with_its_step():
         assert float(m["rate"]) == pytest.approx(round((length - 1) / 3, 2))
     assert sum(lengths) == pytest.approx(r.verify_ct + r.correct_drafts)
     assert len(r.output_ids) == 60 and sum(r.histogram) == r.verify_ct
+
+
+class LoopWork:
+    """A metrics sink whose decode-step hook spends the loop's time, as the scheduler's own work per step
+    (and the event loop's) does on a real machine: `per_step` seconds after every step, plus `stall` once
+    after step `stall_at` (the process not scheduled for a while). Runs on tests/virtual_clock.py's loop."""
+
+    def __init__(self, per_step: float = 0.0, stall_at: int = 0, stall: float = 0.0):
+        self.per_step, self.stall_at, self.stall, self.steps = per_step, stall_at, stall, 0
+
+    def on_decode_iter(self, engine: Engine, tokens: int, graph: bool) -> None:
+        self.steps += 1
+        spent = self.per_step + (self.stall if self.steps == self.stall_at else 0.0)
+        asyncio.get_running_loop().advance(spent)  # type: ignore[attr-defined]
+
+    def on_prefill_tick(self, *args) -> None: ...
+    def on_decode_tick(self, *args) -> None: ...
+    def on_output(self, *args) -> None: ...
+    def on_request_done(self, *args) -> None: ...
+
+
+GEN_RE = re.compile(r"Decode batch, #running-req: 1, .*gen throughput \(token/s\): (?P<gen>\d+\.\d\d),")
+
+
+def window_step_ms(work: LoopWork, steps: int = 40, interval: int = 4) -> list[float]:
+    """Step ms of each Decode window but the first (which holds the prefill) of one baseline request of
+    `steps` decode steps at time scale 1, the loop doing `work`."""
+    from tests.virtual_clock import run_on_virtual_clock
+
+    async def go() -> str:
+        engine, err = make(interval=interval, time_scale=1.0)
+        engine.metrics = work
+        await run_all(engine, [req(0, max_new=1 + steps)])
+        return err.getvalue()
+
+    gens = [float(m["gen"]) for m in GEN_RE.finditer(run_on_virtual_clock(go()))]
+    assert len(gens) == steps // interval
+    return [1000.0 / g if g else 0.0 for g in gens[1:]]  # 0: a window of no time (gen throughput 0.00)
+
+
+def test_the_scheduler_keeps_the_models_clock_despite_its_own_work():
+    """A step that starts late (the loop's own work, a timer that fires late) sleeps that much less, so the
+    windows' step times are the model's, not the model's plus the loop's; a loop further behind than
+    CATCH_UP_S starts from now: the time is lost once, and no burst of short steps follows."""
+    step_ms = model.decode_step_seconds(1, True) * 1000.0  # 11.1 ms
+    assert window_step_ms(LoopWork()) == pytest.approx([step_ms] * 9, rel=1e-3)
+    # work of 60 % of every step: hidden in the step's sleep
+    assert window_step_ms(LoopWork(per_step=0.6 * step_ms / 1000)) == pytest.approx([step_ms] * 9, rel=1e-3)
+    # a stall within CATCH_UP_S (10 ms, in the 3rd window) is caught up inside its window
+    caught = window_step_ms(LoopWork(stall_at=10, stall=0.010))
+    assert caught == pytest.approx([step_ms] * 9, rel=1e-3)
+    # a stall past it (100 ms) is lost: its window is 100 ms longer, every other one keeps the model's pace
+    lost = window_step_ms(LoopWork(stall_at=10, stall=0.100))
+    assert lost[1] * 4 == pytest.approx(step_ms * 4 + 100.0, rel=1e-3)
+    assert lost[:1] + lost[2:] == pytest.approx([step_ms] * 8, rel=1e-3)
 
 
 async def test_windows_are_batch_weighted_and_totals_only_advance_on_ticks():

@@ -85,15 +85,24 @@ def test_tune_budget_resume_and_the_answer(tmp_path):
     assert all(d["spent_s"] + d["est_cost_s"] <= d["budget_s"] for d in state["decisions"])
 
     # 2. resumed with a real budget, then interrupted after one measured config (closing the generator)
+    first_phases = pd.read_csv(tune_dir / "wide" / "phases.csv")
     plan2, opts = read_tune_plan(tune_dir)
     opts.budget_s = 3600.0
     asyncio.run(_drive(tune(plan2, opts, resume_dir=tune_dir), stop_after_measured=1))
     mid = json.loads((tune_dir / "tune_state.json").read_text())
-    # the wide run was not redone: its first look's phases stand, and more of its budget went to the looks
-    # its rows were still undecided at (the stopping rule resumes where the budget stopped it)
+    # the wide run was not redone: the phases of its first session stand as they were (phases.csv is
+    # appended to), and what the resume added are only later repeats, of the rows the budget had left
+    # undecided (the stopping rule resumes where the budget stopped it)
     wide_phases = pd.read_csv(tune_dir / "wide" / "phases.csv")
     assert not wide_phases.duplicated(["variant", "phase"]).any()
-    assert mid["stage_s"]["wide/baseline"] >= state["stage_s"]["wide/baseline"]
+    pd.testing.assert_frame_equal(wide_phases.head(len(first_phases)), first_phases)
+    added = wide_phases.iloc[len(first_phases):]
+    done_repeats = first_phases.groupby(["variant", "concurrency"])["repeat"].max()
+    assert all(r.repeat > done_repeats[(r.variant, r.concurrency)] for r in added.itertuples())
+    # a stage's time adds up over the sessions (as spent_s does): the baseline's grew by what the resume ran
+    # of it, and stayed where nothing of it ran (two sessions' wall times are never compared)
+    grown = mid["stage_s"]["wide/baseline"] - state["stage_s"]["wide/baseline"]
+    assert grown > 0 if (added["variant"] == "baseline").any() else grown == 0
 
     # 3. resumed to the end
     last = asyncio.run(_drive(tune(plan2, opts, resume_dir=tune_dir)))

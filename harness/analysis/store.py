@@ -326,7 +326,8 @@ class TuneState:
     written once set, in the order they were first set; keys of another release are kept (`extra`)."""
 
     spent_s: float = 0.0  # over every session of the tune
-    stage_s: dict[str, float] = field(default_factory=dict)  # "sub/variant" -> its server's start to its end
+    # "sub/variant" -> from its server's start to its end, summed over its servers and the tune's sessions
+    stage_s: dict[str, float] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)  # variant -> why its server failed
     rejected: dict[str, str] = field(default_factory=dict)  # config -> the preflight error that kept it back
     decisions: list[TuneDecision] = field(default_factory=list)

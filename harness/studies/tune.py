@@ -172,23 +172,28 @@ class _Tune:
 
     async def sub_run(self, plan: Plan, sub: str) -> AsyncIterator[Any]:
         """run_plan into tune_dir/sub (resumed when it exists), keeping its servers and offered the ones
-        kept so far; times each variant's stage (an adopted server's is not a start)."""
+        kept so far; times each variant's stage (an adopted server's is not a start). A stage's time adds up
+        over its servers and the tune's sessions, as spent_s does: a resumed stage's is what it took in all,
+        not its last session's (a verification's estimated cost is the wide run's whole stage)."""
         from harness.bench.runner import run_plan
 
         d = self.dir / sub
         d.mkdir(parents=True, exist_ok=True)
-        started: dict[str, float] = {}
+        started: dict[str, float] = {}  # variant -> its server's start
+        before: dict[str, float] = {}  # variant -> its stage's time before that server
         async with contextlib.aclosing(run_plan(plan, results_dir=self.dir, resume_dir=d, target=self.target,
                                                 keep_servers=True, adopt=self.kept_here())) as events:
             async for e in events:
                 if isinstance(e, ev.ServerState) and e.state in ("starting", "adopted"):
                     started[e.variant] = self.clock()
+                    before[e.variant] = float(self.state.stage_s.get(f"{sub}/{e.variant}", 0.0))
                     if e.state == "adopted":
                         self.state.adopted = [*(self.state.adopted or []), f"{sub}/{e.variant}"]
                     else:
                         self.state.starts = int(self.state.starts) + 1
                 elif isinstance(e, ev.VariantDone) and e.variant in started:
-                    self.state.stage_s[f"{sub}/{e.variant}"] = round(self.clock() - started[e.variant], 3)
+                    spent = self.clock() - started[e.variant]  # a parked server's: up to its latest look
+                    self.state.stage_s[f"{sub}/{e.variant}"] = round(before[e.variant] + spent, 3)
                     if not e.ok:
                         self.state.failed[e.variant] = e.detail or "server failed"
                     self.save()
