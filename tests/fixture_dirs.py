@@ -12,3 +12,13 @@ def unpacked(src: Path, dst: Path) -> Path:
         gz.with_suffix("").write_bytes(gzip.decompress(gz.read_bytes()))
         gz.unlink()
     return dst
+
+
+def assert_same_columns(again, stored, cols, rtol: float = 1e-9) -> None:
+    """Recomputed records against the stored ones, column by column (numbers, NaN where both have none)."""
+    import numpy as np
+    import pandas as pd
+
+    for col in cols:
+        a, b = pd.to_numeric(again[col]), pd.to_numeric(stored[col])
+        assert np.allclose(a, b, equal_nan=True, rtol=rtol), col

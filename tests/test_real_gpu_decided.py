@@ -16,7 +16,7 @@ import pytest
 
 from harness.analysis import stats
 from harness.analysis.sequential import look_level, look_schedule
-from tests.fixture_dirs import unpacked
+from tests.fixture_dirs import assert_same_columns, unpacked
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1" / "decided"
 DOC = Path(__file__).parent.parent / "docs" / "real-gpu.md"
@@ -79,9 +79,7 @@ def test_the_wide_runs_looks_and_verdicts_recompute(tune_dir):
     stored = pd.read_csv(tune_dir / "wide" / "summary.csv")
     again = summarise_dir(tune_dir / "wide")
     assert list(again["verdict"]) == list(stored["verdict"])
-    for col in ("tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "ci_level"):
-        assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True,
-                           rtol=1e-9), col
+    assert_same_columns(again, stored, ("tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "ci_level"))
     row = again.set_index(["variant", "concurrency"])
     one, eight = row.loc[("wide-s5-k1-d6-g", 1)], row.loc[("wide-s5-k1-d6-g", 8)]
     # c1: decided at the first look over 64 paired prompts x 2 repeats: 2.13x (99.5 % CI 1.83-2.48), faster
@@ -110,9 +108,8 @@ def test_the_tune_answers_at_both_concurrencies_from_what_it_has(tune_dir):
 
     rows = pd.read_csv(rebuild_report(tune_dir))
     as_run = pd.read_csv(tune_dir / "tune-as-run.csv")
-    for col in ("accept_len_pred", "speedup_pred", "step_ms", "base_step_ms", "speedup", "speedup_ci_low"):
-        assert np.allclose(pd.to_numeric(rows[col]), pd.to_numeric(as_run[col]), equal_nan=True,
-                           rtol=1e-9), col
+    assert_same_columns(rows, as_run, ("accept_len_pred", "speedup_pred", "step_ms", "base_step_ms",
+                                       "speedup", "speedup_ci_low"))
     assert rows["speedup_pred"].notna().all()  # every config predicted, though only the wide run ran
     diag = rows.sort_values("num_steps")
     assert [round(x, 2) for x in diag[diag["concurrency"] == 1]["speedup_pred"]] \

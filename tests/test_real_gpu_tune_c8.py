@@ -19,7 +19,7 @@ import pytest
 
 from harness.analysis import stats
 from harness.analysis.sequential import look_level, look_schedule
-from tests.fixture_dirs import unpacked
+from tests.fixture_dirs import assert_same_columns, unpacked
 
 FIX = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1" / "decided-c8"
 DOC = Path(__file__).parent.parent / "docs" / "real-gpu.md"
@@ -62,9 +62,7 @@ def test_both_concurrencies_decide_and_recompute(tune_dir):
     stored = pd.read_csv(tune_dir / "wide" / "summary.csv")
     again = summarise_dir(tune_dir / "wide")
     assert list(again["verdict"]) == list(stored["verdict"])
-    for col in ("tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "ci_level"):
-        assert np.allclose(pd.to_numeric(again[col]), pd.to_numeric(stored[col]), equal_nan=True,
-                           rtol=1e-9), col
+    assert_same_columns(again, stored, ("tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "ci_level"))
     row = again.set_index(["variant", "concurrency"])
     one, eight = row.loc[(HEAD, 1)], row.loc[(HEAD, 8)]
     assert (one.verdict, one.decide_look, one.ci_level) == ("faster", "1/3", 0.995)
@@ -98,9 +96,8 @@ def test_the_answer_names_the_pick_at_both_concurrencies(tune_dir):
 
     rows = pd.read_csv(rebuild_report(tune_dir))
     as_run = pd.read_csv(tune_dir / "tune-as-run.csv")
-    for col in ("accept_len_pred", "speedup_pred", "step_ms", "base_step_ms", "speedup", "speedup_ci_low"):
-        assert np.allclose(pd.to_numeric(rows[col]), pd.to_numeric(as_run[col]), equal_nan=True,
-                           rtol=1e-9), col
+    assert_same_columns(rows, as_run, ("accept_len_pred", "speedup_pred", "step_ms", "base_step_ms",
+                                       "speedup", "speedup_ci_low"))
     diag = rows.sort_values("num_steps")
     assert [round(x, 2) for x in diag[diag["concurrency"] == 1]["speedup_pred"]] \
         == [0.78, 1.09, 1.38, 1.64, 1.88]
