@@ -28,7 +28,7 @@ async def test_noisy_run_gets_intervals_and_verdicts(tmp_path: Path):
     twin = {"name": "twin", "baseline": False, "extra_args": ["--random-seed", "7"]}  # other noise draws
     plan_path = write_plan(
         tmp_path / "plan.yaml", workdir=tmp_path / "work", launcher=SIM_LAUNCHER,
-        env={**sim_env(0.2), "DRAFTBENCH_SIM_STEP_NOISE": "0.2", "DRAFTBENCH_SIM_NOISE_SEED": "3"},
+        env={**sim_env(0.5), "DRAFTBENCH_SIM_STEP_NOISE": "0.2", "DRAFTBENCH_SIM_NOISE_SEED": "3"},
         variants=[{"name": "baseline"}, GOOD, twin], suite_prompts=prompts(8),
         # until_ci_pct 0.01 % is never met: every variant (and the baseline) gets the third repeat
         run={"concurrency": [1, 2], "max_tokens": 24, "repeats": 2, "min_steady_s": 0,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from harness.analysis.store import CsvAppender
 from harness.bench.conversation import converse
 from harness.bench.sizing import Sizer, pass_suffix
+from harness.common.aio import reap
 
 if TYPE_CHECKING:  # the client's module imports the openai SDK (~1 s): at run time only where it sends
     from harness.client.collect import StreamResult
@@ -185,10 +186,7 @@ async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], 
             check.cancel()
         for w in workers:
             w.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await all_workers
-        with contextlib.suppress(asyncio.CancelledError):
-            await guard_task
+        await reap(all_workers, guard_task)  # a cancellation of this phase itself goes on up
 
 
 async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,

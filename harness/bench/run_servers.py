@@ -14,6 +14,7 @@ from harness.bench.run_record import on_lines
 from harness.bench.sampling_client import variant_temperature
 from harness.bench.target_facts import drafter_hash, gpus
 from harness.common import events as ev
+from harness.common.aio import finish
 from harness.engines import engine_of
 from harness.inputs.endpoints import api_key
 from harness.serve.adopt import launch
@@ -113,9 +114,15 @@ async def stop(run: RunState, server: Server | ExistingServer) -> None:
     keep = run.keep and server.name not in run.failed  # a failed server is of no use to anyone
     keep = keep or isinstance(server, ExistingServer)  # not ours to stop
     run.emit(ev.ServerState(server.name, "stopping" if not keep else "kept", server.port, server.pgid))
-    gone = await server.stop(keep=keep)
+    # out of run.servers already: a stop cut short by a cancellation would leave the server up, so it runs to
+    # the end and the cancellation is passed on after
+    stopping = asyncio.ensure_future(server.stop(keep=keep))
+    cancelled = await finish(stopping)
+    gone = stopping.result()
     if keep and server.pgid is not None:
         run.kept.append(server)
     if not keep:
         run.emit(ev.ServerState(server.name, "stopped" if gone else "failed", server.port, server.pgid,
                                 stopped_detail(server) if gone else "processes left after SIGKILL"))
+    if cancelled:
+        raise asyncio.CancelledError

@@ -1,9 +1,16 @@
-"""Turning a long coroutine that emits events into an async generator of those events."""
+"""Turning a long coroutine that emits events into an async generator of those events; waiting for tasks
+without eating the caller's own cancellation.
+
+`contextlib.suppress(asyncio.CancelledError)` around `await task` is wrong wherever the awaiting task can
+itself be cancelled meanwhile: the CancelledError it swallows may be the caller's, and the caller then goes
+on as if nobody had asked it to stop (a cancelled run that measures its next variant). `reap` takes the
+awaited tasks' outcomes and lets the caller's cancellation through; `finish` completes cleanup and reports
+a cancellation for the caller to re-raise. tests/test_cancellation.py holds both to it, and no module of
+the harness may suppress CancelledError itself (tests/test_cancellation.py looks)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -30,8 +37,24 @@ async def drain(start: Callable[[Emit], Awaitable[None]], *, name: str) -> Async
     finally:
         if not task.done():
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await asyncio.shield(task)
+            # its cleanup (servers stopped) runs to the end; a second cancellation meanwhile is re-raised
+            if await finish(reap(task)):
+                raise asyncio.CancelledError
+
+
+async def reap(*tasks: asyncio.Future[Any] | None, timeout: float | None = None) -> None:
+    """Wait until `tasks` (typically just cancelled) have ended, at most `timeout` seconds, and take their
+    outcomes: their own CancelledError or exception is expected and dropped. A cancellation of the calling
+    task is not: it propagates, as from any other await."""
+    pending = [t for t in tasks if t is not None]
+    if not pending:
+        return
+    try:
+        await asyncio.wait(pending, timeout=timeout)
+    finally:
+        for t in pending:
+            if t.done() and not t.cancelled():
+                t.exception()  # retrieved: no "exception was never retrieved" at exit
 
 
 async def finish(aw: Awaitable[Any]) -> bool:

@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.common.aio import reap
 from harness.common.errors import HarnessError, InputError
 from harness.retrain.progress import ProgressState, RecordSplitter, TrainProgress
 from harness.retrain.train import TrainSpec, build_train_argv, cli_config_yaml, detect_era, resolve
@@ -391,5 +392,4 @@ async def follow_job(
             return
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await reap(task)

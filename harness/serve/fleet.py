@@ -21,6 +21,7 @@ from harness.analysis.live_speed import LiveSpeed
 from harness.analysis.rundir import new_run_dir
 from harness.checks import run_checks
 from harness.common import events as ev
+from harness.common.aio import reap
 from harness.common.errors import HarnessError
 from harness.common.findings import Finding
 from harness.engines import engine_of
@@ -226,15 +227,12 @@ class Fleet:
     async def start(self, name: str) -> MemberStatus:
         """Start one variant's server and wait until it is ready or has failed; a no-op when it is up."""
         m = self._member(name)
-        if m.starting is not None and not m.starting.done():
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.shield(m.starting)
-            return self.status(name)
-        if m.state == "ready":
-            return self.status(name)
-        m.starting = asyncio.create_task(self._start(m), name=f"fleet-start-{name}")
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(m.starting)
+        if m.starting is None or m.starting.done():
+            if m.state == "ready":
+                return self.status(name)
+            m.starting = asyncio.create_task(self._start(m), name=f"fleet-start-{name}")
+        # the start goes on if this caller is cancelled (stop() cancels the start itself)
+        await reap(m.starting)
         return self.status(name)
 
     async def _start(self, m: _Member) -> None:
@@ -288,8 +286,7 @@ class Fleet:
         m = self._member(name)
         if m.starting is not None and not m.starting.done():
             m.starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await m.starting
+            await reap(m.starting)
             return self.status(name)
         if m.server is None and m.adopted is not None:
             return await self._stop_adopted(m)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from harness.analysis.rundir import REDACTED, append_jsonl, redact_argv, scrub, secret_values
+from harness.common.aio import finish, reap
 from harness.common.errors import HarnessError
 from harness.engines import engine_of
 from harness.serve.kept import KeptServer, VariantServer
@@ -276,16 +277,19 @@ class Server:
             elif keep and self.pgid is not None:
                 self._record({"variant": self.name, "pgid": self.pgid, "state": "kept"})
         finally:  # also when the target is gone: the follower and the admin session never outlive the server
-            await remove_key_file(self.target, self.key_file)
-            self.key_file = None
-            if self._tail_task is not None:
-                # let the follower write the shutdown lines, then stop it (a follower that failed, e.g. on a
-                # lost SSH link, has its error taken here rather than left unretrieved)
-                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                    await asyncio.wait_for(asyncio.shield(self._tail_task), timeout=0.5)
-                self._tail_task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._tail_task
-            if self.admin is not None:
-                await self.admin.close()
+            # run to the end even when the caller is cancelled meanwhile, then pass its cancellation on
+            if await finish(self._release()):
+                raise asyncio.CancelledError
         return gone
+
+    async def _release(self) -> None:
+        await remove_key_file(self.target, self.key_file)
+        self.key_file = None
+        if self._tail_task is not None:
+            # let the follower write the shutdown lines, then stop it (a follower that failed, e.g. on a
+            # lost SSH link, has its error taken here rather than left unretrieved)
+            await reap(self._tail_task, timeout=0.5)
+            self._tail_task.cancel()
+            await reap(self._tail_task)
+        if self.admin is not None:
+            await self.admin.close()

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
+from harness.common.aio import reap
 from harness.tui import messages as msg
 from harness.tui.feed import FLUSH_INTERVAL_S, EventFeed
 
@@ -83,8 +84,7 @@ class RunThread:
                 await events.aclose()
         finally:
             pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
+            await reap(pump)
             self.feed.flush()
             if target is not None:  # the runner closes only targets it opened itself
                 with contextlib.suppress(Exception):
