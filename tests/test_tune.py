@@ -189,6 +189,10 @@ def test_tune_adopts_the_wide_runs_servers_and_leaves_none_running(tmp_path):
     started = [e for e in entries if e.get("state") == "started"]
     fresh = [e for e in started if "adopted_from" not in e]
     assert state["starts"] == len(fresh)  # a start is a new process group; an adoption is not one
+    # on the target each sub-run's servers live under this tune's own directory, never a `runs/wide/` that
+    # the next tune would share (tests/test_remote_run_dirs.py)
+    for e in fresh:
+        assert Path(e["pid_path"]).parent.parent.name == tune_dir.name, e["pid_path"]
     cost_started = [e for e in read_jsonl(tune_dir / "cost" / "servers.jsonl") if e.get("state") == "started"]
     by_variant = {e["variant"]: e for e in cost_started}
     assert "adopted_from" in by_variant["baseline"] and "adopted_from" in by_variant[wide]

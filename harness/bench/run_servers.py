@@ -53,7 +53,7 @@ async def start(run: RunState, variant: Variant, version: str | None,
     key = api_key(run.plan, variant)
     server = ExistingServer(run.target, run.plan, variant, run_dir=run.run_dir, api_key=key) \
         if variant.is_existing else \
-        Server(run.target, run.plan, variant, run_id=run.run_id, run_dir=run.run_dir,
+        Server(run.target, run.plan, variant, run_id=run.remote_id, run_dir=run.run_dir,
                engine_version=version, on_lines=lambda lines, s=name: on_lines(run, s, lines),
                api_key=key)
     run.servers.append(server)

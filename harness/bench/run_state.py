@@ -23,6 +23,7 @@ class RunState(Protocol):
     plan: Plan
     emit: Emit
     run_id: str
+    remote_id: str  # the run's directory under <workdir>/runs/ on the target (harness.bench.runner)
     run_dir: Path
     resume_dir: Path | None  # set when the run resumes an earlier run's directory
     deadline: float | None  # time.monotonic() at which run.budget_s is spent

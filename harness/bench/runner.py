@@ -58,13 +58,16 @@ if TYPE_CHECKING:
 
 async def run_plan(plan: Plan, *, results_dir: str | Path = "results", keep_servers: bool = False,
                    resume_dir: str | Path | None = None, target: Target | None = None,
-                   adopt: list[KeptServer] | None = None) -> AsyncIterator[Any]:
+                   adopt: list[KeptServer] | None = None, remote_id: str | None = None) -> AsyncIterator[Any]:
     """Run the plan; yields events from harness.common.events. Closing the generator stops every server.
     `adopt`: other runs' kept servers that a variant with the same command takes over
-    (harness.serve.adopt)."""
+    (harness.serve.adopt). `remote_id`: the run's directory under `<workdir>/runs/` on the target (its
+    servers' logs and pgid files), by default the run directory's own name; a part of a bigger study whose
+    part names repeat from one study to the next (a tune's `wide`) gets one under the study's own."""
     def start(emit: Emit) -> Awaitable[None]:
         return _Run(plan, results_dir=Path(results_dir), keep_servers=keep_servers, adopt=adopt,
-                    resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit).main()
+                    resume_dir=Path(resume_dir) if resume_dir else None, target=target, emit=emit,
+                    remote_id=remote_id).main()
 
     async with contextlib.aclosing(drain(start, name="draftbench-run")) as events:
         async for event in events:  # closing us closes the drain, which stops every server
@@ -73,8 +76,10 @@ async def run_plan(plan: Plan, *, results_dir: str | Path = "results", keep_serv
 
 class _Run:
     def __init__(self, plan: Plan, *, results_dir: Path, keep_servers: bool, resume_dir: Path | None,
-                 target: Target | None, emit: Emit, adopt: list[KeptServer] | None = None):
+                 target: Target | None, emit: Emit, adopt: list[KeptServer] | None = None,
+                 remote_id: str | None = None):
         self.plan = plan
+        self._remote_id = remote_id
         self.emit = emit
         self.keep = keep_servers or bool(plan.server.keep_running)
         self.resume_dir = resume_dir
@@ -116,6 +121,7 @@ class _Run:
             self.run_id = self.run_dir.name
         else:
             self.run_id, self.run_dir = new_run_dir(self.results_dir, self.plan.name)
+        self.remote_id = self._remote_id or self.run_id
         with RunDirLock(self.run_dir):  # a second run of this directory stops here, having touched nothing
             await self._main()
 

@@ -98,6 +98,7 @@ class Server:
         self.secrets: list[str] = []
         self.started_at: float | None = None
         self.ready_at: float | None = None
+        self.log_offset = 0  # where this server's lines begin in its remote log (a replaced one's before)
 
     # ---- start ---------------------------------------------------------------------------------
     def launch_argv(self, port: int) -> list[str]:
@@ -120,6 +121,8 @@ class Server:
         self.port = int(port) if isinstance(port, int) else await free_port(self.target)
         self.argv = self.launch_argv(self.port)
         self.remote_log = f"{rundir}/{self.name}.log"
+        # a resumed run's restart appends to the log of the server it replaces: only this server's lines count
+        self.log_offset = await self._log_size()
         pid_path = f"{rundir}/{self.name}.pgid"
         env = self._env()
         self.secrets = self._secrets(env)
@@ -136,7 +139,7 @@ class Server:
             await self._stop_unrecorded(pid_path)
             raise
         self._record_start(pid_path)
-        await self._attach(offset=0)
+        await self._attach(offset=self.log_offset)
 
     async def _stop_unrecorded(self, pid_path: str, wait_s: float = 5.0) -> None:
         """A spawn cut short (a cancellation while its script ran): the process group may exist with no pgid
@@ -170,8 +173,14 @@ class Server:
         self.secrets = self._secrets(self._env())
         self.started_at = time.monotonic()
         self._record_start(kept.pid_path, adopted_from=kept.started_by)
+        self.log_offset = await self._log_size()
+        await self._attach(offset=self.log_offset)
+
+    async def _log_size(self) -> int:
+        """Bytes in its remote log now (0 when there is none yet)."""
         size = await self.target.run(["wc", "-c", self.remote_log], timeout=30)
-        await self._attach(offset=int(size.stdout.split()[0]) if size.rc == 0 and size.stdout.strip() else 0)
+        words = size.stdout.split() if size.rc == 0 else []
+        return int(words[0]) if words and words[0].isdigit() else 0
 
     def _secrets(self, env: dict[str, str]) -> list[str]:
         found = set(secret_values(env, self.argv)) | ({self.api_key} if self.api_key else set())
@@ -256,7 +265,7 @@ class Server:
     async def _drain_log(self) -> None:
         """Give the log follower a moment to deliver the last lines (they explain most failures)."""
         with contextlib.suppress(Exception):
-            data = scrub(await self.target.read_file(self.remote_log), self.secrets)
+            data = scrub((await self.target.read_file(self.remote_log))[self.log_offset:], self.secrets)
             lines = data.decode("utf-8", "replace").splitlines()
             self.last_lines.clear()
             self.last_lines.extend(lines[-TAIL_LINES:])

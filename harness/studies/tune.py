@@ -182,7 +182,8 @@ class _Tune:
         started: dict[str, float] = {}  # variant -> its server's start
         before: dict[str, float] = {}  # variant -> its stage's time before that server
         async with contextlib.aclosing(run_plan(plan, results_dir=self.dir, resume_dir=d, target=self.target,
-                                                keep_servers=True, adopt=self.kept_here())) as events:
+                                                keep_servers=True, adopt=self.kept_here(),
+                                                remote_id=f"{self.dir.name}/{sub}")) as events:
             async for e in events:
                 if isinstance(e, ev.ServerState) and e.state in ("starting", "adopted"):
                     started[e.variant] = self.clock()
