@@ -1,4 +1,5 @@
-"""How the suite is spread over pytest-xdist's workers (pyproject: `-n 6 --dist loadgroup`).
+"""How the suite is spread over pytest-xdist's workers (pyproject: `-n 6 --dist loadgroup
+--no-loadscope-reorder`).
 
 Most of the suite's wall time is waiting (stand-in servers starting, stepping and stopping; CLI processes;
 pip in test_packaging): about a fifth of it is CPU, so six workers on two cores finish it in a fraction of
@@ -6,8 +7,11 @@ the serial time (docs/performance.md, "The test suite"). Two scheduling hints, n
 test does:
 - a module with a module-scoped fixture (a reference run, a stand-in server, an sshd) runs on one worker,
   so the fixture is built once, as in a serial run (`xdist_group` per module);
-- the long tests are handed out first, each to the next free worker, so none of them starts last and
-  holds the run up at the end.
+- the work units (a group, or a test on its own) are handed out longest first, by the seconds each took in
+  the last measured run (tests/durations.json, rewritten by `python tests/durations.py`): the longest-first
+  rule that packs the workers evenly. xdist's own order (its "reorder") is by the number of tests in a unit,
+  which put every module-fixture group before the longest single tests: test_tune's 170 s started at 204 s
+  of a 371 s run and its worker ended 24 s after the others. A test missing from the file counts as short.
 With `-n 0` (serial) the order is the collection order, as before.
 """
 
@@ -15,11 +19,9 @@ from __future__ import annotations
 
 import pytest
 
-# Modules whose tests take tens of seconds each (measured: docs/performance.md); the `slow` marker adds the
-# rest. Only a scheduling hint: a name missing here or a test that got faster changes nothing but the order.
-LONG = ("test_packaging.py", "test_tune.py", "test_engines_e2e.py", "test_e2e_ssh.py", "test_decide_run.py",
-        "test_tui_tune.py", "test_compare_change.py", "test_verdicts_e2e.py", "test_key_handoff.py",
-        "test_multinode.py", "test_exit_codes.py", "test_run_preflight.py", "test_tiny_eagle3.py")
+from tests.durations import load as load_durations
+
+SHORT_S = 0.1  # a test tests/durations.json does not list (under its 0.5 s floor, or new)
 
 
 def _module_fixture(item: pytest.Item) -> bool:
@@ -34,10 +36,6 @@ def _module_fixture(item: pytest.Item) -> bool:
     return False
 
 
-def _long(item: pytest.Item) -> bool:
-    return item.get_closest_marker("slow") is not None or item.nodeid.split("::", 1)[0].endswith(LONG)
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not (hasattr(config, "workerinput") or getattr(config.option, "numprocesses", None)):
@@ -45,5 +43,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
-    # loadgroup hands out the groups first (largest first), then single tests in this order
-    items.sort(key=lambda item: not _long(item))  # stable: the long ones first, each in collection order
+    # longest unit first (a group's seconds are its tests'); stable, so a tie keeps the collection order
+    seconds = load_durations()
+    unit: dict[str, float] = {}
+    for item in items:
+        key = _unit(item)
+        unit[key] = unit.get(key, 0.0) + seconds.get(item.nodeid, SHORT_S)
+    items.sort(key=lambda item: -unit[_unit(item)])
+
+
+def _unit(item: pytest.Item) -> str:
+    """What xdist's loadgroup scheduling hands out whole: the test's group, else the test alone."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return "@" + str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    return item.nodeid

@@ -16,18 +16,42 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-# models of a few thousand weights: one thread is as fast alone, and beside the suite's other workers
-# (pytest-xdist on two cores) torch's default of a thread per core made this file 8x slower
-torch.set_num_threads(1)
+from harness.checks import checkpoint as ck
+from harness.common.safetensors_io import read_header
+
+for _need in ("torch", "transformers"):
+    if importlib.util.find_spec(_need) is None:
+        pytest.skip(f"could not import '{_need}': install the tiny-train extra", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks" / "h200"))
-import tinylm  # noqa: E402
 
-from harness.checks import checkpoint as ck  # noqa: E402
-from harness.common.safetensors_io import read_header  # noqa: E402
+
+class _OnFirstUse:
+    """A module imported when a test first reaches into it: torch and transformers take ~2 s to import, and
+    every pytest-xdist worker collects this file, while one runs its tests."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        module = self.__dict__.get("_module")
+        if module is None:
+            if self._name == "tinylm" and str(ROOT / "benchmarks" / "h200") not in sys.path:
+                sys.path.insert(0, str(ROOT / "benchmarks" / "h200"))
+            module = importlib.import_module(self._name)
+            if self._name == "torch":
+                # models of a few thousand weights: one thread is as fast alone, and beside the suite's other
+                # workers (pytest-xdist on two cores) torch's default of a thread per core made this file 8x
+                # slower
+                module.set_num_threads(1)
+            self.__dict__["_module"] = module
+            globals()[self._name] = module  # this module's later uses go to the module itself
+        return getattr(module, attr)
+
+
+torch = _OnFirstUse("torch")
+transformers = _OnFirstUse("transformers")
+tinylm = _OnFirstUse("tinylm")
 
 SCALE = 4  # token embeddings x4: the next token depends on the current one most, on the context too
 MICRO = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 4,
