@@ -45,7 +45,8 @@ def decode_steps(windows: pd.DataFrame, variant: str) -> pd.DataFrame:
     if "line" in w:
         w["_line"] = pd.to_numeric(w["line"], errors="coerce")
         w = w.sort_values("_line", kind="stable")
-    w["phase"] = w["phase"].fillna("").astype(str) if "phase" in w else ""
+    # a column of empty cells reads back as float NaN: strings first, then the blanks
+    w["phase"] = w["phase"].astype("string").fillna("").astype(str) if "phase" in w else ""
     out = []
     prev_kind, prev_bs = None, None
     for _, row in w.iterrows():
