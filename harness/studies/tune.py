@@ -20,10 +20,9 @@ decisions from disk and run_plan resumes each sub-run.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +37,8 @@ from harness.engines import engine_of
 from harness.serve.kept import kept_servers, stop_kept_servers
 from harness.studies import tune_budget as tb
 from harness.studies import tune_plans as tp
+from harness.studies.tune_options import PLAN_FILE, TuneOptions, read_tune_plan  # noqa: F401 (read here too)
+from harness.studies.tune_preflight import tune_preflight
 
 if TYPE_CHECKING:
     from harness.inputs.config import Plan, Variant
@@ -45,28 +46,6 @@ if TYPE_CHECKING:
     from harness.targets.base import Target
 
 STATE_FILE = TUNE_STATE_FILE
-PLAN_FILE = "tune_plan.json"
-
-
-@dataclass
-class TuneOptions:
-    variant: str | None = None  # the plan's speculative variant whose drafter is tuned (default: the first)
-    budget_s: float = 7200.0
-    concurrency: list[int] | None = None  # default: the plan's run.concurrency
-    steps: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5, 6, 7])
-    topk: list[int] = field(default_factory=lambda: [1])
-    draft_tokens: list[int] = field(default_factory=lambda: [8, 16])  # trees only (topk > 1)
-    graphs: list[bool] = field(default_factory=lambda: [True, False])
-    cost_tokens: int = 96  # output tokens per request in a step-cost phase
-    verify_top: int = 1  # winners per concurrency that get a full paired run
-    margin: float = 0.02  # stop when no unmeasured config is expected to beat the best by more
-    preflight: bool = True
-    # --concurrency auto: step costs at a ladder of batches up to max_batch (default: the server's max running
-    # requests), the crossover found by bisection and verified on each side (harness.studies.tune_crossover)
-    auto: bool = False
-    max_batch: int | None = None
-    mix: str | None = None  # "1:0.5,8:0.3,32:0.2": a mixed load the schedule meets every single config on
-    load: bool = True  # auto: goodput against request rate for the baseline and the pick
 
 
 async def tune(plan: Plan, options: TuneOptions | None = None, *, results_dir: str | Path = "results",
@@ -78,13 +57,6 @@ async def tune(plan: Plan, options: TuneOptions | None = None, *, results_dir: s
               target, clock)
     async for e in t.main():
         yield e
-
-
-def read_tune_plan(tune_dir: str | Path) -> tuple[Plan, TuneOptions]:
-    from harness.inputs.config import Plan
-
-    data = json.loads((Path(tune_dir) / PLAN_FILE).read_text(encoding="utf-8"))
-    return Plan.model_validate(data["plan"]), TuneOptions(**data["options"])
 
 
 class _Tune:
@@ -256,22 +228,7 @@ class _Tune:
         return f"wide-{self.wide.name}"
 
     async def preflight(self) -> None:
-        from harness.checks import run_checks
-        from harness.targets import open_target
-
-        plan = self.derived([self.variant_dict(c) for c in self.grid], cost=False)
-        target = self.target or open_target(plan.target.host, ssh_port=plan.target.ssh_port)
-        try:
-            findings = await run_checks(plan, target)
-        finally:
-            if self.target is None:
-                await target.close()
-        self.state.warnings = [f.what for f in findings if f.code == "phase-too-short"]
-        for f in findings:
-            if f.severity == "error" and f.variant in {c.name for c in self.grid}:
-                self.state.rejected.setdefault(f.variant, f"{f.code}: {f.message}")
-        self.state.preflight_done = True
-        self.save()
+        await tune_preflight(self, self.target)
 
     def measured(self, fallback: bool = False) -> dict[Config, dict[int, float]]:
         """Step ms per config and concurrency: its step-cost phases (what the search goes by). `fallback`
