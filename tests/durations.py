@@ -49,6 +49,8 @@ def main() -> int:
     if not found:
         print(run.stdout[-3000:], run.stderr[-3000:], sep="\n")
         return 1
+    failed = [line for line in run.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    print("\n".join(failed))
     DURATIONS.write_text(json.dumps(found, indent=0, sort_keys=True) + "\n", encoding="utf-8")
     total = sum(found.values())
     print(f"{DURATIONS.name}: {len(found)} tests, {total:.0f} s (pytest exited {run.returncode})")
