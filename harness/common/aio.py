@@ -5,8 +5,8 @@ without eating the caller's own cancellation.
 itself be cancelled meanwhile: the CancelledError it swallows may be the caller's, and the caller then goes
 on as if nobody had asked it to stop (a cancelled run that measures its next variant). `reap` takes the
 awaited tasks' outcomes and lets the caller's cancellation through; `finish` completes cleanup and reports
-a cancellation for the caller to re-raise. tests/test_cancellation.py holds both to it, and no module of
-the harness may suppress CancelledError itself (tests/test_cancellation.py looks)."""
+a cancellation for the caller to re-raise. tests/test_cancellation.py tests both and checks that no module
+of the harness suppresses CancelledError itself."""
 
 from __future__ import annotations
 

@@ -172,7 +172,6 @@ class _Tune:
                     self.save()
                 yield e
 
-    # ---------------------------------------------------------------------------------------- the search
     async def main(self) -> AsyncIterator[Any]:
         self.dir.mkdir(parents=True, exist_ok=True)
         write_json(self.dir / PLAN_FILE, {"plan": redact_plan(self.plan.resolved_dict()),
@@ -194,7 +193,7 @@ class _Tune:
                 return
             if self.opts.preflight and not self.state.preflight_done:
                 yield self.stage("preflight", f"{len(self.grid)} configs through preflight")
-                await self.preflight()
+                await tune_preflight(self, self.target)
                 for w in self.state.warnings or []:  # said before the budget is spent, not after
                     yield self.stage("preflight", f"warning: {w}: a verification there cannot decide")
             async for e in self.search():
@@ -226,9 +225,6 @@ class _Tune:
     @property
     def wide_name(self) -> str:
         return f"wide-{self.wide.name}"
-
-    async def preflight(self) -> None:
-        await tune_preflight(self, self.target)
 
     def measured(self, fallback: bool = False) -> dict[Config, dict[int, float]]:
         """Step ms per config and concurrency: its step-cost phases (what the search goes by). `fallback`
