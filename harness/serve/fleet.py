@@ -231,8 +231,11 @@ class Fleet:
             if m.state == "ready":
                 return self.status(name)
             m.starting = asyncio.create_task(self._start(m), name=f"fleet-start-{name}")
-        # the start goes on if this caller is cancelled (stop() cancels the start itself)
+        # the start goes on if this caller is cancelled (stop() cancels the start itself); a failure the
+        # start does not record as the server's state is raised here, as before
         await reap(m.starting)
+        if not m.starting.cancelled() and (exc := m.starting.exception()) is not None:
+            raise exc
         return self.status(name)
 
     async def _start(self, m: _Member) -> None:

@@ -85,6 +85,8 @@ class RunThread:
         finally:
             pump.cancel()
             await reap(pump)
+            if not pump.cancelled() and (exc := pump.exception()) is not None:
+                raise exc  # the feed broke: a crash of the run, as before
             self.feed.flush()
             if target is not None:  # the runner closes only targets it opened itself
                 with contextlib.suppress(Exception):
