@@ -1,16 +1,20 @@
-"""The H200 fixtures are stored with their large records gzipped: a test reads a copy with them expanded."""
+"""The H200 fixtures are stored with their large records compressed (gzip; xz for the lossless audit's
+logprobs, 0.93 MB against gzip's 1.27): a test reads a copy with them expanded."""
 
 import gzip
+import lzma
 import shutil
 from pathlib import Path
 
+EXPAND = {".gz": gzip.decompress, ".xz": lzma.decompress}
+
 
 def unpacked(src: Path, dst: Path) -> Path:
-    """A copy of a fixture directory with every .gz file expanded (the records as the run wrote them)."""
+    """A copy of a fixture directory with every .gz and .xz file expanded (the records as written)."""
     shutil.copytree(src, dst)
-    for gz in dst.rglob("*.gz"):
-        gz.with_suffix("").write_bytes(gzip.decompress(gz.read_bytes()))
-        gz.unlink()
+    for path in [p for p in dst.rglob("*") if p.suffix in EXPAND]:
+        path.with_suffix("").write_bytes(EXPAND[path.suffix](path.read_bytes()))
+        path.unlink()
     return dst
 
 
