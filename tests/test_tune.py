@@ -83,6 +83,10 @@ def test_tune_budget_resume_and_the_answer(tmp_path):
     assert state["starts"] == 2
     assert all(k in state.get("adopted", []) for k in state["stage_s"] if k.startswith("cost/"))
     assert all(d["spent_s"] + d["est_cost_s"] <= d["budget_s"] for d in state["decisions"])
+    # and it says what the rest needs, with the resume that buys it, under the report's header
+    assert state["short"]["need_s"] > state["short"]["left_s"]
+    assert f"not measured: they need ~{state['short']['need_s']:.0f} s" in report.splitlines()[2]
+    assert f"draftbench tune --resume {tune_dir} --budget {state['short']['resume_min']}m" in report
 
     # 2. resumed with a real budget, then interrupted after one measured config (closing the generator)
     first_phases = pd.read_csv(tune_dir / "wide" / "phases.csv")
@@ -108,6 +112,8 @@ def test_tune_budget_resume_and_the_answer(tmp_path):
     last = asyncio.run(_drive(tune(plan2, opts, resume_dir=tune_dir)))
     done = [e for e in last if isinstance(e, ev.TuneDone)][0]
     assert done.complete and done.stop_reason in ("confirmed", "grid-exhausted")
+    assert json.loads((tune_dir / "tune_state.json").read_text()).get("short") is None  # bought: said no more
+    assert "not measured: they need" not in (tune_dir / "tune_report.txt").read_text()
     assert done.starts < done.grid_size + 1  # fewer starts than a grid run with its baseline
     rows = pd.read_csv(tune_dir / "tune.csv")
     assert len(rows) == done.grid_size * len(CONC)

@@ -24,12 +24,16 @@
 #            decode's one-off compile lands in a warmup (detected, charged once, kept out of every phase)
 #   aa       no training: the random-weight 8B shape against a copy of itself and with CUDA graphs off,
 #            run.stop decided at c8, the arms side by side (one call; decides equivalent/undecided vs slower)
-#   resume   draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune left (configs predicted only)
+#   resume   draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune left (configs predicted only);
+#            RESUME_OF=crossover resumes the crossover stage's tune instead
 #   crossover draftbench tune --concurrency auto (docs/tune.md, "The crossover"): step costs of CROSS_STEPS (3,5)
 #            at batches 1, 2, 4, ... CROSS_MAX_BATCH (64; the servers' cap is raised to it), bisection of where
 #            the best config stops paying, a paired run on each side (up to 3 per side), the mixed load CROSS_MIX
 #            (1:4,32:1) and goodput against request rate; CROSS_BUDGET (9m); the tune directory, crossover.csv,
-#            schedule.json and crossover.png come back
+#            schedule.json and crossover.png come back. On a fresh machine the first EAGLE-3 decode's compile
+#            (121 s on 2026-12-03) and the wide run take ~370 s of the 9m: the baseline's and the longest
+#            chain's step costs on the wide run's servers fit, the bisection and the paired sides may not;
+#            then `RESUME_OF=crossover RESUME_BUDGET=8m decide.sh resume` on the same warm machine buys them
 #   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8; ~330 s
 #            when it runs to the 8th repeat: give the call 400 s, or it ends before packing its records)
 #   lossless the trained head's 81-86 % greedy match classified: baseline and EAGLE3 once at c1 and c8
@@ -289,14 +293,16 @@ aa)  # no training needed: the 8B-shaped random-weight target against a copy of 
   pack ;;
 resume)  # draftbench tune --resume: RESUME_BUDGET (5m) more on what the tune stage left (predicted configs,
   # undecided rows), on the same machine (the first EAGLE-3 decode's compile is paid by then)
-  T=$(latest "$W/tune"); [ -n "$T" ] || { echo "decide.sh resume: no tune directory in $W/tune: run the tune stage first"; exit 6; }
+  OF=${RESUME_OF:-tune}  # RESUME_OF=crossover: the crossover stage's tune (its step costs, bisection, sides)
+  T=$(latest "$W/$OF"); [ -n "$T" ] || { echo "decide.sh resume: no tune directory in $W/$OF: run the $OF stage first"; exit 6; }
   stamp "draftbench tune --resume $(basename "$T") --budget ${RESUME_BUDGET:-5m}"
   timeout -s TERM -k 30 "${RESUME_S:-540}" $DB -m harness.cli tune --resume "$T" --budget "${RESUME_BUDGET:-5m}" 2>&1 |
     grep -v " requests$" | tee "$S/resume.log"
   stamp "draftbench tune --resume exited ${PIPESTATUS[0]}"
   (cd "$T" && find . -name requests.csv -exec gzip -kf {} \;)
   tar -czf "$S/tune-dir.tar.gz" -C "$(dirname "$T")" --exclude=requests.csv "$(basename "$T")"
-  for f in tune.csv speculation_profile.json; do find "$T" -maxdepth 1 -name "$f" -exec cp {} "$S/" \; ; done
+  for f in tune.csv speculation_profile.json tune_report.txt crossover.csv schedule.json crossover.png; do
+    find "$T" -maxdepth 1 -name "$f" -exec cp {} "$S/" \; ; done
   pack ;;
 crossover)  # where the trained head stops paying, verified on both sides; the schedule per batch band
   $DB benchmarks/h200/make_plan.py --decide "$W" $SIMFLAG || exit 3

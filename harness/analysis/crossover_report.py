@@ -310,7 +310,8 @@ def _side_words(res: Result) -> list[str]:
 
 def lines(t: TuneRun, res: Result) -> list[str]:
     if not res.curves:
-        return ["", "crossover: no step costs to tell it from"]
+        why = f": {t.state.short['what']} were not measured within the budget" if t.state.short else ""
+        return ["", f"crossover: no step costs to tell it from{why}"]
     tried = ", ".join(f"c{b}" for b in res.levels)
     out = ["", f"crossover (where speculation stops paying), from step costs at {tried}:"]
     for cfg, c in sorted(res.crossings.items(), key=lambda kv: kv[0].name):

@@ -316,7 +316,7 @@ class TuneDecision:
         return out
 
 
-_TUNE_LATER = ("warnings", "preflight_done", "adopted", "winners", "stop_failed", "crossover")
+_TUNE_LATER = ("warnings", "preflight_done", "adopted", "winners", "stop_failed", "crossover", "short")
 
 
 @dataclass
@@ -341,6 +341,8 @@ class TuneState:
     stop_failed: str | None = None  # stopping the kept servers at the end failed: why
     # --concurrency auto: the batches bisected, the pick, the sides' verdicts (studies.tune_crossover)
     crossover: dict[str, Any] | None = None
+    # the search stopped on its budget: what it could not buy, what that needs, what was left (tune_budget)
+    short: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -320,6 +320,15 @@ def write_outputs(t: TuneRun, rows: pd.DataFrame) -> Path:
     return out
 
 
+def shortfall_words(short: dict[str, Any], tune_dir: object) -> str:
+    """The shortfall in words, with the command that buys it."""
+    reserve = float(short.get("reserve_s") or 0.0)
+    kept = f", ~{reserve:.0f} s of it kept for a verification" if reserve else ""
+    return (f"budget: {short['what']} not measured: they need ~{float(short['need_s']):.0f} s{kept}; "
+            f"{float(short['left_s']):.0f} s of the budget was left; draftbench tune --resume {tune_dir} "
+            f"--budget {short['resume_min']}m measures them")
+
+
 def render(t: TuneRun, rows: pd.DataFrame) -> str:
     positions = t.wide.num_steps
     curves = acceptance_curves(t.hists, positions)
@@ -327,6 +336,8 @@ def render(t: TuneRun, rows: pd.DataFrame) -> str:
              "for a grid "
              f"of {len(t.grid)}; stop: {t.state.stop_reason or 'unfinished'}; "
              f"{float(t.state.spent_s):.0f} s of {t.opts.budget_s:.0f} s", ""]
+    if t.state.short:  # what the budget could not buy, first: the lines below are short of it
+        lines += [shortfall_words(t.state.short, t.dir), ""]
     lines += answer(rows, t.hists, positions, algorithm=t.tuned.spec_algorithm or "EAGLE3",
                     draft_path=str(t.tuned.drafter.path)) + tune_context.report_lines(t)
     lines += ["", "P(accepted >= k) per category (wide run, topk 1):"]

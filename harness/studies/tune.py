@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
+from harness.analysis import tune_report as tr
 from harness.analysis.rundir import new_run_dir, redact_plan, write_json
 from harness.analysis.store import TUNE_STATE_FILE, TuneDecision, read_tune_state, write_tune_state
 from harness.analysis.tune_model import Config
+from harness.analysis.tune_outputs import write_all
 from harness.common import events as ev
 from harness.common.errors import InputError
 from harness.engines import engine_of
@@ -270,6 +272,8 @@ class _Tune:
         return tb.verify_cost(self)
 
     async def search(self) -> AsyncIterator[Any]:
+        if self.state.short is not None:  # a resumed tune's shortfall: this session's budget says anew
+            self.state.short = None
         done = {c.name for c in self.grid} & set(td.variant_status(self.dir / "cost"))
         order = [c.name for c in self.grid if c.name in done]  # resumed: the same plan, in the same order
         v, graph = self.tuned, True in self.opts.graphs
@@ -283,7 +287,8 @@ class _Tune:
         yield self.stage("step-cost", f"baseline + up to {len(self.grid)} configs; anchors "
                          f"{', '.join(a.name for a in anchors)}")
         wide_up = any(k.variant == self.wide_name for k in self.kept_here())
-        within = self.spent() + self.verify_cost() <= self.opts.budget_s  # no start-up to pay, but its phases
+        # no start-up to pay, only its phases: what the wide run left them (tune_budget.cost_reserve)
+        within = self.spent() + tb.cost_reserve(self) <= self.opts.budget_s
         if within and not self.base_step() and wide_up and self.wide.name not in done \
                 and self.wide.name not in {*self.state.rejected, *self.state.failed}:
             # the wide run's own server is still up: its step-cost phases first, where it stands (the GPU may
@@ -321,10 +326,16 @@ class _Tune:
                     break
                 _, gain, pick = max(scored, key=lambda s: (s[1], s[0]))
             cost = self.est_cost()
-            if self.spent() + cost + self.verify_cost() > self.opts.budget_s:
+            # a verification is kept back for a config's step costs; the baseline's come before anything
+            # else can be predicted, the wide config's own verification being the wide run itself
+            reserve = self.verify_cost() if pick is not None else 0.0
+            if self.spent() + cost + reserve > self.opts.budget_s:
                 self.state.stop_reason = "budget"
+                what = f"the step costs of {pick.name}" if pick else "the baseline's step costs"
+                self.state.short = tb.shortfall(self, what, cost, reserve)
                 if pick is not None:
                     yield ev.TuneCandidate(pick.name, "skipped", gain, cost, "budget")
+                yield self.stage("step-cost", tr.shortfall_words(self.state.short, self.dir))
                 break
             name = pick.name if pick else self.plan.baseline.name
             self.state.decisions.append(TuneDecision(name, round(self.spent(), 3), round(cost, 3),
@@ -375,26 +386,8 @@ class _Tune:
             yield ev.TuneCandidate(cfg.name, "verified" if cfg.name not in self.state.failed else "failed")
 
     def report(self) -> Path:
-        from harness.analysis import tune_context as tc
-        from harness.analysis import tune_report as tr
-
         if self.hist is None:
             return self.dir / "tune.csv"
-        measured, base = self.measured(fallback=True), self.base_step(fallback=True)
-        rows = tr.tune_rows(self, measured, base)
-        # the best config per context bucket (tune_by_context.csv)
-        tc.write_context_rows(self, measured, base)
-        crossover = None
-        if self.opts.auto:  # where speculation stops paying, the schedule (harness.analysis.crossover_report)
-            from harness.analysis import crossover_report as cr
-
-            crossover = cr.build(self)
-            rows = cr.annotate(rows, crossover)
-        out = tr.write_outputs(self, rows)
-        if crossover is not None:
-            cr.write(self, crossover)
-            with open(self.dir / "tune_report.txt", "a", encoding="utf-8") as fh:
-                fh.write("\n".join(cr.lines(self, crossover)) + "\n")
-        self.answered = any(line.startswith("c") and "nothing to predict" not in line
-                            for line in tr.answer(rows, self.hists, self.wide.num_steps))
+        out, self.answered = write_all(self, self.measured(fallback=True), self.base_step(fallback=True),
+                                       self.opts.auto)
         return out

@@ -13,10 +13,11 @@ costs, the arrivals it will draw, the starts), and skipped, said, where the budg
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.analysis import crossover as cx
 from harness.analysis import crossover_data as cd
@@ -107,6 +108,16 @@ def plan_words(t: TuneSearch) -> list[str]:
     return [words + tail, "then, while the budget lasts, the crossover's bisection, a paired run on each side"
             + (", the mixed load" if t.opts.mix else "") + (", the request rates" if t.opts.load else "")
             + ": each planned when reached, and skipped with a line where the budget cannot pay for it"]
+
+
+def shortfall(t: TuneSearch, what: str, cost_s: float, reserve_s: float = 0.0) -> dict[str, Any]:
+    """What the search could not buy when it stopped on its budget (tune_state.json `short`): `what`, the
+    seconds it needs (its own `cost_s` and the `reserve_s` kept for a verification), the seconds left, and
+    the budget a resume would take for it (a resume starts its servers again: cost_s counts start-ups)."""
+    left = max(0.0, t.opts.budget_s - t.spent())
+    need = cost_s + reserve_s
+    return {"what": what, "need_s": round(need, 1), "reserve_s": round(reserve_s, 1),
+            "left_s": round(left, 1), "resume_min": max(1, math.ceil(need * 1.15 / 60))}
 
 
 def est_cost(t: TuneSearch) -> float:
