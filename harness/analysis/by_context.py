@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.acceptance import with_probe
+from harness.analysis.columns import is_true
 from harness.analysis.summary_rows import sampling_of
 from harness.inputs.run_settings import DEFAULT_CONTEXT_BUCKETS
 
@@ -147,11 +148,6 @@ def _spread(seg: Segment, base: int, buckets: Buckets) -> list[tuple[int, float,
     return out
 
 
-def _true(value: object) -> bool:
-    return value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value)) \
-        and (value is True or str(value) == "True" or value == 1)
-
-
 def _max_step_tokens(meta: dict[str, Any]) -> int | None:
     steps = meta.get("num_steps")
     return int(steps) + 1 if isinstance(steps, int | float) and not isinstance(steps, bool) and steps > 0 \
@@ -179,7 +175,7 @@ def by_context(requests: pd.DataFrame, variants: dict[str, dict[str, Any]], prob
             continue
         meta = variants.get(str(rec["variant"]), {})
         segs = segments(int(completion), float(verify), rec.get("chunk_tokens"),
-                        _true(rec.get("chunk_tokens_exact")), rec.get("output_tokens"),
+                        is_true(rec.get("chunk_tokens_exact")), rec.get("output_tokens"),
                         _max_step_tokens(meta))
         key = (str(rec["variant"]), int(rec["concurrency"]))
         who = (str(rec.get("phase")), str(rec.get("request_id")))

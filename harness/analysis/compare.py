@@ -21,6 +21,7 @@ import pandas as pd
 from harness.analysis.forced import is_forced, without_forced
 from harness.analysis.report import fmt_cell
 from harness.analysis.stats import paired_bootstrap_ratio, two_sample_bootstrap_ratio
+from harness.analysis.summary import BOOL_COLUMNS, parse_bools
 
 if TYPE_CHECKING:
     from harness.analysis.runs import LoadedRun, RunInfo
@@ -47,8 +48,9 @@ class Comparison:
 
 
 def _csv(path: Path) -> pd.DataFrame:
+    """requests.csv or phases.csv, their True/False cells as bools (as the summary reads them)."""
     try:
-        return pd.read_csv(path)
+        return parse_bools(pd.read_csv(path), BOOL_COLUMNS.get(path.name, ()))
     except (FileNotFoundError, pd.errors.EmptyDataError):
         return pd.DataFrame()
 
@@ -58,7 +60,7 @@ def _requests(df: pd.DataFrame, variant: str, conc: int) -> pd.DataFrame:
     if df.empty or not need <= set(df.columns):
         return pd.DataFrame()
     r = df[(df["variant"].astype(str) == variant)
-           & (pd.to_numeric(df["concurrency"], errors="coerce") == conc) & (df["ok"].astype(str) == "True")]
+           & (pd.to_numeric(df["concurrency"], errors="coerce") == conc) & df["ok"].eq(True)]
     r = r.assign(tok=pd.to_numeric(r["output_tokens"], errors="coerce"),
                  t=pd.to_numeric(r["e2e_ms"], errors="coerce"))
     r = r[(r["tok"] > 0) & (r["t"] > 0)]

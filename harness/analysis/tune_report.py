@@ -91,7 +91,7 @@ def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
             lo_hi = _prior_range(cfg, c, measured, base, al) if prior is not None else (None, None)
             rows.append({
                 "speedup_pred_low": lo_hi[0], "speedup_pred_high": lo_hi[1],
-                "step_source": (getattr(t, "step_source", {}).get(cfg, "step-cost phases")
+                "step_source": (t.step_source.get(cfg, "step-cost phases")
                                 if step is not None else "prior" if prior is not None else ""),
                 "ci_level": _num(v.get("ci_level")) if v else None,
                 "num_steps": cfg.num_steps, "eagle_topk": cfg.eagle_topk,
@@ -117,7 +117,7 @@ def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
             })
     out = pd.DataFrame(rows, columns=TUNE_COLUMNS)
     # the tune's sampler
-    out["sampling"] = sampling_label(getattr(t.tuned, "sampling", None), t.plan.run.temperature)
+    out["sampling"] = sampling_label(t.tuned.sampling, t.plan.run.temperature)
     return out
 
 
@@ -174,7 +174,7 @@ def launch_flags(b: Row, algorithm: str = "EAGLE3", draft_path: str | None = Non
         argv += ["--speculative-draft-model-path", str(draft_path)]
     argv += ["--speculative-num-steps", str(b["num_steps"]), "--speculative-eagle-topk", str(b["eagle_topk"]),
              "--speculative-num-draft-tokens", str(b["num_draft_tokens"])]
-    if not bool(b["cuda_graph"]) or str(b["cuda_graph"]) == "False":
+    if not b["cuda_graph"]:  # a bool: tune_rows' rows take it from their Config
         argv.append("--disable-cuda-graph")
     return shlex.join(argv)
 

@@ -55,6 +55,8 @@ class TuneRun(Protocol):
     def hists(self) -> dict[str, list[int]]: ...  # the wide run's per-request histograms by category
     @property
     def hist(self) -> list[int] | None: ...  # their sum
+    @property
+    def step_source(self) -> dict[Config, str]: ...  # where a config's step cost came from, if not its phases
 
     def accept(self, cfg: Config) -> float | None: ...
     def cost_sources(self, level: int | None = None) -> set[str]: ...  # the step-cost phases' wide prompts

@@ -65,7 +65,7 @@ def on_lines(run: RunState, variant: str, lines: list[str]) -> None:
         if w is None:
             continue
         row = {"variant": variant, "phase": tag or ""}
-        row.update({k: getattr(w, k) for k in WINDOW_COLUMNS if hasattr(w, k)})
+        row.update({k: getattr(w, k) for k in WINDOW_COLUMNS})  # every one a LogWindow field
         run.windows.append(row)
         run.emit(ev.LogWindow(variant, w, tag))
         for alarm in run.alarms.feed(variant, w):

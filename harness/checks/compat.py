@@ -88,7 +88,7 @@ def check_trained_for(
     fix = f"regenerate data with this target and retrain: {retrain_command(plan_path, variant)}"
     why = ("a drafter predicts the hidden states and tokens of the model it was trained with; on another "
            "model (another generation of it too) acceptance falls even when every shape matches")
-    recorded: TrainedAgainst | None = getattr(drafter, "trained_against", None)
+    recorded = drafter.trained_against
     if recorded is not None and target_cfg:
         diffs = recorded.differences(TrainedAgainst.of(target_cfg))
         if diffs:
@@ -96,7 +96,7 @@ def check_trained_for(
                             f"drafter '{drafter.name}' was trained for another target: {'; '.join(diffs)}",
                             why, fix)]
         return []  # the recorded config matches: the name it was trained for is only a label
-    trained_for = getattr(drafter, "trained_for", None)
+    trained_for = drafter.trained_for
     if not trained_for:
         return []
     names = [model_path, served_name or "", str((target_cfg or {}).get("_name_or_path") or "")]

@@ -228,6 +228,7 @@ def accept_len_across(run_dir: str | Path) -> pd.DataFrame:
     retrain pane's comparison table."""
     import pandas as pd
 
+    from harness.analysis.columns import is_true
     from harness.analysis.summary import load_summary, read_variants
 
     summary = load_summary(run_dir)
@@ -237,7 +238,7 @@ def accept_len_across(run_dir: str | Path) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     rows = []
     for r in summary.to_dict("records"):
-        if r.get("baseline") in (True, "True", 1):
+        if is_true(r.get("baseline")):
             continue
         path = str(meta.get(r["variant"], {}).get("drafter_path") or "")
         epoch, step = checkpoint_step(path)

@@ -187,7 +187,8 @@ class RowEngine:
                 raise _RowError(f"empty answer (finish_reason={reason})", tokens)
             answer: dict[str, Any] = {"role": "assistant", "content": content}
             if self.reasoning == "save":
-                extra = getattr(choice.message, "model_extra", None) or {}
+                extra = choice.message.model_extra or {}
+                # not a field of the SDK's message: an extra some servers send (model_extra holds it too)
                 thought = getattr(choice.message, "reasoning_content", None) or extra.get("reasoning_content")
                 if thought:
                     answer["reasoning_content"] = thought

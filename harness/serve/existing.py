@@ -134,6 +134,8 @@ def check_existing(variant: Variant, meta: VariantMeta) -> list[ev.Alarm]:
 
 async def require_auth(server: VariantServer) -> None:
     """A wrong or missing API key is an error before the first measured request, not 0 tok/s later."""
+    # SGLang's admin asks (/v1/models); EngineAdmin does not declare it, and vLLM's says it at the first
+    # request's 401 instead (`unauthorized`)
     authorized = getattr(server.admin, "authorized", None)
     if authorized is not None and not await authorized():
         raise ServerFailed(server.name, "answered 401 Unauthorized: its API key is missing or wrong "

@@ -36,11 +36,11 @@ def derive_plan(plan: Plan, variant: str, accept_lens: Sequence[float],
     """The baseline plus `variant` once per forced accept length (its env over the variant's own)."""
     by_name = {v.name: v for v in plan.variants}
     if variant not in by_name:
-        raise InputError(getattr(plan, "source_path", None), None, "--variant",
+        raise InputError(str(plan.source_path or ""), None, "--variant",
                          f"no variant {variant!r} in the plan (have: {', '.join(by_name)})")
     spec = by_name[variant]
     if spec.is_baseline or not spec.spec_algorithm:
-        raise InputError(getattr(plan, "source_path", None), None, "--variant",
+        raise InputError(str(plan.source_path or ""), None, "--variant",
                          f"{variant!r} does not speculate: nothing to force")
     lens = sorted({float(a) for a in accept_lens})
     if len(lens) < 2 or any(a < 1.0 for a in lens):

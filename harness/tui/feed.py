@@ -95,7 +95,7 @@ def translate(e: object, source: str) -> Message | None:
     if kind == "CheckpointRegistered":
         return msg.RetrainNote(f"registered drafter {e.drafter.name} in {e.drafter_file}")
     if kind == "PreflightDone":
-        bad = [f for f in e.findings if getattr(f, "severity", "") == "error"]
+        bad = [f for f in e.findings if f.severity == "error"]
         text = (
             "preflight passed: benchmarking"
             if e.ok

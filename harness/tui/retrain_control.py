@@ -270,7 +270,7 @@ class RetrainControl(Half):
         app = self.app
         # a baseline already up in the Servers section serves the regeneration; else regen starts one
         base = app.plan.baseline.name
-        url = app.fleet.base_url(base) if app.fleet is not None and hasattr(app.fleet, "base_url") else None
+        url = app.fleet.base_url(base) if app.fleet is not None else None
         target = app.target_factory() if app.target_factory is not None and not url else None
         try:
             async for p in regen(

@@ -229,7 +229,8 @@ class RunControl(Half):
     def _variant_finished(self, m: msg.VariantFinished) -> None:
         app = self.app
         if m.ok:
-            bases = {v.name for v in getattr(app.plan, "variants", ()) if v.is_baseline}  # nothing to judge
+            variants = app.plan.variants if app.plan is not None else []
+            bases = {v.name for v in variants if v.is_baseline}  # nothing to judge
             if not self.run_decides and app.run_dir and m.variant in app.run_variants \
                     and m.variant not in bases:
                 self._judge(app.run_dir, m.variant)

@@ -51,8 +51,7 @@ class ServersControl(Half):
             target = app.target_factory() if app.target_factory else None
             app.fleet = Fleet(plan, on_event=app.fleet_feed.push, results_dir=app.results_dir, target=target)
         self._preflight()
-        if hasattr(app.fleet, "adopt"):
-            app.session_control.adopt()
+        app.session_control.adopt()
         app.results_control.refresh_drafters()
 
     @work(group="fleet")

@@ -28,9 +28,8 @@ class SessionControl(Half):
         self.app.push_screen(ConfirmDialog(question, answers), done)
 
     def _live_servers(self) -> list[str]:
-        live = getattr(self.app.fleet, "live", None)
-        if live is not None:
-            return list(live())
+        if self.app.fleet is not None:
+            return list(self.app.fleet.live())
         return [n for n, v in self.app.servers.items() if v.source == "fleet" and v.state in ("starting",
                                                                                               "ready")]
 
@@ -72,7 +71,7 @@ class SessionControl(Half):
         app.exit(0)
 
     def preflight(self) -> None:
-        if self.app.fleet is None or not hasattr(self.app.fleet, "check"):
+        if self.app.fleet is None:
             self.app.notify("the plan is not loaded yet", severity="warning")
             return
         self.app.notify("running draftbench check...")
@@ -83,7 +82,7 @@ class SessionControl(Half):
         from harness.checks import has_errors, render_findings  # when asked: the TUI starts without them
 
         found = await self.app.fleet.check()
-        errors = sum(1 for f in found if getattr(f, "severity", "") == "error")
+        errors = sum(1 for f in found if f.severity == "error")
         self.app.post_message(msg.PreflightReported(render_findings(found),
                                                     errors if has_errors(found) else 0, tuple(found)))
 

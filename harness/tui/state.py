@@ -126,13 +126,14 @@ def verdict_lines(rows: Iterable[dict[str, Any]], variants: Iterable[str] | None
     verdicts are harness.analysis.verdicts' rule: the interval at the stopping rule's look level), in one
     line: `c1 faster 1.72x (99.5% CI 1.53-1.94, look 1/3); c4 undecided 1.60x (...)`. The live line and
     the final table are then the same rule on the same records. `variants`: only these (the finished)."""
+    from harness.analysis.columns import is_true
     from harness.analysis.verdicts import level_label
 
     wanted = set(variants) if variants is not None else None
     out: dict[str, list[str]] = {}
     for r in rows:
         name, verdict = str(r.get("variant")), r.get("verdict")
-        if str(r.get("baseline")) == "True" or not isinstance(verdict, str) or verdict in ("", "baseline"):
+        if is_true(r.get("baseline")) or not isinstance(verdict, str) or verdict in ("", "baseline"):
             continue
         if wanted is not None and name not in wanted:
             continue

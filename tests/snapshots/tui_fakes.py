@@ -125,6 +125,16 @@ class FakeFleet:
     def live(self) -> list[str]:
         return sorted(self.up)
 
+    async def adopt(self) -> list[str]:
+        return []  # no earlier draftbench left a server of the fake running
+
+    async def check(self) -> list:
+        self.calls.append(("check", ""))
+        return []
+
+    def base_url(self, name: str) -> str | None:
+        return None  # no server answers behind the fake: regen starts its own
+
     async def gpu_memory(self) -> dict[str, int]:
         return {name: 1234 for name in self.up}
 

@@ -175,13 +175,13 @@ class ResultsScreen(SectionScreen):
         info = result.info
         sim = f"  SIMULATED: numbers from the {stand_ins(engines_of(result.summary))}, not a GPU" \
             if info.simulated else ""
-        missing = getattr(result, "missing", None)
+        missing = result.missing
         gaps = f"\n{missing.headline()}: " + "; ".join(missing.lines()) if missing is not None else ""
         self.query_one("#results-title", Static).update(
             f"{info.run_id}  plan {info.plan}  [{info.status}]{sim}{gaps}"
         )
         table = self.query_one("#results-table", DataTable)
-        rows = result_rows(result.summary, getattr(result, "failures", None))
+        rows = result_rows(result.summary, result.failures)
         with self.app.batch_update():
             table.clear()
             for row in rows:
@@ -200,8 +200,8 @@ class ResultsScreen(SectionScreen):
                 cells[0] = Text(prefix + str(cells[0]), style=style)
                 table.add_row(*cells, key=row.key)
             self._show_categories(result.categories)
-            self._show_load(getattr(result, "rates", None))
-            self._show_context(getattr(result, "contexts", None))
+            self._show_load(result.rates)
+            self._show_context(result.contexts)
         self.runs_open = None if self.runs_open is None else False  # an opened run takes the width
         self._fit()
         chart_items = [
