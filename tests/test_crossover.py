@@ -242,10 +242,10 @@ def test_auto_concurrency_is_read_from_the_plan_and_the_command_line():
 def test_every_step_cost_level_holds_four_times_its_batch_and_the_judging_runs_are_sized(tmp_path):
     """tune's step-cost phases: 4 x its batch at every level (run.requests_per_slot), not the largest batch's
     count everywhere (64 one after another at c1, one wave at c64); its runs that judge: phase sizing on."""
-    from types import SimpleNamespace
-
+    from harness.analysis.attempts import DonePhases
     from harness.bench.conversation import requests_per_pass
     from harness.bench.run_phases import plan_phases
+    from harness.bench.runner import _Run
     from harness.bench.sizing import level_prompts
     from harness.cli.demo import prepare_demo
     from harness.studies import tune_plans as tp
@@ -253,7 +253,9 @@ def test_every_step_cost_level_holds_four_times_its_batch_and_the_judging_runs_a
     plan = prepare_demo(tmp_path)
     for levels in ([1, 2, 8, 64], [40]):  # the ladder, and one bisection level
         cost = tp.derived(plan, [], levels, 48, cost=True, source="plan.yaml")
-        run = SimpleNamespace(plan=cost, done=SimpleNamespace(phases=set()), phase_rate={})
+        run = _Run(cost, results_dir=tmp_path, keep_servers=False, resume_dir=None, target=None,
+                   emit=lambda event: None)
+        run.done = DonePhases(frozenset(), 0, {})  # a fresh run directory: no phase finished
         phases = plan_phases(run, cost.baseline)
         held = {c: len(ps) for _, _, c, _, ps in phases}
         assert held == {c: tp.COST_PER_SLOT * c for c in levels} and tp.COST_PER_SLOT == 4

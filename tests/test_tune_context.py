@@ -4,8 +4,8 @@ bucket empty."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,18 +14,20 @@ from harness.analysis import tune_context as tc
 from harness.analysis.records import RECORD_COLUMNS
 from harness.analysis.tune_model import Config
 from harness.inputs.config import Plan
+from harness.studies.tune import _Tune
+from harness.studies.tune_options import TuneOptions
 
 GRID = [Config(s, 1, s + 1, True) for s in (1, 2, 3, 4)]
 EDGES = [1024, 4096, 16384, 65536]
 
 
-def _wide(tmp_path: Path) -> Path:
+def _wide(tmp_path: Path, variant: str = "wide") -> Path:
     rows = []
     for i in range(3):  # short prompts: long chains accepted; long prompts: little beyond the first draft
-        rows.append({"variant": "wide", "phase": "s@c1#r1", "request_id": f"s/short{i}", "ok": True,
+        rows.append({"variant": variant, "phase": "s@c1#r1", "request_id": f"s/short{i}", "ok": True,
                      "prompt_tokens": 100, "output_tokens": 171, "spec_histogram": "2 2 2 2 30",
                      "spec_verify_ct": 38})
-        rows.append({"variant": "wide", "phase": "s@c1#r1", "request_id": f"s/long{i}", "ok": True,
+        rows.append({"variant": variant, "phase": "s@c1#r1", "request_id": f"s/long{i}", "ok": True,
                      "prompt_tokens": 20000, "output_tokens": 69, "spec_histogram": "30 10 3 1 1",
                      "spec_verify_ct": 45})
     d = tmp_path / "wide"
@@ -34,16 +36,20 @@ def _wide(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _tune(tmp_path: Path) -> SimpleNamespace:
-    """What tune_context reads of a tune (harness.studies.tune's), over a real Plan and its tuned Variant."""
+def _tune(tmp_path: Path) -> _Tune:
+    """The tune itself (harness.studies.tune's, as `tune --report` re-reads a tune directory) over a real
+    Plan: chains of 1-4 steps with CUDA graphs at c1, its wide run's records in the directory."""
     plan = Plan.model_validate({
         "name": "tune-context", "model": {"path": "/m"},
         "run": {"context_buckets": EDGES, "temperature": 0.0},
         "variants": [{"name": "base"}, {"name": "eagle", "algorithm": "EAGLE3",
                                          "drafter": {"name": "d", "path": "/d"}}],
         "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
-    return SimpleNamespace(dir=_wide(tmp_path), wide_name="wide", grid=GRID, conc=[1], plan=plan,
-                           tuned=plan.variant("eagle"))
+    opts = TuneOptions(concurrency=[1], steps=[1, 2, 3, 4], graphs=[True])
+    t = _Tune(plan, opts, tmp_path.parent, tmp_path, None, time.monotonic)
+    assert t.grid == GRID and t.conc == [1] and t.tuned is plan.variant("eagle")
+    _wide(tmp_path, t.wide_name)
+    return t
 
 
 def test_histograms_split_by_the_context_their_tokens_ran_at(tmp_path):
