@@ -140,6 +140,20 @@ def test_temperature_lowers_acceptance_and_each_arm_has_its_own_baseline(served)
     assert hot_meta["temperature"] == HOT and hot_meta["sampling"] == "t0.9"
 
 
+def test_only_the_greedy_arm_is_audited_against_its_own_baseline(served):
+    from harness.analysis.lossless import read_audit
+
+    run_dir, events = served
+    # a sampled arm's answers differ from its baseline's by design: no audit pass on its baseline, no verdict,
+    # no alarm; the greedy arm is audited against the greedy baseline
+    assert not [e for e in events if isinstance(e, ev.Alarm) and e.code == "lossless-suspect"]
+    audit = read_audit(run_dir)
+    assert audit is not None and set(audit.passes) == {"baseline-t0"}
+    summary = pd.read_csv(run_dir / "summary.csv").set_index("variant")
+    assert summary.loc["eagle3-t0", "lossless_verdict"] == "lossless"
+    assert pd.isna(summary.loc["eagle3-t0.9", "lossless_verdict"])
+
+
 def test_the_run_warns_about_its_generated_suite_and_the_training_gap(served):
     run_dir, events = served
     alarms = [e for e in events if isinstance(e, ev.Alarm)]

@@ -122,3 +122,69 @@ def test_tune_measures_the_first_arm_and_says_so_for_another(tmp_path):
     plan = load_plan(_plan(tmp_path, {"sampling": ARMS[:2]}))
     with pytest.raises(InputError, match="tune measures the first arm"):
         _Tune(plan, TuneOptions(variant="eagle-t0.7-p0.95"), tmp_path / "results", None, None, lambda: 0.0)
+
+
+def test_thinking_on_the_completions_endpoint_is_refused_with_its_line(tmp_path):
+    # raw text goes through no chat template: enable_thinking would switch nothing, the arm measure nothing
+    with pytest.raises(InputError) as exc:
+        load_plan(_plan(tmp_path, {"endpoint": "completions", "sampling": ARMS}))
+    assert exc.value.field == "run.sampling[2].thinking" and "run.endpoint: chat" in exc.value.message
+    assert exc.value.line is not None
+    assert load_plan(_plan(tmp_path, {"endpoint": "completions", "sampling": ARMS[:2]})).variants
+
+
+async def test_a_thinking_arm_goes_on_the_wire_as_chat_template_kwargs(tmp_path):
+    """The real replay client, wrapped for a thinking-off arm, against a server that records each body."""
+    from aiohttp import web
+
+    from harness.client.stream import ReplayClient, ReplayRequest
+    from tests.test_client import ScriptServer, spec_stream, sse
+
+    srv = ScriptServer()
+    srv.scripts = [sse(spec_stream([1, 2]))]
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", srv.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    arms = [{"temperature": 0}, {"temperature": 0.6, "top_p": 0.95, "thinking": False}]
+    plan = load_plan(_plan(tmp_path, {"sampling": arms}))
+    inner = ReplayClient(f"http://127.0.0.1:{port}/v1", "default", timeout_s=30)
+    try:
+        client = with_sampling(inner, plan.variant("eagle-t0.6-p0.95-nothink"))
+        got = await client.stream(ReplayRequest("r", [{"role": "user", "content": "hi"}], None, 8,
+                                                extra_body={"return_spec_tokens_details": True}))
+        assert got.ok and got.output_tokens == 3
+        await with_sampling(inner, plan.variant("eagle-t0")).stream(
+            ReplayRequest("g", [{"role": "user", "content": "hi"}], None, 8))
+    finally:
+        await inner.aclose()
+        await runner.cleanup()
+    (_, think, _), (_, greedy, _) = srv.requests
+    assert think["chat_template_kwargs"] == {"enable_thinking": False}
+    assert (think["temperature"], think["top_p"], think["return_spec_tokens_details"]) == (0.6, 0.95, True)
+    assert greedy["temperature"] == 0.0 and "chat_template_kwargs" not in greedy and "top_p" not in greedy
+
+
+def test_only_greedy_arms_are_audited_each_against_the_baseline_at_its_arm(tmp_path):
+    from harness.bench import audit
+
+    plan = load_plan(_plan(tmp_path, {"sampling": ARMS[:2]}))
+    assert audit.wanted(plan)
+    assert [v.name for v in plan.variants if audit.greedy(plan, v)] == ["baseline-t0", "eagle-t0"]
+    assert audit.baseline_for(plan, plan.variant("eagle-t0")) == "baseline-t0"
+    assert audit.baseline_for(plan, plan.variant("eagle-t0.7-p0.95")) == "baseline-t0.7-p0.95"
+    # sampled arms only: nothing to audit (their answers differ from the baseline's by design)
+    assert not audit.wanted(load_plan(_plan(tmp_path, {"sampling": [{"temperature": 0.7}]})))
+
+
+def test_a_later_look_reruns_only_the_baselines_of_rows_still_open(tmp_path):
+    from harness.bench.decide import rerun_levels
+
+    plan = load_plan(_plan(tmp_path, {"sampling": ARMS[:2], "concurrency": [1, 8]}))
+    open_rows = [("eagle-t0.7-p0.95", 8)]  # eagle-t0 decided at both levels, the sampled arm at c1
+    got = {v.name: rerun_levels(plan, v, open_rows) for v in plan.variants}
+    assert got == {"baseline-t0": set(), "baseline-t0.7-p0.95": {8},
+                   "eagle-t0": set(), "eagle-t0.7-p0.95": {8}}

@@ -25,8 +25,8 @@ from harness.analysis.logprob_paths import next_anchor, parse_answer
 from harness.analysis.lossless import AUDIT_FILE, Audit, answers, read_audit, row_audit
 from harness.analysis.summary import read_tables
 from harness.bench.replay import to_request
+from harness.bench.sampling_client import variant_temperature
 from harness.common.events import Alarm
-from harness.engines import engine_of
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -45,9 +45,15 @@ MAX_ANCHORS = 4  # continuations per timed answer (each passes one more point wh
 
 
 def wanted(plan: Plan) -> bool:
-    """Greedy, asked for, and something to audit: a speculative variant beside the baseline."""
-    return bool(plan.run.lossless_audit) and float(plan.run.temperature) == 0.0 \
-        and any(not v.is_baseline for v in plan.variants) and bool(plan.run.concurrency)
+    """Asked for, and something to audit: a greedy speculative variant beside its baseline."""
+    return bool(plan.run.lossless_audit) and bool(plan.run.concurrency) \
+        and any(not v.is_baseline and greedy(plan, v) for v in plan.variants)
+
+
+def greedy(plan: Plan, variant: Variant) -> bool:
+    """Whether a variant replays greedily (its sampling arm's temperature, else run.temperature): only
+    greedy answers are audited, a sampled arm's answers differ from its baseline's by design."""
+    return variant_temperature(plan, variant) == 0.0
 
 
 def control_concurrency(levels: list[int]) -> int:
@@ -189,17 +195,20 @@ def verdict_alarms(run_dir: Path, plan: Plan, variant: Variant, baseline: str) -
 
 
 def baseline_for(plan: Plan, variant: Variant) -> str | None:
-    """The baseline a variant is compared with: its engine's."""
-    engine = engine_of(plan, variant).name
-    return next((v.name for v in plan.variants if v.is_baseline and engine_of(plan, v).name == engine), None)
+    """The baseline a variant is compared with: its engine's at its sampling arm (Plan.baseline_of)."""
+    try:
+        return plan.baseline_of(variant).name
+    except StopIteration:
+        return None
 
 
 async def after_measure(run: RunState, variant: Variant, client: ReplayClient) -> None:
     """The runner's hook after a variant's phases (harness.bench.runner): a baseline's audit pass on its
     server, a speculative variant's verdict as a live alarm. Never fails the variant: a fault is a warning."""
     meta = run.metas.get(variant.name)
-    if not wanted(run.plan) or (meta is not None and meta.forced_acceptance is not None):
-        return  # a forced copy's answers are not the model's
+    if not wanted(run.plan) or not greedy(run.plan, variant) \
+            or (meta is not None and meta.forced_acceptance is not None):
+        return  # a sampled arm's answers differ by design; a forced copy's are not the model's
     try:
         if variant.is_baseline:
             run.phase_tag[variant.name] = "audit"  # its log lines belong to no phase

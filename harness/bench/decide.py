@@ -35,8 +35,8 @@ async def more_repeats(run: RunState, ordered: list[Variant]) -> None:
 
 
 async def _until_ci(run: RunState, ordered: list[Variant]) -> None:
-    """run.until_ci_pct: one more repeat at a time of the baseline (the pairs need it) and of every variant
-    whose speedup interval is still wider, up to run.max_repeats."""
+    """run.until_ci_pct: one more repeat at a time of every variant whose speedup interval is still wider and
+    of its baseline (the pairs need it), up to run.max_repeats."""
     from harness.analysis.summary import summarise_dir
     from harness.analysis.verdicts import needing_repeats
 
@@ -45,7 +45,8 @@ async def _until_ci(run: RunState, ordered: list[Variant]) -> None:
         wide = needing_repeats(summarise_dir(run.run_dir), settings.until_ci_pct) - run.failed
         if not wide:
             return
-        again = [v for v in ordered if v.is_baseline or v.name in wide]
+        paired = {run.plan.baseline_of(v).name for v in run.plan.variants if v.name in wide}  # engine, arm
+        again = [v for v in ordered if v.name in wide or v.name in paired]
         run.total_requests += requests_per_pass(run.plan) * len(again)
         for variant in again:
             await run._run_variant(variant, run.versions[engine_of(run.plan, variant).name], [repeat])
@@ -62,6 +63,12 @@ def interleaved(plan: Plan) -> bool:
 def _spec_rows(run: RunState) -> list[tuple[str, int]]:
     return [(v.name, c) for v in run.plan.variants if not v.is_baseline and v.name not in run.failed
             for c in run.plan.run.concurrency]
+
+
+def rerun_levels(plan: Plan, variant: Variant, open_rows: list[tuple[str, int]]) -> set[int]:
+    """The concurrencies a later look reruns `variant` at: those of its own undecided rows, or for a baseline
+    those of the undecided rows paired with it (its engine's, at its sampling arm), not of rows decided."""
+    return {c for v, c in open_rows if variant.name in (v, plan.baseline_of(plan.variant(v)).name)}
 
 
 def write_look(run: RunState, look: int, looks: int, level: float, rows: list[tuple[str, int]],
@@ -83,7 +90,7 @@ def _round_cost(run: RunState, rows: list[tuple[str, int]], more: int) -> float:
 
     path = run.run_dir / "phases.csv"
     ph = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
-    names = {v for v, _ in rows} | {run.plan.baseline.name}
+    names = {v for v, _ in rows} | {run.plan.baseline_of(run.plan.variant(v)).name for v, _ in rows}
     concs = {c for _, c in rows}
     cost = 0.0
     if not ph.empty:
@@ -116,7 +123,7 @@ async def _decided(run: RunState, ordered: list[Variant]) -> None:
                 [list(range(prev + 1, repeats + 1))]
             for reps in rounds:
                 for variant in ordered:
-                    concs = {c for v, c in open_rows if v == variant.name or variant.is_baseline}
+                    concs = rerun_levels(run.plan, variant, open_rows)
                     if not concs or variant.name in run.failed:
                         continue
                     run.total_requests += _requests_of(run, concs) * len(reps)

@@ -174,6 +174,11 @@ class RunSettings(StrictModel):
         if self.sampling and "temperature" in self.model_fields_set and self.temperature != 0.0:
             raise FieldProblem("is set together with run.sampling: give each arm its own temperature",
                                ("temperature",))
+        thinking = [i for i, arm in enumerate(self.sampling) if arm.thinking is not None]
+        if thinking and self.endpoint == "completions":  # chat_template_kwargs need a chat template
+            raise FieldProblem("is set, and run.endpoint is completions: raw text goes through no chat "
+                               "template, so enable_thinking switches nothing; use run.endpoint: chat",
+                               ("sampling", thinking[0], "thinking"))
         if self.repeats is None:  # resolved here, so plan.resolved.json records what ran
             self.repeats = 3 if max(self.concurrency, default=1) > 1 else 1
         if (self.until_ci_pct is not None or self.stop == "decided") and self.max_repeats < self.repeats:
