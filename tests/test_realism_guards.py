@@ -153,6 +153,42 @@ async def test_the_run_warns_before_measuring_a_raw_text_suite(tmp_path):
     assert events[warned[0]].severity == "warning"
 
 
+@pytest.mark.slow
+async def test_a_synthetic_suite_is_warned_about_and_labelled_wherever_its_numbers_go(tmp_path, capsys):
+    from harness.analysis.runs import result_rows  # the TUI's Results rows
+    from harness.cli import main
+
+    plan = _demo_plan(tmp_path, concurrency=[1], max_tokens=8, repeats=1, warmup_requests=0, stop="fixed",
+                      phase_sizing=False)
+    plan.suites[0].prompts = plan.suites[0].prompts[:1]
+    long_doc = "Summarize the document above in five bullet points."
+    plan.suites.append(_suite("long", [long_doc, long_doc + " Then list its open questions."], synthetic=True,
+                              description="SYNTHETIC: generated"))
+    events: list = []
+
+    async def tap(stream):
+        async for e in stream:
+            events.append(e)
+            yield e
+
+    try:
+        await consume(tap(run_plan(plan, results_dir=tmp_path / "results")), out=io.StringIO())
+    finally:
+        reap_servers(tmp_path)
+    first_phase = next(i for i, e in enumerate(events) if isinstance(e, ev.PhaseStarted))
+    warned = [i for i, e in enumerate(events) if isinstance(e, ev.Alarm) and e.code == "synthetic-suite"]
+    assert warned and warned[0] < first_phase and "suite 'long' is synthetic" in events[warned[0]].message
+    run_dir = next(e for e in events if isinstance(e, ev.RunDone)).run_dir
+    # every row measured the synthetic suite beside smoke: summary.csv, the CLI table and its legend say so
+    summary = pd.read_csv(Path(run_dir) / "summary.csv")
+    assert list(summary["synthetic_suites"]) == ["long", "long"]
+    assert main(["summary", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("SYNTHETIC suite long") == 2
+    assert "SYNTHETIC: the row pools prompts of a suite marked synthetic" in out
+    assert all(row.note.startswith("SYNTHETIC suite long") for row in result_rows(summary))
+
+
 def test_an_accept_length_far_from_training_is_an_alarm(tmp_path):
     plan = _demo_plan(tmp_path)
     plan.variant("good-eagle3").drafter.training_accept_len = 3.0

@@ -73,7 +73,8 @@ def test_summary_csv_keeps_its_columns_and_their_order():
     assert SUMMARY_COLUMNS[:len(header)] == header
     assert SUMMARY_COLUMNS[len(header):] == ["decode_step_speedup", "sampling", "lossless_verdict",
                                              "divergence_rate", "control_divergence_rate",
-                                             "max_divergence_margin", "lossless_detail", "spec_source"]
+                                             "max_divergence_margin", "lossless_detail", "spec_source",
+                                             "synthetic_suites"]
     # the verdict's function fills exactly the verdict columns
     assert [c.name for c in COLUMNS.columns if c.compute is summary_table.verdict] == verdicts.VERDICT_COLUMNS
     # every records-scope function runs before every table-scope one, each after what it needs

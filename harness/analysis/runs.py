@@ -189,6 +189,9 @@ def result_rows(df: pd.DataFrame, failures: dict[str, str] | None = None) -> lis
         forced = forced_note(row)
         if forced:  # first: a forced row's numbers are speed only
             notes.insert(0, forced)
+        synthetic = table_notes.synthetic_note(row)
+        if synthetic:  # then: generated prompts, not real traffic
+            notes.insert(1 if forced else 0, synthetic)
         if slower:
             notes.append(table_notes.SLOWER)
         notes += verdict_notes(row)

@@ -245,6 +245,7 @@ class VariantMeta(BaseModel):
     temperature: float | None = None
     sampling: str | None = None  # the variant's sampling arm (run.sampling), None: run.temperature alone
     forced_acceptance: float | None = None  # a server forced to an accept length (harness.analysis.forced)
+    synthetic_suites: list[str] | None = None  # the plan's suites marked synthetic (import-suite --synthetic)
     port: int | None = None
     pgid: int | None = None  # None: a server draftbench did not start
     launch_command: list[str] | str = ""  # redacted argv ("" for an existing server)

@@ -195,6 +195,9 @@ COLUMNS = Registry([
            "(vLLM >= 0.29, metrics.speculative_decoding); probe (an untimed non-streaming replay's "
            "meta_info, SGLang 0.5.13-0.5.18); empty: none (the server's counter and log only)",
            f"{REQ}, spec_probe.csv", r.spec_source, needs=("algorithm", "accept_len_probe")),
+    Column("synthetic_suites", "", "str", "the suites marked synthetic (import-suite --synthetic) among "
+           "those the row measured, space-separated: its numbers pool generated prompts, not real traffic's",
+           f"{VAR}, {REQ}", r.synthetic_suites),
     # table only: drawn from other columns for display
     Column("speedup_ci", "x", "str", "speedup_ci_low-speedup_ci_high, with ci_level where it is not 95 %", "",
            None, needs=("speedup_ci_low", "speedup_ci_high", "ci_level"), scope="table",

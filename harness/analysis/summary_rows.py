@@ -141,6 +141,14 @@ def forced_acceptance(g: Group, row: Row) -> float | None:
     return g.meta.get("forced_acceptance") or None
 
 
+def synthetic_suites(g: Group, row: Row) -> str:
+    """The suites marked synthetic (variants.jsonl) among those the row's requests measured, by name."""
+    marked = set(g.meta.get("synthetic_suites") or [])
+    if not marked or g.rq.empty or "suite" not in g.rq:
+        return ""
+    return " ".join(sorted(marked & {str(s) for s in g.rq["suite"]}))
+
+
 def engine(g: Group, row: Row) -> str:
     return str(g.meta.get("engine") or DEFAULT_ENGINE)
 

@@ -27,6 +27,9 @@ PROBE_UNCHECKED = "accept len from a second, untimed pass (not checked: no serve
 
 # kind -> its legend line, in the order the legend lists them
 LEGEND = {
+    "synthetic": "SYNTHETIC: the row pools prompts of a suite marked synthetic (import-suite --synthetic): "
+                 "its accept length and speed are not real traffic's; summary_by_category.csv has the "
+                 "suite's categories (synthetic-<N>) apart, summary_by_context.csv by context length",
     "failed": "FAILED: the variant's server did not start or did not finish its phases; the reason says "
               "why (its last log lines are in variants.jsonl)",
     "forced": "FORCED: a `draftbench breakeven` copy whose server was told to accept that many tokens per "
@@ -72,6 +75,12 @@ def _given(value: object) -> bool:
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return False
     return not (isinstance(value, str) and value.strip() in ("", "nan"))
+
+
+def synthetic_note(row: SummaryRow) -> str | None:
+    """The synthetic suites a row measured (summary.csv's synthetic_suites), for the CLI and the TUI."""
+    names = row.get("synthetic_suites")
+    return f"SYNTHETIC suite {', '.join(str(names).split())}" if _given(names) else None
 
 
 def failed_note(row: SummaryRow) -> Note | None:
@@ -148,10 +157,13 @@ def accept_notes(row: SummaryRow) -> list[Note]:
 
 
 def row_notes(row: SummaryRow) -> list[Note]:
-    """Every note of a row, in the table's order: forced first (its numbers are speed only), then failure,
-    the verdict's, where the figures come from, the drafter's own."""
+    """Every note of a row, in the table's order: forced first (its numbers are speed only), synthetic
+    suites (not real traffic), then failure, the verdict's, where the figures come from, the drafter's own."""
     forced = forced_note(row)
     notes = [Note("forced", forced)] if forced else []
+    synthetic = synthetic_note(row)
+    if synthetic:
+        notes.append(Note("synthetic", synthetic))
     failed = failed_note(row)
     if failed:
         notes.append(failed)

@@ -41,7 +41,10 @@ def new_meta(run: RunState, variant: Variant, version: str | None) -> VariantMet
         sampling=variant.sampling.label if variant.sampling is not None else None,
         # a server forced to an accept length: its outputs are not the model's (labelled everywhere)
         forced_acceptance=engine.forced_acceptance({**(run.plan.target.env or {}),
-                                                    **(variant.env or {})}))
+                                                    **(variant.env or {})}),
+        # generated prompts: the rows that measured them say so (summary.csv's synthetic_suites)
+        **({"synthetic_suites": synthetic} if (synthetic := [s.name for s in run.plan.suites if s.synthetic])
+           else {}))
 
 
 async def start(run: RunState, variant: Variant, version: str | None,
