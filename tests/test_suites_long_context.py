@@ -11,6 +11,7 @@ import pytest
 
 from harness.cli import main
 from harness.common.errors import InputError
+from harness.inputs.config import REPO_ROOT
 from harness.inputs.importers import import_suite
 from harness.inputs.speed_bench import PLACEHOLDER
 from harness.inputs.suites import load_suite
@@ -139,3 +140,26 @@ def test_synthetic_needs_the_tokenizers_package_and_a_tokenizer_file(tmp_path, m
                str(tmp_path / "x.yaml")])
     assert rc == 2 and "--tokens" in capsys.readouterr().err
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_the_stand_ins_target_counts_tokens_as_the_stand_in_does(tmp_path):
+    """The stand-in's target model carries a tokenizer.json of the stand-in's own tokenizer, so a synthetic
+    prompt of N tokens by it is N tokens at the stand-in's server (its usage.prompt_tokens)."""
+    Tokenizer = pytest.importorskip("tokenizers", reason="the [synthetic] extra").Tokenizer
+
+    from harness.inputs.synthetic import synthetic_suite
+    from harness.sim.sglang.fixtures import write_target_model
+    from harness.sim.sglang.model import chat_prompt_ids, tokenize
+
+    target = write_target_model(tmp_path / "target", vocab_size=1024)
+    tok = Tokenizer.from_file(str(target / "tokenizer.json"))
+    for text in ("Hello, world!\n\nThe  quick\tbrown fox's internationalization (2024) café naïve",
+                 "a\r\nb  \n\n  c", "x" * 20, "  leading and trailing  ", "under_score_word foo-bar 3.14",
+                 (REPO_ROOT / "suites" / "smoke.yaml").read_text(encoding="utf-8")):
+        assert len(tok.encode(text, add_special_tokens=False).ids) == len(tokenize(text, 1024)), text[:40]
+    suite = synthetic_suite([300, 2048], target, count=2)
+    assert "counted with target/tokenizer.json" in suite.description
+    for p in suite.prompts:
+        n = int(p.id.split("-")[1])
+        # the stand-in's chat template: BOS, 4 framing tokens and the role before the turn, 5 after it
+        assert len(chat_prompt_ids([m.model_dump() for m in p.messages], 1024)) == n + 11, p.id

@@ -98,13 +98,19 @@ def fit_tokens(tok: Tokenizer, n: int, rng: random.Random, task: str, source: st
         raise InputError(None, None, "--tokens", f"{n} tokens leave no room for a document before the task "
                          f"({n - room} tokens); ask for more")
     chars = 4 * n
+    doc = ""
     ids: list[int] = []
+    offsets: list[tuple[int, int]] = []
     while len(ids) < room:
-        ids = tok.encode(_filler(rng, chars, source), add_special_tokens=False).ids
+        doc = _filler(rng, chars, source)
+        enc = tok.encode(doc, add_special_tokens=False)
+        ids, offsets = enc.ids, enc.offsets
         chars *= 2
-    best = ""
-    for cut in range(room, max(0, room - 16), -1):  # a cut's decode may re-encode a token longer or shorter
-        text = tok.decode(ids[:cut]).rstrip() + tail
+    best = text = ""
+    # cut the document where a token ends (its offsets; decoding would give another text for tokenizers that
+    # normalise or do not decode), then the cut's text may re-encode a token longer or shorter: try a few
+    for cut in range(room, max(0, room - 16), -1):
+        text = doc[: offsets[cut - 1][1]].rstrip() + tail
         got = len(tok.encode(text, add_special_tokens=False).ids)
         if got == n:
             return text
@@ -137,9 +143,10 @@ def synthetic_suite(tokens: list[int], tokenizer: str | Path, *, count: int = 4,
             prompts.append({"id": f"synthetic-{n}-{k}", "category": f"synthetic-{n}",
                             "messages": [{"role": "user", "content": fit_tokens(tok, n, rng, task, text)}]})
     made_from = f"passages of {Path(source).name}" if source is not None else "generated sentences"
+    tok_file = Path(tokenizer) / "tokenizer.json" if Path(tokenizer).is_dir() else Path(tokenizer)
     data = {"name": name, "synthetic": True,
             "description": f"SYNTHETIC: {count} prompts each of {', '.join(map(str, tokens))} tokens "
-                           f"({made_from}, counted with {Path(tokenizer).name}) for the context-length axis; "
-                           "not real traffic",
+                           f"({made_from}, counted with {tok_file.parent.name}/{tok_file.name}) for the "
+                           "context-length axis; not real traffic",
             "prompts": prompts}
     return validate(Suite, data, "synthetic", LineMap())

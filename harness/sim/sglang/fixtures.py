@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.common.safetensors_io import tensor_nbytes, write_safetensors
+from harness.sim.sglang.model import tokenizer_json
 
 ACCEPTANCE_FILE = "acceptance.json"
 _ST_DTYPE = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
@@ -35,7 +36,8 @@ def write_target_model(
     max_position_embeddings: int = 8192,
     torch_dtype: str = "bfloat16",
 ) -> Path:
-    """config.json only (no weights: the stand-in never loads them). DeepSeek architectures get MLA fields."""
+    """config.json (no weights: the stand-in never loads them; DeepSeek architectures get MLA fields) and a
+    tokenizer.json that counts tokens as the stand-in does (model.tokenizer_json)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     cfg: dict[str, object] = {
@@ -74,6 +76,7 @@ def write_target_model(
     else:
         cfg["model_type"] = "llama"
     _dump(d / "config.json", cfg)
+    (d / "tokenizer.json").write_text(json.dumps(tokenizer_json()) + "\n")
     return d
 
 

@@ -225,6 +225,21 @@ def tokenize(text: str, vocab_size: int) -> list[int]:
     return ids
 
 
+def tokenizer_json() -> dict[str, Any]:
+    """`tokenize`'s pieces as a tokenizer.json (the `tokenizers` format a model directory holds), so that the
+    stand-in's target model counts tokens as the stand-in does: `import-suite --synthetic --tokenizer` on it
+    writes prompts of exactly N stand-in tokens. A word-level model with one unknown token: the count and the
+    offsets are right, the ids are not the stand-in's hashes (nothing reads them)."""
+    pieces = r"\w{1,6}|[^\w\s]|\n"  # `tokenize`: words cut every 6 characters, punctuation, newlines
+    blanks = r"[^\S\n]+"  # the white space between them, dropped
+    return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+            "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pieces}, "behavior": "Isolated", "invert": False},
+                {"type": "Split", "pattern": {"Regex": blanks}, "behavior": "Removed", "invert": False}]},
+            "post_processor": None, "decoder": None,
+            "model": {"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"}}
+
+
 def chat_prompt_ids(messages: Sequence[dict], vocab_size: int) -> list[int]:
     """Llama-3-style template: 4 framing tokens per turn, 5 for the generation prompt, 1 BOS."""
     ids = [1]
