@@ -67,3 +67,35 @@ async def test_dev_mode_endpoints_through_the_engine_admin(tmp_path, monkeypatch
     finally:
         await admin.close()
         await server.close()
+
+
+async def test_acceptance_falls_with_context_and_with_the_sampler(tmp_path):
+    """The vLLM stand-in draws each verify step as the SGLang one does (harness.sim.sglang.conditions): its
+    per-request stats converge to the documented accept length at the step's context and sampler."""
+    from harness.sim.sglang.conditions import ContextDecay, expected_accept_length_at
+    from harness.sim.sglang.fixtures import write_acceptance
+    from harness.sim.sglang.model import SpecShape
+    from harness.sim.vllm import logprobs as lp
+    from harness.sim.vllm.server import VOCAB, _generate
+
+    profile = [0.9, 0.8, 0.7]
+    write_acceptance(tmp_path, profile)
+    spec = f'{{"method": "eagle3", "model": "{tmp_path}", "num_speculative_tokens": 3}}'
+    sim = Sim.build(args.parse(["serve", str(tmp_path), "--speculative-config", spec]))
+    sim.time_scale = 0.0
+
+    async def measured(prompt: int, sampler: tuple[float, float]) -> tuple[float, float]:
+        steps = accepted = tokens = 0
+        for key in range(12):
+            toks = lp.Tokens(1000 * prompt + key, sim.numerics, VOCAB)
+            stats: dict = {}
+            async for texts, _, stats in _generate(sim, [1] * prompt, 300, toks, 0, sampler):  # noqa: B007
+                tokens += len(texts)
+            steps, accepted = steps + stats["steps"], accepted + stats["accepted"]  # the request's totals
+        return 1 + accepted / steps, prompt + tokens / 24  # the steps' mean context, about
+
+    for prompt, sampler in ((100, (0.0, 1.0)), (100, (0.7, 0.95)), (16000, (0.0, 1.0))):
+        got, context = await measured(prompt, sampler)
+        want = expected_accept_length_at(profile, SpecShape(3, 1, 4), temperature=sampler[0],
+                                         top_p=sampler[1], context=int(context), decay=ContextDecay())
+        assert got == pytest.approx(want, rel=0.06), (prompt, sampler)

@@ -16,6 +16,7 @@ from aiohttp import web
 from harness.sim.sglang import logprobs as lp
 from harness.sim.sglang import openai_api, request_extras
 from harness.sim.sglang import responses as rs
+from harness.sim.sglang.conditions import top_p_of
 from harness.sim.sglang.engine import Req
 from harness.sim.sglang.resolve import emulated_version
 from harness.sim.sglang.state import SimState, json_response, outputs, peer, read_json, start_sse
@@ -283,7 +284,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
             prompt_ids=prompt_ids,
             max_new_tokens=int(max_new if max_new is not None else state.context_len),
             temperature=float(sp.get("temperature", 1.0)),
-            top_p=openai_api.top_p_of(sp.get("top_p")),
+            top_p=top_p_of(sp.get("top_p")),
             ignore_eos=bool(sp.get("ignore_eos")),
             stream=bool(body.get("stream")),
             **request_extras.generate(body, prompt_ids).fields,

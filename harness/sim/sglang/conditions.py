@@ -16,7 +16,8 @@ So short chats (prompt and answer under 2k tokens) accept as before, and a draft
 with every doubling of the context past 2k, as vLLM RFC #48627 and vllm#47602 report for real drafters.
 ``DRAFTBENCH_SIM_CONTEXT_DECAY`` changes it: ``off``, or ``KNEE:PER_DOUBLING[:FLOOR]`` (``4096:0.2``).
 The per-request stats the stand-in returns (spec_verify_ct, spec_correct_drafts_histogram, ...) count these
-draws, so they show both dependencies; ``expected_accept_length_at`` is the mean they converge to.
+draws, so they show both dependencies; ``expected_accept_length_at`` is the mean they converge to. The vLLM
+stand-in (harness.sim.vllm) draws its steps through ``step_profile`` too (topk 1).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.sim.sglang import model
 
@@ -64,6 +66,15 @@ class ContextDecay:
 
 
 NO_DECAY = ContextDecay(per_doubling=0.0)
+
+
+def top_p_of(value: Any) -> float:
+    """A request's top_p (the engines' default 1.0 when absent or not a number in (0, 1])."""
+    try:
+        top_p = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return top_p if 0.0 < top_p <= 1.0 else 1.0
 
 
 def step_profile(per_position: Sequence[float], topk: int = 1, temperature: float = 0.0, top_p: float = 1.0,

@@ -14,6 +14,7 @@ from harness.common.versions import version_at_least
 from harness.sim.sglang import logprobs as lp
 from harness.sim.sglang import model, request_extras
 from harness.sim.sglang import responses as rs
+from harness.sim.sglang.conditions import top_p_of
 from harness.sim.sglang.engine import Req
 from harness.sim.sglang.resolve import emulated_version
 from harness.sim.sglang.state import SimState, json_response, outputs, read_json, start_stream
@@ -74,15 +75,6 @@ def _new_req(
             **(extras or {}),
         )
     )
-
-
-def top_p_of(value: Any) -> float:
-    """The request's top_p (SGLang's default 1.0 when absent or not a number in (0, 1])."""
-    try:
-        top_p = float(value)
-    except (TypeError, ValueError):
-        return 1.0
-    return top_p if 0.0 < top_p <= 1.0 else 1.0
 
 
 async def _wait_finished(req: Req) -> None:

@@ -16,8 +16,9 @@ from typing import Any
 
 from aiohttp import web
 
+from harness.sim.sglang import conditions, numerics
 from harness.sim.sglang import model as m
-from harness.sim.sglang import numerics
+from harness.sim.sglang.conditions import top_p_of
 from harness.sim.vllm import args as cli
 from harness.sim.vllm import logprobs as lp
 from harness.sim.vllm import logs
@@ -63,7 +64,10 @@ class Sim:
     ns: Any
     model_name: str
     k: int = 0  # num_speculative_tokens (0: no speculation)
-    profile: list[float] = field(default_factory=list)
+    profile: list[float] = field(default_factory=list)  # the drafter's per-position acceptance
+    # acceptance falls with context past a knee and with the sampler, as on the SGLang stand-in
+    # (harness.sim.sglang.conditions; DRAFTBENCH_SIM_CONTEXT_DECAY)
+    decay: conditions.ContextDecay = field(default_factory=conditions.ContextDecay.from_env)
     running: int = 0
     counters: dict[str, int] = field(default_factory=lambda: {"drafts": 0, "draft_tokens": 0, "accepted": 0})
     per_pos: list[int] = field(default_factory=list)
@@ -95,7 +99,7 @@ class Sim:
             trained = trained_layers(draft)
             if cfg.get("method") == "eagle3" and trained is not None and trained != sim.aux_layers:
                 per_position = [0.036, 0.1, 0.1]  # fed other layers than it was trained on (vllm#50170)
-            sim.profile = m.effective_profile(per_position)
+            sim.profile = per_position
         sim.reset_window()
         return sim
 
@@ -120,9 +124,10 @@ class Sim:
             self.window["per_pos"][i] += 1
 
 
-async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.Tokens, start: int = 0):
+async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.Tokens, start: int = 0,
+                    sampler: tuple[float, float] = (0.0, 1.0)):
     """Yields (token texts of one step, finish reason or None, request spec stats); `start`: the answer's
-    position of the first token (a continue_final_message continuation)."""
+    position of the first token (a continue_final_message continuation); `sampler`: (temperature, top_p)."""
     t_arrive = time.monotonic()
     sim.running += 1
     stats = rm.new_stats(sim.k)
@@ -142,7 +147,8 @@ async def _generate(sim: Sim, prompt_ids: list[int], max_tokens: int, toks: lp.T
             await asyncio.sleep(sim.step_seconds())
             commit, wrong_at = 1, None
             if sim.k:
-                acc = m.sample_accepted(sim.rng, sim.profile, sim.k)
+                profile = conditions.step_profile(sim.profile, 1, *sampler, len(prompt_ids) + n, sim.decay)
+                acc = m.sample_accepted(sim.rng, profile, sim.k)
                 wrong_at = numerics.broken_draft(sim.numerics, 0, key, stats["steps"], acc)
                 sim.observe_step(acc)
                 stats["steps"] += 1
@@ -194,6 +200,8 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     top = lp.request_top(body, chat)
     toks = lp.Tokens(key, sim.numerics, VOCAB, top, path)
     max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+    temperature = body.get("temperature")  # vLLM's default: 1.0
+    sampler = (1.0 if temperature is None else float(temperature), top_p_of(body.get("top_p")))
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     obj = "chat.completion.chunk" if chat else "text_completion"
@@ -202,7 +210,7 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     finish, stats = None, None
     if not body.get("stream"):
         # (the loop's last values are used after it)
-        async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start):  # noqa: B007
+        async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start, sampler):  # noqa: B007
             texts_all += texts
         out = _final(sim, base, chat, "".join(texts_all), finish, len(prompt_ids), len(texts_all), stats)
         if top is not None:
@@ -215,7 +223,7 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
         await resp.write(_sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
                                                     "logprobs": None, "finish_reason": None}]}))
     n = 0
-    async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start):  # noqa: B007
+    async for texts, finish, stats in _generate(sim, prompt_ids, max_tokens, toks, start, sampler):  # noqa: B007
         n += len(texts)
         text = "".join(texts)
         choice = ({"index": 0, "delta": {"content": text}, "logprobs": None, "finish_reason": finish} if chat
