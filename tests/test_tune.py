@@ -172,6 +172,13 @@ def test_tune_budget_resume_and_the_answer(tmp_path):
         assert "  launch flags: --speculative-algorithm EAGLE3 --speculative-draft-model-path " in report
     warned = [e.message for e in first if isinstance(e, ev.TuneStage) and e.message.startswith("warning:")]
     assert warned == []  # phase sizing: no suite is too short for a verification
+    # by context bucket (harness.analysis.tune_context): the smoke prompts reach the first bucket only, and
+    # the answer says which of the deployment's buckets (run.context_buckets, the defaults) it misses
+    by_context = pd.read_csv(tune_dir / "tune_by_context.csv")
+    assert set(by_context["bucket"]) == {"0-1k"} and set(by_context["concurrency"]) == set(CONC)
+    assert set(by_context["sampling"]) == set(rows["sampling"]) == {"t0"}
+    assert "c1 by context: steps " in report and "warning: the suites' context lengths do not cover the " \
+        "deployment's buckets 1k-4k, 4k-16k, 16k-64k" in report
     assert not os.environ.get("DRAFTBENCH_SIM_TIME_SCALE")  # the stand-in's knobs stay in the plan's env
 
 

@@ -85,3 +85,26 @@ def test_one_best_config_everywhere_is_said_once(tmp_path):
                      "reached (0-1k, 16k-64k)", lines[1]]
     assert lines[1].startswith("warning:") and "1k-64k" in lines[1]
     assert tc.context_lines(rows, [1024]) == lines[:1]  # the suites cover every bucket of a 1k deployment
+
+
+def test_configs_predicted_alike_go_to_the_measured_one_with_graphs(tmp_path):
+    t = _tune(tmp_path)
+    # tune's grid holds each chain with graphs off and on; only graphs on measured: the graphs-off configs get
+    # its step costs as their prior, so each bucket has two configs predicted alike
+    t.grid = [Config(s, 1, s + 1, g) for s in (1, 2, 3, 4) for g in (False, True)]
+    measured = {cfg: {1: 10.0 + 3.0 * cfg.num_steps} for cfg in GRID}
+    rows = tc.context_rows(t, measured, {1: 10.0})
+    tied = rows[(rows["num_steps"] == 4) & (rows["bucket"] == "0-1k")]
+    assert tied["speedup_pred"].nunique() == 1 and set(tied["step_source"]) == {"prior", "step-cost phases"}
+    line = tc.context_lines(rows, EDGES)[0]
+    assert "0-1k: steps 4 (" in line and "16k-64k: steps 1 (" in line and "graphs off" not in line
+
+
+def test_the_tunes_sampling_arm_labels_its_rows(tmp_path):
+    t = _tune(tmp_path)
+    plan = Plan.model_validate({**t.plan.resolved_dict(), "variants": [
+        {"name": "base"}, {"name": "eagle", "algorithm": "EAGLE3", "drafter": {"name": "d", "path": "/d"}}],
+        "run": {"context_buckets": EDGES, "sampling": [{"temperature": 0.6, "top_p": 0.95}]}})
+    t.plan, t.tuned = plan, plan.variant("eagle-t0.6-p0.95")
+    rows = tc.context_rows(t, {cfg: {1: 10.0} for cfg in GRID}, {1: 10.0})
+    assert set(rows["sampling"]) == {"t0.6-p0.95"}

@@ -103,6 +103,16 @@ def _words(r: pd.Series) -> str:
             f"AL {float(r['accept_len_pred']):.2f})")
 
 
+def _best(rows: pd.DataFrame) -> pd.Series:
+    """A bucket's best predicted config; of configs predicted alike (a config whose step cost is the prior
+    has its measured neighbour's), the one whose step cost was measured, then the one with CUDA graphs."""
+    order = rows.assign(_speed=pd.to_numeric(rows["speedup_pred"]),
+                        _measured=rows["step_source"].astype(str) == "step-cost phases",
+                        _graphs=rows["cuda_graph"].astype(str) == "True")
+    order = order.sort_values(["_speed", "_measured", "_graphs"], ascending=False, kind="stable")
+    return order.iloc[0]
+
+
 def context_lines(rows: pd.DataFrame, edges: list[int]) -> list[str]:
     """The answer by context bucket, in words: per concurrency, the best predicted config of each bucket with
     enough verify steps where they differ (or that one config holds everywhere), then what is not covered."""
@@ -113,8 +123,7 @@ def context_lines(rows: pd.DataFrame, edges: list[int]) -> list[str]:
         else reached
     for c in sorted({int(x) for x in reached["concurrency"]}) if not reached.empty else []:
         g = reached[reached["concurrency"] == c]
-        best = {b: gb.loc[pd.to_numeric(gb["speedup_pred"]).idxmax()]
-                for b, gb in g.groupby("bucket", sort=False)}
+        best = {b: _best(gb) for b, gb in g.groupby("bucket", sort=False)}
         best = dict(sorted(best.items(), key=lambda kv: float(kv[1]["lo"])))
         configs = {(int(r["num_steps"]), bool(r["cuda_graph"])) for r in best.values()}
         if len(configs) > 1:
