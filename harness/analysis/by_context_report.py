@@ -96,7 +96,7 @@ def render_context_tables(run_dir: str | Path) -> str:
     for axis in ("context", "position"):
         headers, rows = context_grid(table, axis)
         if rows:
-            parts += ["", TITLES[axis], grid(headers, rows)]
+            parts += ["", TITLES[axis], "\n".join(line.rstrip() for line in grid(headers, rows).split("\n"))]
     if parts:
         parts.append(f"?: fewer than {FEW_STEPS} verify steps in the bucket; per category: {CONTEXT_FILE}")
         line = coverage_line(table, context_edges(run_dir))
