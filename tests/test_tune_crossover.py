@@ -101,6 +101,10 @@ def test_the_tui_view_carries_the_chart(rebuilt):
     view = load_tune(rebuilt)
     assert "predicted speedup against concurrency" in view.crossover and "^ c" in view.crossover
     assert view.crossover in answer_text(view)
+    # the answer by context bucket and the deployment's buckets the smoke prompts leave empty, as the CLI's
+    by_context = [ln for ln in view.answer if " by context: " in ln or ln.startswith("warning: the suites' ")]
+    assert by_context and all(ln in (rebuilt / "tune_report.txt").read_text() for ln in by_context)
+    assert "do not cover the deployment's buckets 1k-4k, 4k-16k, 16k-64k" in by_context[-1]
 
 
 # ------------------------------------------------------------------------ the load stage's budget (issue 30)

@@ -97,6 +97,7 @@ def rebuild_report(tune_dir: str | Path) -> Path:
 
 
 def load_tune(tune_dir: str | Path) -> TuneView:
+    from harness.analysis import tune_context
     from harness.analysis import tune_report as tr
 
     d = Path(tune_dir)
@@ -111,7 +112,7 @@ def load_tune(tune_dir: str | Path) -> TuneView:
         rows = [{k: _clean(r[k]) for k in ROW_KEYS} for r in frame.to_dict("records")]
         heatmaps = {c: tr.heatmap_text(frame, c) for c in t.conc}
         answer = tr.answer(frame, hists, t.wide.num_steps, algorithm=t.tuned.spec_algorithm or "EAGLE3",
-                           draft_path=str(t.tuned.drafter.path))
+                           draft_path=str(t.tuned.drafter.path)) + tune_context.report_lines(t)
         if opts.auto:
             from harness.analysis import crossover_report as cr
 
