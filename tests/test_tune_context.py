@@ -36,18 +36,20 @@ def _wide(tmp_path: Path, variant: str = "wide") -> Path:
     return tmp_path
 
 
-def _tune(tmp_path: Path) -> _Tune:
+def _tune(tmp_path: Path, graphs: tuple[bool, ...] = (True,), sampling: list[dict] | None = None) -> _Tune:
     """The tune itself (harness.studies.tune's, as `tune --report` re-reads a tune directory) over a real
-    Plan: chains of 1-4 steps with CUDA graphs at c1, its wide run's records in the directory."""
+    Plan: chains of 1-4 steps (with CUDA graphs; `graphs`: also without) at c1, its wide run's records in the
+    directory; `sampling`: the plan's run.sampling (tune measures the first arm)."""
+    run = {"context_buckets": EDGES, **({"sampling": sampling} if sampling else {"temperature": 0.0})}
     plan = Plan.model_validate({
-        "name": "tune-context", "model": {"path": "/m"},
-        "run": {"context_buckets": EDGES, "temperature": 0.0},
+        "name": "tune-context", "model": {"path": "/m"}, "run": run,
         "variants": [{"name": "base"}, {"name": "eagle", "algorithm": "EAGLE3",
                                          "drafter": {"name": "d", "path": "/d"}}],
         "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
-    opts = TuneOptions(concurrency=[1], steps=[1, 2, 3, 4], graphs=[True])
+    opts = TuneOptions(concurrency=[1], steps=[1, 2, 3, 4], graphs=list(graphs))
     t = _Tune(plan, opts, tmp_path.parent, tmp_path, None, time.monotonic)
-    assert t.grid == GRID and t.conc == [1] and t.tuned is plan.variant("eagle")
+    assert {c for c in t.grid if c.cuda_graph} == set(GRID) and t.conc == [1]
+    assert t.tuned is next(v for v in plan.variants if not v.is_baseline)
     _wide(tmp_path, t.wide_name)
     return t
 
@@ -88,10 +90,10 @@ def test_one_best_config_everywhere_is_said_once(tmp_path):
 
 
 def test_configs_predicted_alike_go_to_the_measured_one_with_graphs(tmp_path):
-    t = _tune(tmp_path)
-    # tune's grid holds each chain with graphs off and on; only graphs on measured: the graphs-off configs get
+    # the grid holds each chain with graphs off and on; only graphs on measured: the graphs-off configs get
     # its step costs as their prior, so each bucket has two configs predicted alike
-    t.grid = [Config(s, 1, s + 1, g) for s in (1, 2, 3, 4) for g in (False, True)]
+    t = _tune(tmp_path, graphs=(False, True))
+    assert len(t.grid) == 2 * len(GRID)
     measured = {cfg: {1: 10.0 + 3.0 * cfg.num_steps} for cfg in GRID}
     rows = tc.context_rows(t, measured, {1: 10.0})
     tied = rows[(rows["num_steps"] == 4) & (rows["bucket"] == "0-1k")]
@@ -101,10 +103,7 @@ def test_configs_predicted_alike_go_to_the_measured_one_with_graphs(tmp_path):
 
 
 def test_the_tunes_sampling_arm_labels_its_rows(tmp_path):
-    t = _tune(tmp_path)
-    plan = Plan.model_validate({**t.plan.resolved_dict(), "variants": [
-        {"name": "base"}, {"name": "eagle", "algorithm": "EAGLE3", "drafter": {"name": "d", "path": "/d"}}],
-        "run": {"context_buckets": EDGES, "sampling": [{"temperature": 0.6, "top_p": 0.95}]}})
-    t.plan, t.tuned = plan, plan.variant("eagle-t0.6-p0.95")
+    t = _tune(tmp_path, sampling=[{"temperature": 0.6, "top_p": 0.95}, {"temperature": 0}])
+    assert t.tuned.name == "eagle-t0.6-p0.95"
     rows = tc.context_rows(t, {cfg: {1: 10.0} for cfg in GRID}, {1: 10.0})
     assert set(rows["sampling"]) == {"t0.6-p0.95"}

@@ -108,7 +108,7 @@ def _best(rows: pd.DataFrame) -> pd.Series:
     has its measured neighbour's), the one whose step cost was measured, then the one with CUDA graphs."""
     order = rows.assign(_speed=pd.to_numeric(rows["speedup_pred"]),
                         _measured=rows["step_source"].astype(str) == "step-cost phases",
-                        _graphs=rows["cuda_graph"].astype(str) == "True")
+                        _graphs=rows["cuda_graph"].astype(bool))  # read as bools, as _words reads it
     order = order.sort_values(["_speed", "_measured", "_graphs"], ascending=False, kind="stable")
     return order.iloc[0]
 
