@@ -65,8 +65,7 @@ class Sim:
     model_name: str
     k: int = 0  # num_speculative_tokens (0: no speculation)
     profile: list[float] = field(default_factory=list)  # the drafter's per-position acceptance
-    # acceptance falls with context past a knee and with the sampler, as on the SGLang stand-in
-    # (harness.sim.sglang.conditions; DRAFTBENCH_SIM_CONTEXT_DECAY)
+    # acceptance falls with context and the sampler as on the SGLang stand-in (DRAFTBENCH_SIM_CONTEXT_DECAY)
     decay: conditions.ContextDecay = field(default_factory=conditions.ContextDecay.from_env)
     running: int = 0
     counters: dict[str, int] = field(default_factory=lambda: {"drafts": 0, "draft_tokens": 0, "accepted": 0})
