@@ -68,8 +68,9 @@ async def test_phase_sizing_cycles_a_short_suite_until_it_can_decide(tmp_path: P
         # each pass replays every prompt once, pass 2 in another order than pass 1 (seeded, the same per
         # variant)
         assert sorted(g[g["replay_pass"] == 2]["prompt_id"]) == sorted(g[g["replay_pass"] == 1]["prompt_id"])
-    # repeats replay as many passes as the first repeat chose
-    assert ph.groupby("variant")["passes"].nunique().eq(1).all()
+    # later repeats replay at least as many passes as the first repeat chose (more only when they ran faster)
+    for _, g in ph.groupby("variant"):
+        assert (g["passes"] >= int(g[g["repeat"] == 1]["passes"].iloc[0])).all()
     # every variant sends each pass in the same (seeded) order: the arms stay paired pass by pass
     order = {v: list(g[(g["replay_pass"] == 2) & (g["repeat"] == 1)].sort_values("t_send")["prompt_id"])
              for v, g in rq.groupby("variant")}

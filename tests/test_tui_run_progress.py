@@ -63,6 +63,12 @@ def test_a_sized_phase_counts_every_pass_and_a_new_run_counts_from_zero():
     m.observe(ev.PhaseDone("baseline", "s@c4#r1", 3.0, None, 6))
     m.observe(ev.PhaseStarted("baseline", "s@c4#r2", "s", 4, 5))  # a later repeat replays as many passes
     assert m.snapshot().phase_total == 30
+    for i in range(31):  # ... or more, when it ran faster than the first: one more pass of 5
+        m.observe(ev.RequestDone(record("baseline", "s@c4#r2", i), 31 + i, 61))
+    assert (m.snapshot().phase_done, m.snapshot().phase_total) == (31, 35)  # never "31 of 30"
+    m.observe(ev.PhaseDone("baseline", "s@c4#r2", 2.0, None, 7))
+    m.observe(ev.PhaseStarted("baseline", "s@c4#r3", "s", 4, 5))  # the first repeat's count still sets it
+    assert m.snapshot().phase_total == 30
     m.observe(ev.RunStarted("r2", "/r2", "p", ("baseline",), 16, True))  # a tune's next run
     p = m.snapshot()
     assert (p.done, p.total, p.phase, p.phase_done) == (0, 16, None, 0)  # was "requests 30 of 16"

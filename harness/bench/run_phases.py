@@ -105,7 +105,7 @@ def sizer_for(run: RunState, name: str, pid: str, suite: Suite, c: int,
     sizer = Sizer(prompts=per_pass, concurrency=c, min_steady_s=float(settings.min_steady_s),
                   max_phase_s=float(settings.max_phase_s), min_requests=MIN_REQUESTS_PER_SLOT * c,
                   fixed_passes=run.pass_count.get((name, suite.name, c)), on_plan=told, on_pass=count)
-    if sizer.fixed_passes:  # a later repeat replays as many passes as the first: known now
+    if sizer.fixed_passes:  # a later repeat replays at least as many passes as the first: known now
         sizer.counted = per_pass * (sizer.fixed_passes - 1)
         run.total_requests += sizer.counted
     return sizer

@@ -12,8 +12,12 @@ The rule, decided each time a pass has been sent in full (the queue runs dry; th
                 from the first send to the moment the last pass has been sent);
   more passes   while requests sent < 4 x concurrency, or elapsed < min_steady_s x MARGIN, and another pass
                 plus the tail (the requests still in flight) fits under max_phase_s.
-The first repeat of a (variant, suite, concurrency) sizes itself; later repeats replay the same number of
-passes, so repeats compare like with like (harness.bench.runner keeps the count).
+The first repeat of a (variant, suite, concurrency) sizes itself; later repeats replay at least as many
+passes, so repeats compare like with like (harness.bench.runner keeps the count). A later repeat that runs
+faster than the first (a load burst slowed the first down) would fall under the floor with the first's count:
+it goes on by the same rule, one pass at a time, instead of ending too short to decide. Pairing per prompt
+takes the passes both arms ran (harness.analysis.verdicts), rates are per second, so the extra pass changes
+no figure's definition.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ class Sizer:
     min_steady_s: float
     max_phase_s: float
     min_requests: int
-    fixed_passes: int | None = None  # later repeats: exactly this many
+    fixed_passes: int | None = None  # later repeats: at least this many (more only while still short)
     clock: Callable[[], float] = time.perf_counter
     # (prompts, one-pass s, passes, s, capped)
     on_plan: Callable[[int, float, int, float, bool], None] | None = None
@@ -56,8 +60,8 @@ class Sizer:
 
     def another(self) -> bool:
         """Called when pass `self.passes` has been sent in full: start one more?"""
-        if self.fixed_passes is not None:
-            go = self.passes < self.fixed_passes
+        if self.fixed_passes is not None and self.passes < self.fixed_passes:
+            go = True
         else:
             elapsed = self.clock() - (self._t0 if self._t0 is not None else self.clock())
             one = elapsed / self.passes
@@ -69,7 +73,8 @@ class Sizer:
             fits = max(1, math.floor((self.max_phase_s - tail) / one)) if one > 0 else want
             short = sent < self.min_requests or elapsed < self.min_steady_s * MARGIN
             go = short and elapsed + one + tail <= self.max_phase_s
-            if not self._told and short and sent >= 2 * self.concurrency and self.on_plan is not None:
+            if (self.fixed_passes is None and not self._told and short and sent >= 2 * self.concurrency
+                    and self.on_plan is not None):
                 self._told = True
                 planned = min(want, fits)
                 self.on_plan(self.prompts, one, planned, one * planned, fits < want)

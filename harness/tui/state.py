@@ -170,6 +170,7 @@ class ProgressModel:
         self.phase: str | None = None
         self.concurrency: int | None = None
         self.phase_done = self.phase_total = 0
+        self._pass_size = 0  # requests of one pass of the current phase
         self._tokens = 0
         self._first_send: float | None = None
         self._last_end: float | None = None
@@ -196,9 +197,10 @@ class ProgressModel:
             if event.variant not in self.seen:
                 self.seen.append(event.variant)
             self.variant, self.phase, self.concurrency = event.variant, event.phase, event.concurrency
-            # a later repeat replays as many passes as the first (harness.bench.run_phases.sizer_for)
+            # a later repeat replays at least as many passes as the first (harness.bench.sizing)
             passes = self.passes.get((event.variant, event.suite, int(event.concurrency)), 1)
             self.phase_done, self.phase_total = 0, event.requests * passes
+            self._pass_size = event.requests
             self._tokens, self._first_send, self._last_end = 0, None, None
         elif isinstance(event, ev.RequestDone):
             self._request(event)
@@ -216,6 +218,8 @@ class ProgressModel:
         if r.phase != self.phase or r.variant not in (self.variant, (self.variant or "").rpartition("@")[0]):
             return
         self.phase_done += 1
+        if self.phase_done > self.phase_total:  # a later repeat ran faster and added a pass
+            self.phase_total += max(1, self._pass_size)
         if r.ok:
             self._tokens += r.output_tokens or 0
             self._first_send = r.t_send if self._first_send is None else min(self._first_send, r.t_send)
@@ -225,8 +229,8 @@ class ProgressModel:
         if e.phase == self.phase and e.variant == self.variant:
             self.phase_wall += float(e.wall_s)
             self.phase_requests += self.phase_done
-            # the passes it ran: its later repeats run as many
-            if e.passes > 1 and self.concurrency is not None:
+            # the passes the first repeat ran: its later repeats run at least as many
+            if e.passes > 1 and self.concurrency is not None and e.phase.rpartition("#r")[2] in ("1", ""):
                 self.passes[(e.variant, e.phase.rpartition("@")[0], int(self.concurrency))] = int(e.passes)
 
     def _eta(self, now: float) -> float | None:
