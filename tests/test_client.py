@@ -4,6 +4,7 @@ captures and synthetic faults."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import random
@@ -78,8 +79,9 @@ class ScriptServer:
         return await script(request)
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[ScriptServer]:
+@contextlib.asynccontextmanager
+async def script_server() -> AsyncIterator[ScriptServer]:
+    """A ScriptServer listening on a free port of 127.0.0.1 (its .url the /v1 base), stopped on exit."""
     srv = ScriptServer()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", srv.handle)
@@ -90,9 +92,17 @@ async def server() -> AsyncIterator[ScriptServer]:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     srv.url = f"http://127.0.0.1:{port}/v1"
-    yield srv
-    srv.release.set()
-    await runner.cleanup()
+    try:
+        yield srv
+    finally:
+        srv.release.set()
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[ScriptServer]:
+    async with script_server() as srv:
+        yield srv
 
 
 @pytest.fixture

@@ -130,11 +130,8 @@ def test_check_warns_on_a_raw_text_suite_and_a_synthetic_suite(tmp_path, capsys)
     assert plan.run.sampling == []
 
 
-@pytest.mark.slow
-async def test_the_run_warns_before_measuring_a_raw_text_suite(tmp_path):
-    plan = _demo_plan(tmp_path, endpoint="completions", concurrency=[1], max_tokens=8, repeats=1,
-                      warmup_requests=0, stop="fixed", phase_sizing=False)
-    plan.suites[0].prompts = plan.suites[0].prompts[:2]
+async def _run_events(plan, tmp_path) -> list:
+    """Every event of the plan's run through the CLI's consumer, its servers reaped whatever happens."""
     events: list = []
 
     async def tap(stream):
@@ -146,6 +143,15 @@ async def test_the_run_warns_before_measuring_a_raw_text_suite(tmp_path):
         await consume(tap(run_plan(plan, results_dir=tmp_path / "results")), out=io.StringIO())
     finally:
         reap_servers(tmp_path)
+    return events
+
+
+@pytest.mark.slow
+async def test_the_run_warns_before_measuring_a_raw_text_suite(tmp_path):
+    plan = _demo_plan(tmp_path, endpoint="completions", concurrency=[1], max_tokens=8, repeats=1,
+                      warmup_requests=0, stop="fixed", phase_sizing=False)
+    plan.suites[0].prompts = plan.suites[0].prompts[:2]
+    events = await _run_events(plan, tmp_path)
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, ev.PhaseStarted))
     warned = [i for i, e in enumerate(events)
               if isinstance(e, ev.Alarm) and e.code == "prompts-without-chat-template"]
@@ -164,17 +170,7 @@ async def test_a_synthetic_suite_is_warned_about_and_labelled_wherever_its_numbe
     long_doc = "Summarize the document above in five bullet points."
     plan.suites.append(_suite("long", [long_doc, long_doc + " Then list its open questions."], synthetic=True,
                               description="SYNTHETIC: generated"))
-    events: list = []
-
-    async def tap(stream):
-        async for e in stream:
-            events.append(e)
-            yield e
-
-    try:
-        await consume(tap(run_plan(plan, results_dir=tmp_path / "results")), out=io.StringIO())
-    finally:
-        reap_servers(tmp_path)
+    events = await _run_events(plan, tmp_path)
     first_phase = next(i for i, e in enumerate(events) if isinstance(e, ev.PhaseStarted))
     warned = [i for i, e in enumerate(events) if isinstance(e, ev.Alarm) and e.code == "synthetic-suite"]
     assert warned and warned[0] < first_phase and "suite 'long' is synthetic" in events[warned[0]].message

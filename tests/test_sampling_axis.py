@@ -135,33 +135,23 @@ def test_thinking_on_the_completions_endpoint_is_refused_with_its_line(tmp_path)
 
 async def test_a_thinking_arm_goes_on_the_wire_as_chat_template_kwargs(tmp_path):
     """The real replay client, wrapped for a thinking-off arm, against a server that records each body."""
-    from aiohttp import web
-
     from harness.client.stream import ReplayClient, ReplayRequest
-    from tests.test_client import ScriptServer, spec_stream, sse
+    from tests.test_client import script_server, spec_stream, sse
 
-    srv = ScriptServer()
-    srv.scripts = [sse(spec_stream([1, 2]))]
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", srv.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     arms = [{"temperature": 0}, {"temperature": 0.6, "top_p": 0.95, "thinking": False}]
     plan = load_plan(_plan(tmp_path, {"sampling": arms}))
-    inner = ReplayClient(f"http://127.0.0.1:{port}/v1", "default", timeout_s=30)
-    try:
-        client = with_sampling(inner, plan.variant("eagle-t0.6-p0.95-nothink"))
-        got = await client.stream(ReplayRequest("r", [{"role": "user", "content": "hi"}], None, 8,
-                                                extra_body={"return_spec_tokens_details": True}))
-        assert got.ok and got.output_tokens == 3
-        await with_sampling(inner, plan.variant("eagle-t0")).stream(
-            ReplayRequest("g", [{"role": "user", "content": "hi"}], None, 8))
-    finally:
-        await inner.aclose()
-        await runner.cleanup()
+    async with script_server() as srv:
+        srv.scripts = [sse(spec_stream([1, 2]))]
+        inner = ReplayClient(srv.url, "default", timeout_s=30)
+        try:
+            client = with_sampling(inner, plan.variant("eagle-t0.6-p0.95-nothink"))
+            got = await client.stream(ReplayRequest("r", [{"role": "user", "content": "hi"}], None, 8,
+                                                    extra_body={"return_spec_tokens_details": True}))
+            assert got.ok and got.output_tokens == 3
+            await with_sampling(inner, plan.variant("eagle-t0")).stream(
+                ReplayRequest("g", [{"role": "user", "content": "hi"}], None, 8))
+        finally:
+            await inner.aclose()
     (_, think, _), (_, greedy, _) = srv.requests
     assert think["chat_template_kwargs"] == {"enable_thinking": False}
     assert (think["temperature"], think["top_p"], think["return_spec_tokens_details"]) == (0.6, 0.95, True)
