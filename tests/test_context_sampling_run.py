@@ -18,7 +18,7 @@ from harness.bench.runner import run_plan
 from harness.cli.progress import consume
 from harness.common import events as ev
 from harness.inputs.config import load_plan
-from harness.sim.sglang.conditions import ContextDecay, expected_accept_length_at
+from harness.sim.sglang.conditions import ContextDecay, expected_accept_length_at, step_profile
 from harness.sim.sglang.fixtures import write_eagle3_drafter, write_target_model
 from harness.sim.sglang.model import SpecShape
 from tests.faults_helpers import SIM_LAUNCHER, only_run_dir, reap_servers, sim_env, write_plan
@@ -93,6 +93,18 @@ def _expected(context: float, temperature: float = 0.0) -> float:
                                      decay=ContextDecay())
 
 
+def _sd(context: float) -> float:
+    """The standard deviation of one verify step's committed tokens at a context: P(k >= i) is the running
+    product of the decayed per-position acceptance, E[k] = sum P(k >= i), E[k^2] = sum (2i - 1) P(k >= i)."""
+    profile = step_profile(PROFILE, SHAPE.topk, 0.0, 1.0, int(context), ContextDecay())
+    reach, run = [], 1.0
+    for p in list(profile)[: SHAPE.max_accepted]:
+        run *= p
+        reach.append(run)
+    mean = sum(reach)
+    return (sum((2 * i + 1) * r for i, r in enumerate(reach)) - mean * mean) ** 0.5
+
+
 def test_accept_length_falls_with_context_as_the_stand_in_says(served):
     run_dir, _ = served
     table = pd.read_csv(run_dir / "summary_by_context.csv")
@@ -104,7 +116,11 @@ def test_accept_length_falls_with_context_as_the_stand_in_says(served):
     assert short > mid > long_  # the decay, recovered from the per-request stats
     for b in ("0-1k", "4k-16k", "16k-64k"):  # and its size: the stand-in's documented formula at the bucket
         got, want = float(by[b]["accept_len"]), _expected(float(by[b]["context_mean"]))
-        assert abs(got / want - 1) < 0.12, (b, got, want)
+        steps = int(by[b]["verify_steps"])
+        # within 4 standard errors of the draws it made (a loaded box runs fewer passes: fewer steps), plus
+        # 3 % for a bucket's contexts spread around their mean
+        assert abs(got / want - 1) < 4 * _sd(float(by[b]["context_mean"])) / steps ** 0.5 / want + 0.03, \
+            (b, got, want, steps)
     # the buckets pool back to the summary's accept length from the same per-request stats
     summary = pd.read_csv(run_dir / "summary.csv").set_index("variant")
     pooled = float(ctx["tokens"].sum() / ctx["verify_steps"].sum())
