@@ -1,4 +1,7 @@
-"""This machine as a target: asyncio subprocesses, the same spawn wrapper and group checks as SSH."""
+"""This machine as a target: asyncio subprocesses and the same spawn wrapper as SSH. A process group's
+liveness is read from /proc where there is one, by the rule of the `ps` check SSH targets run (a member that
+is not a zombie): `kill_group` asks ten times a second while a server stops, and a `ps` process per question
+cost ~10 ms of CPU, ~1.5 s of a small two-server run."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import signal
 from collections.abc import AsyncIterator
 
 from harness.common.errors import HarnessError
-from harness.targets.base import _POLL_S, CommandResult, ShellTarget, check_env
+from harness.targets.base import _POLL_S, CommandResult, ShellTarget, _check_pgid, check_env
+
+_PROC = "/proc"
 
 
 class LocalTarget(ShellTarget):
@@ -70,6 +75,20 @@ class LocalTarget(ShellTarget):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pgid, sig)
 
+    async def alive(self, pgid: int) -> bool:
+        """A member of the group that is not a zombie, as ShellTarget's `ps` check says it; without /proc,
+        that check itself."""
+        _check_pgid(pgid)
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False  # no member at all
+        except PermissionError:
+            pass  # another user's group: /proc still tells
+        if not os.path.isdir(_PROC):
+            return await super().alive(pgid)
+        return group_alive_in_proc(pgid)
+
     async def tail(self, path: str, *, offset: int = 0) -> AsyncIterator[bytes]:
         """Bytes appended to path from `offset` on, forever (waits for the file to appear)."""
         path, pos = os.path.expanduser(path), offset
@@ -126,3 +145,20 @@ class LocalTarget(ShellTarget):
 
     async def close(self) -> None:
         return None
+
+
+def group_alive_in_proc(pgid: int) -> bool:
+    """Whether /proc lists a process of group `pgid` that is not a zombie (field 5 of /proc/PID/stat is the
+    group, field 3 the state; the command name in field 2 may hold spaces and parentheses)."""
+    for name in os.listdir(_PROC):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{_PROC}/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] != b"Z":
+            return True
+    return False
