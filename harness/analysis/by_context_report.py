@@ -1,5 +1,6 @@
 """summary_by_context.csv written next to summary.csv, its tables as the CLI prints them (and the TUI shows
-them: `context_grid`), and acceptance_by_context.png when matplotlib is installed."""
+them: `context_grid`), and acceptance_by_context.png when matplotlib is installed and a line has two buckets
+or more."""
 
 from __future__ import annotations
 
@@ -107,22 +108,21 @@ def render_context_tables(run_dir: str | Path) -> str:
 
 def context_png(table: pd.DataFrame, path: Path) -> Path | None:
     """Accept length against the buckets' mean context and output position, a line per (variant,
-    concurrency); None without matplotlib or data."""
-    if table.empty:
+    concurrency); None without matplotlib, or when no line reaches a second bucket on either axis: then
+    every line is one point, the table's numbers, and the chart is not drawn (a chart left from before is
+    removed)."""
+    t = table[table["category"] == ALL] if not table.empty else table
+    if t.empty or t.groupby(["axis", "variant", "concurrency"])["bucket"].nunique().max() < 2:
+        path.unlink(missing_ok=True)
         return None
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # no pyplot: no global figure or backend to switch
     except ImportError:
-        return None
-    t = table[table["category"] == ALL]
-    if t.empty:
         return None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+        fig = Figure(figsize=(11, 4))
+        axes = fig.subplots(1, 2)
         for ax, axis in zip(axes, ("context", "position"), strict=True):
             a = t[t["axis"] == axis]
             xs: list[float] = []
@@ -140,7 +140,6 @@ def context_png(table: pd.DataFrame, path: Path) -> Path | None:
         axes[0].legend(fontsize=7)
         fig.suptitle("accept length where it is served")
         fig.savefig(path, dpi=100, bbox_inches="tight")
-        plt.close(fig)
     return path
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from types import ModuleType
+    from matplotlib.figure import Figure
 
     from harness.analysis.crossover import Crossing, Point
     from harness.analysis.tune_model import Config
@@ -108,21 +108,18 @@ def _column(x: float, levels: list[int]) -> int:
 
 def chart_png(res: Crossover, path: Path) -> Path | None:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # no pyplot: no global figure or backend to switch
     except ImportError:
         return None
     if not res.curves:
         return None
     with warnings.catch_warnings():  # one batch tried: singular limits are set by hand below, no warning
         warnings.simplefilter("ignore")
-        return _png(plt, res, path)
+        return _png(Figure(figsize=(7, 4.2)), res, path)
 
 
-def _png(plt: ModuleType, res: Crossover, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+def _png(fig: Figure, res: Crossover, path: Path) -> Path:
+    ax = fig.subplots()
     for cfg in sorted(res.curves, key=lambda c: c.name):
         pts = res.curves[cfg]
         xs = [p.batch for p in pts]
@@ -150,5 +147,4 @@ def _png(plt: ModuleType, res: Crossover, path: Path) -> Path:
     ax.set_title("predicted speedup (95% interval); squares: paired runs")
     ax.legend(fontsize=7)
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return path

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 if TYPE_CHECKING:
-    from types import ModuleType
+    from matplotlib.figure import Figure
 
 
 def heatmap_text(rows: pd.DataFrame, concurrency: int) -> str:
@@ -40,25 +40,23 @@ def heatmap_text(rows: pd.DataFrame, concurrency: int) -> str:
 
 def heatmap_png(rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure  # no pyplot: no global figure or backend to switch
     except ImportError:
         return None
     # a 1 x 1 grid's singular axis limits: no library warning reaches the terminal
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return _heatmap(plt, rows, concurrency, path)
+        return _heatmap(Figure, rows, concurrency, path)
 
 
-def _heatmap(plt: ModuleType, rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
+def _heatmap(figure: type[Figure], rows: pd.DataFrame, concurrency: int, path: Path) -> Path | None:
     r = rows[rows["concurrency"] == concurrency].copy()
     r["speedup_pred"] = pd.to_numeric(r["speedup_pred"], errors="coerce")
     grid = r.pivot_table(index="num_steps", columns="num_draft_tokens", values="speedup_pred", aggfunc="max")
     if grid.empty:
         return None
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig = figure(figsize=(6, 4))
+    ax = fig.subplots()
     im = ax.imshow(grid.values, cmap="RdYlGn", vmin=0.5, vmax=max(1.5, float(grid.max().max() or 1.5)))
     ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
     ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index])
@@ -67,5 +65,4 @@ def _heatmap(plt: ModuleType, rows: pd.DataFrame, concurrency: int, path: Path) 
     ax.set_title(f"predicted speedup, concurrency {concurrency}")
     fig.colorbar(im, ax=ax)
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
     return path
