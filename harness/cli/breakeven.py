@@ -45,13 +45,13 @@ def handlers() -> dict:
 
 
 def _breakeven(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan, args.results_dir)
     import pandas as pd
 
     from harness.analysis.breakeven import render_forced_table
     from harness.cli.progress import consume
     from harness.studies.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
 
-    plan = load_plan(args.plan, args.results_dir)
     forced = next((v for v in plan.variants if v.name == args.variant), None)
     if forced is not None:  # an unknown variant is run_breakeven's own error
         gate(plan, args.plan, args, variants=[forced.name, plan.baseline_of(forced).name])

@@ -171,14 +171,14 @@ def _tui(plan: str | None, results_dir: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from harness.bench.resume import resume_plan
-    from harness.cli.demo import load_ready_plan
-
     given = args.plan_flag or args.plan
     if args.plan_flag and args.plan and args.plan_flag != args.plan:
         raise InputError(None, None, "plan",
                          f"two plans given ({args.plan}, --plan {args.plan_flag}): give one")
     if args.resume:
+        from harness.bench.resume import resume_plan
+        from harness.cli.demo import load_ready_plan
+
         resumed = resume_plan(args.resume, given, load=load_ready_plan)
         for change in resumed.applied:
             say(f"resuming with {change} (measures nothing)")
@@ -266,10 +266,9 @@ def _execute(plan, results_dir: str, keep: bool, resume: str | None, wide: bool 
 
 
 def _check(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan, args.results_dir)  # the demo's model directories must exist to be inspected
     from harness.checks import findings_json, has_errors, render_findings, run_checks
     from harness.targets import open_target
-
-    plan = load_plan(args.plan, args.results_dir)  # the demo's model directories must exist to be inspected
 
     async def go():
         target = open_target(plan.target.host, ssh_port=plan.target.ssh_port)
@@ -290,12 +289,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _parse_log(args: argparse.Namespace) -> int:
+    if not Path(args.file).exists():
+        raise InputError(args.file, None, None, "log file not found")
     from harness.engines.sglang.logcsv import (
         write_log_csv,  # the bytes write_windows_csv(parse_file(...)) writes, faster
     )
-
-    if not Path(args.file).exists():
-        raise InputError(args.file, None, None, "log file not found")
     if args.csv:
         n = write_log_csv(args.file, args.csv)
         say(f"{n} windows -> {args.csv}")
@@ -305,15 +303,15 @@ def _parse_log(args: argparse.Namespace) -> int:
 
 
 def _summary(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "requests.csv").exists():
+        raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
     from harness.analysis.completeness import missing_parts
     from harness.analysis.load_report import render_load_tables
     from harness.analysis.report import render_table
     from harness.analysis.runs import run_info
     from harness.analysis.summary import load_summary, summarise_run
 
-    run_dir = Path(args.run_dir)
-    if not (run_dir / "requests.csv").exists():
-        raise InputError(str(run_dir), None, None, "not a run directory (no requests.csv)")
     _say_left_running(run_dir)
     if not (run_dir / "summary.csv").exists():  # never summarised: the run did not finish
         summarise_run(run_dir, complete=run_info(run_dir).status == "complete")
@@ -341,14 +339,14 @@ def _say_left_running(run_dir: Path) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from harness.analysis.compare import LEGEND, compare_runs, comparison_rows
-    from harness.analysis.report import grid
-    from harness.analysis.runs import load_run
-
     for d in (args.run_a, args.run_b):
         if not (Path(d) / "requests.csv").exists():
             raise InputError(d, None, None, "not a run directory (no requests.csv)")
         _say_left_running(Path(d))
+    from harness.analysis.compare import LEGEND, compare_runs, comparison_rows
+    from harness.analysis.report import grid
+    from harness.analysis.runs import load_run
+
     comparison = compare_runs(load_run(args.run_a), load_run(args.run_b), forced=args.forced)
     headers, rows = comparison_rows(comparison)
     print(f"A = {args.run_a}\nB = {args.run_b}")

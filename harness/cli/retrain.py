@@ -75,11 +75,11 @@ def _plan(path: str, results_dir: str = "results"):
 
 
 def _regen(args: argparse.Namespace) -> int:
-    from harness.retrain.regen import regen
-
     plan = _plan(args.plan, args.results_dir)
     if not Path(args.input).exists():
         raise InputError(args.input, None, None, "input file not found")
+    from harness.retrain.regen import regen
+
     if not args.endpoint:  # it starts the plan's baseline server(s): their preflight first
         gate(plan, args.plan, args, variants=[plan.baseline.name])
 

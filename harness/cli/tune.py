@@ -67,12 +67,12 @@ def handlers() -> dict:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from harness.studies.tune import TuneOptions, read_tune_plan
-    from harness.studies.tune_view import rebuild_report
-
+    # each branch imports the study once its input is there: a wrong path answers at once
     if args.report:
         if not (Path(args.report) / "tune_plan.json").exists():
             raise InputError(args.report, None, None, "not a tune directory (no tune_plan.json)")
+        from harness.studies.tune_view import rebuild_report
+
         csv = rebuild_report(args.report)
         print(clean((Path(args.report) / "tune_report.txt").read_text(encoding="utf-8")), end="")
         say(f"rebuilt {csv}")
@@ -80,6 +80,8 @@ def _tune(args: argparse.Namespace) -> int:
     if args.resume:
         if not (Path(args.resume) / "tune_plan.json").exists():
             raise InputError(args.resume, None, None, "not a tune directory (no tune_plan.json)")
+        from harness.studies.tune import read_tune_plan
+
         plan, opts = read_tune_plan(args.resume)
         if "--budget" in sys.argv:  # resumed: --budget is what to spend now, on top of what was spent
             from harness.analysis.store import read_tune_state
@@ -89,10 +91,11 @@ def _tune(args: argparse.Namespace) -> int:
             say(f"resumed: {spent:.0f} s spent before, {args.budget:.0f} s more "
                 f"(budget {opts.budget_s:.0f} s)")
     elif args.plan:
-        from harness.cli.demo import load_ready_plan
-
         if not Path(args.plan).exists():
             raise InputError(args.plan, None, None, "plan file not found")
+        from harness.cli.demo import load_ready_plan
+        from harness.studies.tune import TuneOptions
+
         # a simulated plan's relative checkpoints: the demo's
         plan = load_ready_plan(args.plan, args.results_dir)
         auto = args.concurrency == "auto"
