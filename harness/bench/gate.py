@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.bench.runner import run_plan
 from harness.checks import run_checks
 from harness.common.errors import PreflightFailed
 from harness.common.findings import PLAN_WIDE, Finding
@@ -94,6 +93,9 @@ def earlier_accept_lengths(results_dir: str | Path) -> dict[str, tuple[str, str,
     """Per drafter, the accept length the newest run under `results_dir` measured for it (its first
     speculative row that has one; forced-acceptance rows never count): what `check` holds against training
     time."""
+    base = Path(results_dir)
+    if not base.is_dir() or not any((d / "summary.csv").exists() for d in base.iterdir()):
+        return {}  # no summarised run to read: nor pandas to import for it
     from harness.analysis.forced import is_forced
     from harness.analysis.runs import list_runs
     from harness.analysis.summary import load_summary, read_variants
@@ -116,6 +118,8 @@ async def checked_run_plan(plan: Plan, *, results_dir: str | Path = "results", k
                            resume_dir: str | Path | None = None, target: Target | None = None,
                            adopt: list[KeptServer] | None = None) -> AsyncIterator[Any]:
     """require_preflight, then harness.bench.runner.run_plan with the same arguments (the TUI's Run)."""
+    from harness.bench.runner import run_plan  # the SDK and pandas: not for `check` or a refused start
+
     await require_preflight(plan, target=target, resume_dir=resume_dir)
     async for event in run_plan(plan, results_dir=results_dir, keep_servers=keep_servers,
                                 resume_dir=resume_dir, target=target, adopt=adopt):
