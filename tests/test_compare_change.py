@@ -11,7 +11,7 @@ import yaml
 
 from harness.analysis.compare import compare_runs, comparison_rows
 from harness.analysis.runs import load_run
-from tests.cli_helpers import cli, run_dirs, small_plan
+from tests.cli_helpers import cli_here, run_dirs, small_plan
 
 DIFFICULTY = [0.6, 1.4, 0.9, 2.0, 1.1, 0.7, 1.6, 1.0]  # per-prompt e2e factors: what pairing cancels
 
@@ -73,10 +73,10 @@ def test_compare_of_two_stand_in_runs_at_different_speeds(tmp_path):
         plan = yaml.safe_load(small_plan(d, variants=("baseline",), max_tokens=64).read_text())
         plan["target"]["env"] = {"DRAFTBENCH_SIM_TIME_SCALE": scale}
         (d / "plan.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
-        out = cli("run", str(d / "plan.yaml"), "--results-dir", "r", cwd=d)
+        out = cli_here("run", str(d / "plan.yaml"), "--results-dir", "r", cwd=d)
         assert out.returncode == 0, out.stderr
         runs += run_dirs(d / "r")
-    out = cli("compare", str(runs[0]), str(runs[1]), cwd=tmp_path)
+    out = cli_here("compare", str(runs[0]), str(runs[1]), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     row = next(ln for ln in out.stdout.splitlines() if ln.startswith("baseline "))
     assert row.rstrip().endswith("B faster"), out.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.analysis.completeness import missing_parts
 from harness.tui import messages as msg
-from tests.cli_helpers import ROOT, cli
+from tests.cli_helpers import ROOT, cli_here
 from tests.snapshots.tui_fakes import wait_for
 
 SNAP = sorted((ROOT / "tests" / "snapshots" / "results").iterdir())[0]
@@ -47,19 +47,19 @@ def test_what_an_incomplete_run_lacks(tmp_path):
 
 def test_summary_marks_it_first(tmp_path):
     run = incomplete_run(tmp_path, status="running")  # a run killed hard never set its status
-    out = cli("summary", str(run), cwd=tmp_path)
+    out = cli_here("summary", str(run), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[:3] == ["INCOMPLETE run (provenance status: running): 2 variant(s) lack rows",
                          "  wrong-flag-eagle: no rows (port 20994 in use (exited before it became ready))",
                          "  good-eagle3: no rows for smoke concurrency 4, repeat 1"]
-    assert not cli("summary", str(SNAP), cwd=tmp_path).stdout.startswith("INCOMPLETE")
+    assert not cli_here("summary", str(SNAP), cwd=tmp_path).stdout.startswith("INCOMPLETE")
 
 
 def test_summary_of_a_never_summarised_run_does_not_call_it_complete(tmp_path):
     run = incomplete_run(tmp_path, status="running")
     (run / "summary.csv").unlink()
-    out = cli("summary", str(run), cwd=tmp_path)
+    out = cli_here("summary", str(run), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert json.loads((run / "provenance.json").read_text())["status"] == "incomplete"
     assert out.stdout.startswith("INCOMPLETE run (provenance status: incomplete)")

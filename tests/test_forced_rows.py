@@ -14,7 +14,7 @@ from harness.analysis.alarms import AlarmTracker
 from harness.analysis.compare import compare_runs
 from harness.analysis.report import best_variant, render_table
 from harness.analysis.runs import list_drafters, list_runs, load_run, result_rows
-from tests.cli_helpers import ROOT, cli
+from tests.cli_helpers import ROOT, cli_here
 
 WEAK = "demo-seed-weak-eagle3"
 
@@ -86,10 +86,10 @@ def test_compare_leaves_them_out_unless_asked(tmp_path):
     assert sorted(plain["variant"]) == ["baseline", "seed-weak-eagle3"]
     asked = compare_runs(load_run(own), load_run(forced), forced=True).table
     assert "seed-weak-eagle3-al3.5 (FORCED)" in set(asked["variant"])
-    out = cli("compare", str(own), str(forced), cwd=tmp_path)
+    out = cli_here("compare", str(own), str(forced), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "al3.5" not in out.stdout
-    out = cli("compare", str(own), str(forced), "--forced", cwd=tmp_path)
+    out = cli_here("compare", str(own), str(forced), "--forced", cwd=tmp_path)
     assert "seed-weak-eagle3-al3.5 (FORCED)" in out.stdout
 
 

@@ -23,7 +23,7 @@ from harness.analysis.report import (
 )
 from harness.cli.progress import consume
 from harness.common import events as ev
-from tests.cli_helpers import ROOT, busy_port_fixture, cli, run_dirs, small_plan  # noqa: F401 (a fixture)
+from tests.cli_helpers import ROOT, busy_port_fixture, cli_here, run_dirs, small_plan  # noqa: F401 (a fixture)
 
 DEMO_SUMMARY = ROOT / "tests" / "fixtures" / "demo-summary.csv"
 SNAP = sorted((ROOT / "tests" / "snapshots" / "results").iterdir())[0]
@@ -154,10 +154,10 @@ def test_readme_command_bad_input_is_one_line(tmp_path, capsys):
 
 
 def test_summary_is_narrow_by_default_and_wide_on_request(tmp_path):
-    out = cli("summary", str(SNAP), "--csv", str(tmp_path / "t.csv"), cwd=tmp_path)
+    out = cli_here("summary", str(SNAP), "--csv", str(tmp_path / "t.csv"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert header(out.stdout) == DECIDING and "TTFT p50 ms" not in out.stdout
-    wide = cli("summary", str(SNAP), "--wide", cwd=tmp_path)
+    wide = cli_here("summary", str(SNAP), "--wide", cwd=tmp_path)
     assert wide.returncode == 0, wide.stderr
     assert header(wide.stdout) == [h for _, h, _ in TABLE_COLUMNS] + ["note"]
     # summary.csv (and its export) keep every column
@@ -166,12 +166,12 @@ def test_summary_is_narrow_by_default_and_wide_on_request(tmp_path):
 
 def test_runs_table_is_wide_on_request(tmp_path, busy_port):
     plan = small_plan(tmp_path, port=busy_port)  # the servers cannot bind: a run that ends at once
-    out = cli("run", str(plan), "--results-dir", "r", "--no-check", "--wide", cwd=tmp_path)
+    out = cli_here("run", str(plan), "--results-dir", "r", "--no-check", "--wide", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     assert header(out.stdout) == [h for _, h, _ in TABLE_COLUMNS] + ["note"]
     assert "FAILED: the variant's server did not start" in out.stdout  # the legend of its notes
     [run_dir] = run_dirs(tmp_path / "r")
-    assert "TTFT p50 ms" not in cli("summary", str(run_dir), cwd=tmp_path).stdout
+    assert "TTFT p50 ms" not in cli_here("summary", str(run_dir), cwd=tmp_path).stdout
 
 
 @pytest.mark.parametrize("wide", [False, True])

@@ -15,14 +15,14 @@ from harness.cli.demo import load_ready_plan
 from harness.common.errors import PreflightFailed
 from harness.common.findings import error
 from harness.targets.local import LocalTarget
-from tests.cli_helpers import ROOT, busy_port_fixture, cli, run_dirs, small_plan  # noqa: F401 (a fixture)
+from tests.cli_helpers import ROOT, busy_port_fixture, cli, cli_here, run_dirs, small_plan  # noqa: F401 (a fixture)
 
 DEMO = ROOT / "plans" / "demo.yaml"
 
 
 def test_a_busy_fixed_port_stops_the_run_before_any_server_starts(tmp_path, busy_port):
     plan = small_plan(tmp_path, port=busy_port)
-    out = cli("run", str(plan), "--results-dir", "r", cwd=tmp_path)
+    out = cli_here("run", str(plan), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
@@ -36,7 +36,7 @@ def test_a_missing_checkpoint_stops_before_the_baseline_runs(tmp_path):
     gone = {"name": "gone", "path": str(tmp_path / "no-such-ckpt"), "algorithm": "EAGLE3"}
     (tmp_path / "gone.yaml").write_text(yaml.safe_dump(gone))
     plan = small_plan(tmp_path, drafter=str(tmp_path / "gone.yaml"))
-    out = cli("run", str(plan), "--results-dir", "r", cwd=tmp_path)
+    out = cli_here("run", str(plan), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     first = out.stderr.strip().splitlines()[0]
     assert "variant 'good-eagle3'" in first and f"{tmp_path / 'no-such-ckpt'} does not exist" in first
@@ -47,7 +47,7 @@ def test_a_missing_checkpoint_stops_before_the_baseline_runs(tmp_path):
 @pytest.mark.parametrize("command", [["breakeven", "--variant", "good-eagle3"], ["tune", "--budget", "60"]])
 def test_breakeven_and_tune_check_first_too(tmp_path, busy_port, command):
     plan = small_plan(tmp_path, port=busy_port)
-    out = cli(command[0], str(plan), *command[1:], "--results-dir", "r", cwd=tmp_path)
+    out = cli_here(command[0], str(plan), *command[1:], "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert f"preflight: port {busy_port} " in out.stderr and "Traceback" not in out.stderr
     assert run_dirs(tmp_path / "r") == []
@@ -57,7 +57,7 @@ def test_regen_checks_the_baseline_it_starts(tmp_path, busy_port):
     plan = small_plan(tmp_path, port=busy_port)
     (tmp_path / "in.jsonl").write_text(json.dumps({"id": "a", "conversations": [
         {"role": "user", "content": "hi"}]}) + "\n")
-    out = cli("regen", str(plan), "--input", "in.jsonl", "--output", "out.jsonl", "--results-dir", "r",
+    out = cli_here("regen", str(plan), "--input", "in.jsonl", "--output", "out.jsonl", "--results-dir", "r",
               cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert f"preflight: port {busy_port} " in out.stderr
@@ -68,7 +68,7 @@ def test_no_check_starts_the_servers_anyway_and_each_failed_row_says_why(tmp_pat
     import pandas as pd
 
     plan = small_plan(tmp_path, port=busy_port)
-    out = cli("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
+    out = cli_here("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
     assert out.returncode == 1, out.stderr  # the servers could not bind: the run finished with failures
     [run_dir] = run_dirs(tmp_path / "r")
     why = f"port {busy_port} in use (exited before it became ready)"
@@ -87,7 +87,7 @@ def test_a_missing_checkpoint_with_no_check_names_it_in_its_row(tmp_path):
     gone = {"name": "gone", "path": str(tmp_path / "no-such-ckpt"), "algorithm": "EAGLE3"}
     (tmp_path / "gone.yaml").write_text(yaml.safe_dump(gone))
     plan = small_plan(tmp_path, drafter=str(tmp_path / "gone.yaml"))
-    out = cli("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
+    out = cli_here("run", str(plan), "--results-dir", "r", "--no-check", cwd=tmp_path)
     assert out.returncode == 1, out.stderr
     [run_dir] = run_dirs(tmp_path / "r")
     row = pd.read_csv(run_dir / "summary.csv").set_index("variant").loc["good-eagle3"]
@@ -110,7 +110,7 @@ async def test_the_demo_plans_wrong_arm_is_expected_and_noted(tmp_path):
 
 
 def test_check_of_the_demo_plan_passes_and_says_why_the_arm_runs(tmp_path):
-    out = cli("check", str(DEMO), "--json", "--results-dir", "r", cwd=tmp_path)
+    out = cli_here("check", str(DEMO), "--json", "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)["findings"]
     assert [f["severity"] for f in found if f["variant"] == "wrong-flag-eagle" and f["what"].startswith(
@@ -132,7 +132,7 @@ def test_a_bad_expect_word_is_bad_input(tmp_path):
     plan["variants"][3]["expect"] = "Drafter Inert"
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
-    out = cli("check", str(path), cwd=tmp_path)
+    out = cli_here("check", str(path), cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1 and "expect" in out.stderr and "'Drafter Inert'" in out.stderr
 
@@ -197,7 +197,7 @@ def test_the_demo_says_why_its_wrong_arm_runs(tmp_path):
     plan["variants"] = [v for v in plan["variants"] if v["name"] in ("baseline", "wrong-flag-eagle")]
     plan["run"].update(concurrency=[1], max_tokens=16, warmup_requests=0)
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(plan, sort_keys=False))
-    out = cli("run", str(tmp_path / "p.yaml"), "--results-dir", "r", cwd=tmp_path)
+    out = cli_here("run", str(tmp_path / "p.yaml"), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     first = out.stderr.splitlines()[0]
     assert first.startswith("note: variant 'wrong-flag-eagle' runs as the plan expects: expected (error, the "

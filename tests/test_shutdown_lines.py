@@ -11,7 +11,7 @@ from harness.cli.demo import load_ready_plan
 from harness.common import events as ev
 from harness.engines import get_engine
 from harness.serve.server import STOP_NOTE, label_stop_lines
-from tests.cli_helpers import cli, small_plan
+from tests.cli_helpers import cli_here, small_plan
 
 CAPTURES = Path(__file__).resolve().parent / "fixtures" / "sglang-0.5.15.post1"
 SGLANG = get_engine("sglang")
@@ -61,7 +61,8 @@ async def test_a_run_marks_its_servers_shutdown_lines(tmp_path):
 
 
 def test_the_cli_says_the_stop_was_normal(tmp_path):
-    out = cli("run", str(small_plan(tmp_path, variants=("baseline",))), "--results-dir", "r", cwd=tmp_path)
+    plan = small_plan(tmp_path, variants=("baseline",))
+    out = cli_here("run", str(plan), "--results-dir", "r", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "[baseline] server stopped: SGLang logged its usual 'Subprocess ... crashed with exit code -15' " \
            "on our SIGTERM: the expected shutdown, not a crash" in out.stderr
