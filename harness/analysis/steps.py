@@ -24,41 +24,38 @@ CLEAN_QUANTILE = 0.5
 FALLBACK_QUANTILE = 0.2
 
 
-def _window_step_ms(row: pd.Series) -> float | None:
-    gen = pd.to_numeric(row.get("gen_throughput"), errors="coerce")
-    bs = pd.to_numeric(row.get("running_req"), errors="coerce")
-    if pd.isna(gen) or pd.isna(bs) or gen <= 0 or bs <= 0:
-        return None
-    acc = pd.to_numeric(row.get("accept_len"), errors="coerce")
-    acc = 1.0 if pd.isna(acc) or acc <= 0 else float(acc)
-    return float(bs) * acc / float(gen) * 1000.0
+def _numbers(w: pd.DataFrame, column: str) -> pd.Series:
+    """A column as numbers (blanks and words: NaN), all NaN when the file has no such column."""
+    if column not in w:
+        return pd.Series(math.nan, index=w.index, dtype=float)
+    return pd.to_numeric(w[column], errors="coerce")
 
 
 def decode_steps(windows: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """One row per decode window of `variant`: phase, running_req, step_ms, clean (see the module doc)."""
+    """One row per decode window of `variant`: phase, running_req, step_ms, clean (see the module doc).
+    Column at a time: a tune summarises its runs after every look, and a loop over rows cost most of it."""
     cols = ["phase", "running_req", "step_ms", "clean"]
     if windows is None or windows.empty or "variant" not in windows:
         return pd.DataFrame(columns=cols)
-    w = windows[windows["variant"].astype(str) == variant].copy()
+    w = windows[windows["variant"].astype(str) == variant]
     if w.empty:
         return pd.DataFrame(columns=cols)
     if "line" in w:
-        w["_line"] = pd.to_numeric(w["line"], errors="coerce")
-        w = w.sort_values("_line", kind="stable")
+        w = w.assign(_line=pd.to_numeric(w["line"], errors="coerce")).sort_values("_line", kind="stable")
+    kind = w["kind"].astype(str) if "kind" in w else pd.Series("None", index=w.index)
+    bs, gen, acc = _numbers(w, "running_req"), _numbers(w, "gen_throughput"), _numbers(w, "accept_len")
+    acc = acc.where(acc > 0, 1.0)  # no accept length (the baseline) or a nonsense one: one token a step
+    step = bs * acc / gen * 1000.0
+    # clean: the stats line before it on the server is a Decode line with the same running batch
+    clean = (kind.shift(1) == "decode") & (bs.shift(1) == bs)
+    keep = (kind == "decode") & (gen > 0) & (bs > 0)  # NaN compares False
+    if not keep.any():
+        return pd.DataFrame(columns=cols)
     # a column of empty cells reads back as float NaN: strings first, then the blanks
-    w["phase"] = w["phase"].astype("string").fillna("").astype(str) if "phase" in w else ""
-    out = []
-    prev_kind, prev_bs = None, None
-    for _, row in w.iterrows():
-        kind = str(row.get("kind"))
-        bs = pd.to_numeric(row.get("running_req"), errors="coerce")
-        if kind == "decode":
-            step = _window_step_ms(row)
-            if step is not None:
-                clean = prev_kind == "decode" and prev_bs == bs
-                out.append({"phase": row["phase"], "running_req": int(bs), "step_ms": step, "clean": clean})
-        prev_kind, prev_bs = kind, bs
-    return pd.DataFrame(out, columns=cols)
+    phase = w["phase"].astype("string").fillna("").astype(str) if "phase" in w else \
+        pd.Series("", index=w.index)
+    return pd.DataFrame({"phase": phase[keep], "running_req": bs[keep].astype(int), "step_ms": step[keep],
+                         "clean": clean[keep].astype(bool)}, columns=cols).reset_index(drop=True)
 
 
 def step_ms_by_batch(windows: pd.DataFrame, variant: str, phases: set[str] | None = None) -> dict[int, float]:
