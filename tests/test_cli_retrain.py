@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.demo import write_demo_models
+from tests.cli_helpers import cli_here
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -33,9 +34,8 @@ suites: [smoke]
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=300)
+    """The command in this process (tests.cli_helpers.cli_here), with this process's HOME."""
+    return cli_here(*args, cwd=cwd, env={"HOME": os.environ["HOME"]})
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from harness.retrain.loop import LoopStep, retrain_loop
 from harness.retrain.loop_state import RetrainSettings, list_records
 from harness.serve.kept import kept_servers
 from harness.targets import open_target
+from tests.cli_helpers import cli_here
 from tests.loop_helpers import REPO, write_scenario
 
 pytestmark = pytest.mark.slow
@@ -69,6 +70,11 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=300)
+
+
+def _cli_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """_cli in this process (tests.cli_helpers.cli_here), with the same HOME."""
+    return cli_here(*args, cwd=cwd, env={"HOME": os.environ["HOME"]})
 
 
 async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_path):
@@ -161,14 +167,14 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
 def test_a_retrain_that_does_not_help_is_refused_and_nothing_changes(tmp_path):
     plan_path = write_scenario(tmp_path, concurrency=(1,))
     results = tmp_path / "results"
-    res = _cli("run", str(plan_path), "--results-dir", str(results), cwd=tmp_path)
+    res = _cli_here("run", str(plan_path), "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     before = (tmp_path / "drafters" / "weak-coder.yaml").read_bytes()
     chat = tmp_path / "chat-log.jsonl"  # real traffic that never asks for Python: no help for the weak spot
     chat.write_text("".join(json.dumps({"custom_id": f"r{i}", "body": {"messages": [
         {"role": "user", "content": f"Share a tip about gardening, number {i}."}]}}) + "\n"
                             for i in range(6)))
-    res = _cli("retrain", str(plan_path), "--variant", "coder", "--by", "prompt", "--rest-share", "0",
+    res = _cli_here("retrain", str(plan_path), "--variant", "coder", "--by", "prompt", "--rest-share", "0",
                "--traffic", str(chat), "--results-dir", str(results), cwd=tmp_path)
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-1500:]
     assert "REFUSED, nothing changes" in res.stdout and "\n  c1: " in res.stdout
@@ -179,5 +185,5 @@ def test_a_retrain_that_does_not_help_is_refused_and_nothing_changes(tmp_path):
     manifest = json.loads(Path(rec.manifest).read_text())
     assert {r["source"] for r in manifest["rows"]} == {"traffic"}
     # weak-spots from the command line: the same table the loop started from
-    ws = _cli("weak-spots", str(rec.source_run), "--variant", "coder", cwd=tmp_path)
+    ws = _cli_here("weak-spots", str(rec.source_run), "--variant", "coder", cwd=tmp_path)
     assert ws.returncode == 0 and ws.stdout.splitlines()[1].startswith("*\tcode\t")
