@@ -17,8 +17,9 @@ With `-n 0` (serial) the order is the collection order, as before.
 Under PYTHONDONTWRITEBYTECODE=1 no process writes a .pyc, so every process the suite starts (~110 CLI runs,
 a few hundred stand-ins and probes) compiled the harness modules it imports from source: ~0.25 s of CPU per
 CLI run. The controller compiles harness/ once before the workers start (compileall, ~0.5 s; a later run
-recompiles only what changed); Python reads those files whatever the variable says. The tests' own modules
-are left alone: the workers import them at once, so a cache could not help within a run.
+recompiles only what changed); Python reads those files whatever the variable says. It also writes the
+tests' own files once as pytest's assertion rewriting makes them (~4 s of CPU a worker collecting them
+otherwise spent; `_rewrite_once`), and the test helpers' plain .pyc.
 """
 
 from __future__ import annotations
@@ -32,12 +33,41 @@ import pytest
 from tests.durations import load as load_durations
 
 SHORT_S = 0.1  # a test tests/durations.json does not list (under its 0.5 s floor, or new)
-HARNESS = Path(__file__).resolve().parent.parent / "harness"
+HERE = Path(__file__).resolve().parent
+HARNESS = HERE.parent / "harness"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     if sys.dont_write_bytecode and not hasattr(config, "workerinput"):  # the controller, or a serial run
         compileall.compile_dir(HARNESS, quiet=1)
+        if getattr(config.option, "numprocesses", None):
+            _rewrite_once(config)
+
+
+def _rewrite_once(config: pytest.Config) -> None:
+    """Each worker collects every test file, and pytest rewrites each one's asserts before compiling it:
+    ~4 s of CPU per worker that, under PYTHONDONTWRITEBYTECODE, no worker can cache for the next. The
+    controller writes the rewritten files' cache once, where pytest's own import hook reads it (it reads a
+    cached file whatever the variable says, and checks it against the source's mtime and size). pytest's
+    private helpers: where they are not what this expects, the workers simply rewrite as before."""
+    try:
+        from _pytest.assertion import AssertionState
+        from _pytest.assertion.rewrite import PYC_TAIL, _rewrite_test, _write_pyc, get_cache_dir
+
+        trace = AssertionState(config, "rewrite")  # _write_pyc only traces through it
+        for path in sorted(HERE.glob("*.py")):
+            if not (path.name.startswith("test_") or path.name == "conftest.py"):
+                compileall.compile_file(path, quiet=1)  # a helper the tests import: a plain module
+                continue
+            cache = get_cache_dir(path)
+            cache.mkdir(exist_ok=True)
+            pyc = cache / (path.name[:-3] + PYC_TAIL)
+            if pyc.exists() and pyc.stat().st_mtime >= path.stat().st_mtime:
+                continue
+            source_stat, code = _rewrite_test(path, config)
+            _write_pyc(trace, code, source_stat, pyc)
+    except (ImportError, AttributeError, TypeError, OSError, SyntaxError):
+        return
 
 
 def _module_fixture(item: pytest.Item) -> bool:
