@@ -24,7 +24,8 @@ target:
   vllm_launcher: ["{{python}}", "-m", "harness.sim.vllm", "serve"]
   workdir: {workdir}
   simulated: true
-  env: {{DRAFTBENCH_SIM_STARTUP_S: "0.2", DRAFTBENCH_SIM_VLLM_LOG_INTERVAL_S: "0.3"}}
+  env: {{DRAFTBENCH_SIM_STARTUP_S: "0.2", DRAFTBENCH_SIM_TIME_SCALE: "0.4",
+        DRAFTBENCH_SIM_VLLM_LOG_INTERVAL_S: "0.3"}}
 model:
   path: demo-models/target
   served_model_name: demo-target

@@ -26,7 +26,7 @@ from harness.common import events as ev
 from harness.studies import tune_budget as tb
 from harness.studies.tune import TuneOptions, tune
 
-ENV = {"DRAFTBENCH_SIM_STARTUP_S": "0.1", "DRAFTBENCH_SIM_TIME_SCALE": "0.5"}
+ENV = {"DRAFTBENCH_SIM_STARTUP_S": "0.1", "DRAFTBENCH_SIM_TIME_SCALE": "0.2"}
 BUDGET_S = 3600.0
 LADDER = [1, 2, 4]  # --concurrency auto --max-batch 4
 # what the wide run keeps for its servers' step-cost phases (tune_budget.cost_reserve): both arms, each level
