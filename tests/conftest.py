@@ -1,8 +1,8 @@
-"""How the suite is spread over pytest-xdist's workers (pyproject: `-n 6 --dist loadgroup
+"""How the suite is spread over pytest-xdist's workers (pyproject: `-n 8 --dist loadgroup
 --no-loadscope-reorder`).
 
 Most of the suite's wall time is waiting (stand-in servers starting, stepping and stopping; CLI processes;
-pip in test_packaging): about a fifth of it is CPU, so six workers on two cores finish it in a fraction of
+pip in test_packaging): about a fifth of it is CPU, so eight workers on two cores finish it in a fraction of
 the serial time (docs/performance.md, "The test suite"). Two scheduling hints, neither changes what a
 test does:
 - a module with a module-scoped fixture (a reference run, a stand-in server, an sshd) runs on one worker,
