@@ -160,7 +160,9 @@ async def test_weak_drafter_is_retrained_promoted_and_every_stage_resumes(tmp_pa
     assert res.stdout.startswith("coder: acceptance as recorded")
     log = (results / "watch" / "loop-coder.jsonl").read_text().splitlines()
     states = [{r["category"]: r["state"] for r in json.loads(x)["rows"]} for x in log]
-    assert states[0]["code"] == "drift" and states[1]["code"] == "ok" \
+    # the check run's code figure comes from six probed requests (one pass): a lucky six (verify counts
+    # 10, 10, 10, 11, 11, 11 of 10-14 once) put its interval above the recorded one, "better", no alarm
+    assert states[0]["code"] == "drift" and states[1]["code"] in ("ok", "better") \
         and set(states[1]) == {"code", "chat", "(all)"}
 
 
