@@ -18,7 +18,6 @@ from aiohttp import web
 
 from harness.sim.sglang import conditions, numerics
 from harness.sim.sglang import model as m
-from harness.sim.sglang.conditions import top_p_of
 from harness.sim.vllm import args as cli
 from harness.sim.vllm import logprobs as lp
 from harness.sim.vllm import logs
@@ -76,8 +75,7 @@ class Sim:
     aux_layers: list[int] = field(default_factory=list)
     # near-ties, broken verify
     numerics: numerics.Numerics = field(default_factory=numerics.Numerics.from_env)
-    # DRAFTBENCH_SIM_TIME_SCALE multiplies every modelled duration, as in the SGLang
-    # stand-in (tests run fast)
+    # DRAFTBENCH_SIM_TIME_SCALE multiplies every modelled duration, as in the SGLang stand-in (tests run fast)
     time_scale: float = field(
         default_factory=lambda: float(os.environ.get("DRAFTBENCH_SIM_TIME_SCALE") or 1.0))
 
@@ -200,7 +198,7 @@ async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     toks = lp.Tokens(key, sim.numerics, VOCAB, top, path)
     max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
     temperature = body.get("temperature")  # vLLM's default: 1.0
-    sampler = (1.0 if temperature is None else float(temperature), top_p_of(body.get("top_p")))
+    sampler = (1.0 if temperature is None else float(temperature), conditions.top_p_of(body.get("top_p")))
     rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
     created = int(time.time())
     obj = "chat.completion.chunk" if chat else "text_completion"
