@@ -60,7 +60,8 @@ else
   LOOP=()
 fi
 stamp "the deployed head's run, servers kept (draftbench run --keep-servers)"
-timeout -s TERM -k 20 "$(left "${RUN_RESERVE:-200}")" $DB -m harness.cli run "$PLAN" --results-dir "$W/results" --keep-servers 2>&1 |
+RESERVE=${RUN_RESERVE:-200}; [ "$MODE" = warm ] && RESERVE=${RUN_RESERVE:-30}  # warm: no loop after the run
+timeout -s TERM -k 20 "$(left "$RESERVE")" $DB -m harness.cli run "$PLAN" --results-dir "$W/results" --keep-servers 2>&1 |
   grep -v "requests done" | tee "$OUT/run.log"
 RUN=$(ls -d "$W"/results/2*/ 2>/dev/null | grep -v -- "-retrain-eval/$" | sort | tail -1)
 PORT=$(python3 -c "import json, sys; print([json.loads(l) for l in open(sys.argv[1] + '/servers.jsonl')
