@@ -32,6 +32,12 @@ pack() {
 trap pack EXIT
 if [ "$MODE" = gpu ] || [ "$MODE" = warm ]; then
   source .devbundle/dev_setup.sh >/dev/null || exit 3
+  # SGLang's EAGLE path runs @torch.compile'd helpers (speculative/spec_utils.py, triton_ops/cache_locs.py) at
+  # its first decode, outside the CUDA graphs: most likely the 100-120 s "first decode" of a fresh machine (not
+  # confirmed there yet). Inductor's own
+  # cache (default /tmp/torchinductor_$USER) goes under /tmp/cache with the JIT caches, which warm brings back
+  # as jit-cache.tar.gz for .devbundle/cache/ (dev_setup.sh restores it on a fresh machine)
+  export TORCHINDUCTOR_CACHE_DIR=/tmp/cache/inductor
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || exit 3
   DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
   if [ "$MODE" = gpu ] && [ -f "$W/warm.done" ]; then stamp "warm.done: the warm call's target and head0"; else
@@ -79,6 +85,7 @@ print(f'{len(kept)} kept server(s) stopped')" "$PLAN" "$W/results"
 }
 if [ "$MODE" = warm ]; then
   stop_kept
+  tar -czf "$OUT/jit-cache.tar.gz" -C /tmp/cache --exclude=./.restored . && ls -la "$OUT/jit-cache.tar.gz"
   grep -q "^$VARIANT," "$RUN/phases.csv" 2>/dev/null && touch "$W/warm.done"  # a phase of the head ran
   stamp "warm: $( [ -f "$W/warm.done" ] && echo "done, the next call runs the loop" || echo "the run did not reach EAGLE3: call warm again")"
   exit 0
