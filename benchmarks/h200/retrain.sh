@@ -34,9 +34,8 @@ if [ "$MODE" = gpu ] || [ "$MODE" = warm ]; then
   source .devbundle/dev_setup.sh >/dev/null || exit 3
   # SGLang's EAGLE path runs @torch.compile'd helpers (speculative/spec_utils.py, triton_ops/cache_locs.py) at
   # its first decode, outside the CUDA graphs: most likely the 100-120 s "first decode" of a fresh machine (not
-  # confirmed there yet). Inductor's own
-  # cache (default /tmp/torchinductor_$USER) goes under /tmp/cache with the JIT caches, which warm brings back
-  # as jit-cache.tar.gz for .devbundle/cache/ (dev_setup.sh restores it on a fresh machine)
+  # confirmed there yet). Inductor's own cache (default /tmp/torchinductor_$USER) goes under /tmp/cache with the
+  # JIT caches, which warm brings back as jit-cache.tar.gz for .devbundle/cache/ (dev_setup.sh restores it)
   export TORCHINDUCTOR_CACHE_DIR=/tmp/cache/inductor
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || exit 3
   DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
