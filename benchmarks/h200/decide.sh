@@ -175,11 +175,7 @@ if [ -n "$SIMFLAG" ]; then
   DB="env PYTHONPATH=$PWD python3"
 else
   source .devbundle/dev_setup.sh >/dev/null || exit 3
-  # SGLang's EAGLE path runs @torch.compile'd helpers (speculative/spec_utils.py, triton_ops/cache_locs.py) at
-  # its first decode, outside the CUDA graphs: most likely the 100-120 s "first decode" of a fresh machine (not
-  # confirmed there yet). Inductor's own cache (default /tmp/torchinductor_$USER) goes under /tmp/cache with the
-  # JIT caches, which warm brings back as jit-cache.tar.gz for .devbundle/cache/ (dev_setup.sh restores it)
-  export TORCHINDUCTOR_CACHE_DIR=/tmp/cache/inductor
+  source benchmarks/h200/inductor_cache.sh  # Inductor's cache kept with the JIT caches
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || exit 3
   DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
 fi
