@@ -80,8 +80,9 @@ print(f'{len(kept)} kept server(s) stopped')" "$PLAN" "$W/results"
 }
 if [ "$MODE" = warm ]; then
   stop_kept
-  tar -czf "$OUT/jit-cache.tar.gz" -C /tmp/cache --exclude=./.restored . && ls -la "$OUT/jit-cache.tar.gz"
   grep -q "^$VARIANT," "$RUN/phases.csv" 2>/dev/null && touch "$W/warm.done"  # a phase of the head ran
+  du -sh /tmp/cache 2>/dev/null  # the JIT caches, for .devbundle/cache/ (bounded: the call's 600 s come first)
+  timeout 45 tar -czf "$OUT/jit-cache.tar.gz" -C /tmp/cache --exclude=./.restored . && ls -la "$OUT/jit-cache.tar.gz"
   stamp "warm: $( [ -f "$W/warm.done" ] && echo "done, the next call runs the loop" || echo "the run did not reach EAGLE3: call warm again")"
   exit 0
 fi
