@@ -71,7 +71,8 @@ def test_the_gate_recomputes_the_printed_verdict(dirs):
     assert (entry["job"], entry["checkpoint"], entry["data_manifest"]) \
         == (state["job_id"], state["checkpoint"], state["manifest"])
     assert entry["previous_path"].endswith("/head0") and head["path"] == state["checkpoint"]
-    assert entry["evaluation_run"].endswith("-retrain-eval") and entry["profile"].startswith(entry["evaluation_run"])
+    assert entry["evaluation_run"].endswith("-retrain-eval")
+    assert entry["profile"].startswith(entry["evaluation_run"])
 
 
 def test_the_same_candidate_against_the_baseline_is_refused(dirs):
@@ -87,7 +88,8 @@ def test_the_evaluation_summary_recomputes(dirs):
     stored = pd.read_csv(FIX / "eval" / "summary.csv")
     again = summarise_dir(ev)
     assert list(again["variant"]) == list(stored["variant"]) == [BASE, CUR, CAND]
-    assert_same_columns(again, stored, ["tok_s", "speedup", "speedup_ci_low", "speedup_ci_high", "accept_len"])
+    assert_same_columns(again, stored, ["tok_s", "speedup", "speedup_ci_low", "speedup_ci_high",
+                                        "accept_len"])
     rows = {r["variant"]: r for r in again.to_dict("records")}
     assert f"{rows[BASE]['tok_s']:.1f}" == "664.9"
     assert (f"{rows[CUR]['tok_s']:.1f}", f"{rows[CUR]['speedup']:.2f}", rows[CUR]["verdict"]) \
@@ -105,7 +107,8 @@ def test_weak_spots_and_held_out_prompts(dirs):
     found = spots(variant_requests(src, CUR), "prompt")
     assert len(found) == 24 and all(s.accept_len is not None and s.accept_len < 1.03 for s in found)
     chosen = pick(found, lowest=12)
-    printed = [ln.split("\t")[1] for ln in (FIX / "retrain.out").read_text().splitlines() if ln.startswith("*\t")]
+    out = (FIX / "retrain.out").read_text().splitlines()
+    printed = [ln.split("\t")[1] for ln in out if ln.startswith("*\t")]  # the '*' rows: the chosen spots
     assert [s.key for s in chosen] == printed
     assert f"{overall(variant_requests(src, CUR)).accept_len:.2f}" == "1.00"
     manifest = json.loads(gzip.decompress((FIX / "manifest.json.gz").read_bytes()))
@@ -149,7 +152,8 @@ def _first_decode_after_ready(name: str) -> tuple[float, float]:
     ready = next(t for t, m in st if "fired up" in m)
     decode = next(t for t, m in st if t >= ready and m.startswith("Decode batch"))
     after = [t for t, _ in st if t >= ready]
-    return (decode - ready).total_seconds(), max((b - a).total_seconds() for a, b in zip(after, after[1:]))
+    gaps = [(b - a).total_seconds() for a, b in zip(after, after[1:], strict=False)]
+    return (decode - ready).total_seconds(), max(gaps)
 
 
 def test_the_timings_the_doc_quotes():
@@ -169,9 +173,9 @@ def test_the_timings_the_doc_quotes():
     assert (first, silence) == (2.0, 75.0)
     served = (FIX / "cached-serve-summary.txt").read_text()
     assert "[setup] restored jit-retrain.tar.gz" in served and "mode=eagle3 ready=1 startup_s=91" in served
-    for figure in ("444 s", "382 s", "340 s", "83 s", "75 s", "206 s", "2.33x [2.05-2.64]", "x2.58 [2.23-2.98]",
-                   "664.9", "303.3", "706.1", "1.06x [0.94-1.19]", "0.46x [0.44-0.48]", "265 rows", "5.6 s",
-                   "1.45", "0.96"):
+    for figure in ("444 s", "382 s", "340 s", "83 s", "75 s", "206 s", "2.33x [2.05-2.64]",
+                   "x2.58 [2.23-2.98]", "664.9", "303.3", "706.1", "1.06x [0.94-1.19]", "0.46x [0.44-0.48]",
+                   "265 rows", "5.6 s", "1.45", "0.96"):
         assert figure in section, figure
 
 

@@ -95,7 +95,8 @@ def test_parts_rejoin_to_the_same_bytes(tmp_path: Path):
     payload = {"x-1.0-py3-none-any.whl": bytes(range(256)) * 9000, "y-2.0-py3-none-any.whl": b"tail" * 10}
     for name, data in payload.items():
         (b / "wheels" / name).write_bytes(data)
-    env = {"VLLM_BUNDLE": str(b), "VLLM_PARTS": str(parts), "VLLM_WHEELS": str(wheels), "PART_MIB": "1"}
+    env = {"VLLM_BUNDLE": str(b), "VLLM_PARTS": str(parts), "VLLM_WHEELS": str(wheels), "PART_MIB": "1",
+           "TINYSTATE_TMP": str(tmp_path / "tinystate")}
     r = _sh("pack", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     folders = sorted(p.name for p in b.iterdir() if p.is_dir())
@@ -104,10 +105,10 @@ def test_parts_rejoin_to_the_same_bytes(tmp_path: Path):
     r = _sh("join", env=env)
     assert r.returncode == 2 and "no parts" in r.stdout  # nothing carried yet: refused
     for f in folders[:2]:
-        assert _sh("carry", f, env=env).returncode == 0
+        assert _sh("carry", f, env=env, cwd=tmp_path).returncode == 0
     r = _sh("join", env=env)
     assert r.returncode == 2 and "parts missing: part-3" in r.stdout
-    assert _sh("carry", "3", env=env).returncode == 0
+    assert _sh("carry", "3", env=env, cwd=tmp_path).returncode == 0
     r = _sh("join", env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert {p.name: p.read_bytes() for p in (wheels / "wheels").iterdir()} == payload
@@ -115,8 +116,30 @@ def test_parts_rejoin_to_the_same_bytes(tmp_path: Path):
     data = bytearray((b / "2" / "part-2").read_bytes())
     data[100] ^= 1
     (b / "2" / "part-2").write_bytes(bytes(data))
-    r = _sh("carry", "2", env=env)
+    r = _sh("carry", "2", env=env, cwd=tmp_path)
     assert r.returncode == 4 and not (parts / "part-2").exists()
+
+
+def test_a_kept_prep_rides_along_with_the_parts(tmp_path: Path):
+    """carry and install keep the .tinystate parts a call brings (where measure restores them from); a call
+    without them leaves nothing behind."""
+    b, parts, stash, here = tmp_path / "b", tmp_path / "parts", tmp_path / "tinystate", tmp_path / "checkout"
+    (b / "wheels").mkdir(parents=True)
+    (b / "wheels" / "x-1.0-py3-none-any.whl").write_bytes(b"wheel")
+    here.mkdir()
+    env = {"VLLM_BUNDLE": str(b), "VLLM_PARTS": str(parts), "VLLM_WHEELS": str(tmp_path / "w"),
+           "TINYSTATE_TMP": str(stash)}
+    assert _sh("pack", env=env, cwd=here).returncode == 0
+    r = _sh("carry", "1", env=env, cwd=here)
+    assert r.returncode == 0 and not stash.exists(), r.stdout  # no .tinystate in this call
+    (here / ".tinystate").mkdir()
+    (here / ".tinystate" / "tinystate.part00").write_bytes(b"first part")
+    (here / ".tinystate" / "tinystate.sha256").write_text("0" * 64 + "  tinystate.part00\n")
+    r = _sh("carry", "1", env=env, cwd=here)
+    assert r.returncode == 0 and "tinystate: parts here: tinystate.part00" in r.stdout, r.stdout + r.stderr
+    assert (stash / "tinystate.part00").read_bytes() == b"first part"
+    assert (stash / "tinystate.sha256").exists()
+    assert (parts / "part-1").exists()  # the vLLM part still arrived
 
 
 def test_the_script_parses_and_every_stage_is_wired():

@@ -20,6 +20,13 @@
 #              MEASURE_ARMS=vllm (default): vLLM's baseline and EAGLE-3 (the verdicts); MEASURE_ARMS=all: SGLang's
 #              two arms too, on the same target, head and prompts (the cross-engine rows; four server starts:
 #              give it fewer repeats or tokens, e.g. REPEATS=1 MAX_TOKENS=192)
+#              With a kept prep (.tinystate/, decide.sh prep) one session's calls, back to back, carry lists:
+#                carry 1 [.vllmbundle/1]; carry 2 [.vllmbundle/2];
+#                carry 3 [.vllmbundle/3, .tinystate/tinystate.part00, .tinystate/tinystate.sha256];
+#                install, then smoke [.tinystate/tinystate.part01, .tinystate/tinystate.part02, .whl];
+#                decide.sh stash [.devbundle, .whl] (SGLang into /tmp/site, for draftbench and SGLang's arms);
+#                MEASURE_ARMS=all REPEATS=1 MAX_TOKENS=192 measure [.whl, .devbundle/dev_setup.sh,
+#                .devbundle/models] (tests/fixtures out of the tree for the calls that carry 48 MiB or more)
 #   dry        HERE: measure's plan and commands on the two stand-ins (no GPU, no bundle)
 #   pack       build's last half alone: the parts from .vllmbundle/wheels
 #   join       install's first half alone: the wheels from the parts in /tmp/vllm-parts (tests/test_vllm_bundle.py
@@ -90,8 +97,14 @@ stage_pack() {  # $B/wheels -> $B/N/{part-N,SHA256SUMS}: the tar of the wheels i
   rm -f "$B/bundle.tar"
 }
 
+stash_tinystate() {  # carry and install also keep whatever parts of a kept prep (.tinystate/) the call brings:
+  # they ride along with the vLLM parts (part 3 is 36 MiB, room for one 15 MiB part); measure restores them
+  if [ -d .tinystate ]; then source "$HERE/tinystate.sh" && tinystate_stash; fi
+}
+
 stage_carry() {  # N: the part in .vllmbundle/N, carried by this call
   local n=${1:?carry N} d="$B/$1"
+  stash_tinystate
   [ -d "$d" ] || { say "no $d: name \"$d\" in this call's carry list"; return 2; }
   mkdir -p "$PARTS" || return 3
   cp "$d"/part-* "$d/SHA256SUMS" "$PARTS/" || return 3
@@ -115,6 +128,7 @@ stage_join() {  # the parts in $PARTS, checked, joined and unpacked into $WHEELS
 
 stage_install() {
   mkdir -p "$OUT"
+  stash_tinystate
   if [ ! -f "$SITE/.ok" ]; then
     stage_join || return $?
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" \
