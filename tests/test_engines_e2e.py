@@ -153,7 +153,14 @@ async def test_fleet_starts_a_vllm_arm_with_its_own_engine_version(tmp_path):
         status = await asyncio.wait_for(fleet.start("vllm-eagle3"), 60)
         assert status.state == "ready"
         assert fleet.versions == {"sglang": "0.5.15.post1", "vllm": "0.33.0"}
-        log = (fleet.session_dir / "logs" / "vllm-eagle3.log").read_text()
+        # the run directory's log is a copy the log follower writes as it tails the server's own: it can
+        # lag the readiness probe by a poll (CI saw it end at the line before the server listened)
+        log_copy = fleet.session_dir / "logs" / "vllm-eagle3.log"
+        deadline = asyncio.get_running_loop().time() + 20
+        while "Application startup complete." not in log_copy.read_text() \
+                and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        log = log_copy.read_text()
         assert "Application startup complete." in log and "vLLM API server version 0.33.0" in log
     finally:
         await fleet.close()
