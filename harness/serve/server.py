@@ -19,6 +19,7 @@ from harness.engines import engine_of
 from harness.serve.kept import KeptServer, VariantServer
 from harness.serve.key_handoff import hand_over, remove_key_file
 from harness.targets.base import free_port
+from harness.targets.listeners import port_listeners
 
 if TYPE_CHECKING:
     from harness.engines.base import Engine, EngineAdmin
@@ -89,6 +90,7 @@ class Server:
         self.base_url = ""  # http://host:port reachable from here (through a forward when remote)
         self.admin: EngineAdmin | None = None  # once started
         self.ready_seen = asyncio.Event()
+        self.port_holder: tuple[int, int] | None = None  # (pid, group) of another process on its port
         self.stopping = False  # set when draftbench sends the TERM: the engine's shutdown lines are expected
         self.stop_lines = 0  # how many of them were seen (and marked) since
         self.last_lines: deque[str] = deque(maxlen=TAIL_LINES)
@@ -248,19 +250,39 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.ready_seen.is_set() or await self.admin.healthy(timeout=5.0):
-                # the log line can precede the HTTP probe by a moment; insist on a real answer
-                if await self.admin.healthy(timeout=30.0):
+                # the log line can precede the HTTP probe by a moment; insist on a real answer, and from
+                # this server: a process outside its group on its port is someone else's (harness.targets.
+                # listeners), whose every number would be taken for this variant's
+                if await self.admin.healthy(timeout=30.0) and not await self._port_taken():
                     await remove_key_file(self.target, self.key_file)  # read at start-up: no longer needed
                     self.key_file = None
                     self.ready_at = time.monotonic()
                     return self.ready_at - (self.started_at or self.ready_at)
             if not await self.target.alive(self.pgid):
                 await self._drain_log()
-                raise ServerFailed(self.name, "exited before it became ready", list(self.last_lines))
+                raise ServerFailed(self.name, "exited before it became ready" + self._taken_note(),
+                                   list(self.last_lines))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.ready_seen.wait(), timeout=0.5)
         await self._drain_log()
-        raise ServerFailed(self.name, f"did not become healthy within {timeout:.0f} s", list(self.last_lines))
+        raise ServerFailed(self.name, f"did not become healthy within {timeout:.0f} s" + self._taken_note(),
+                           list(self.last_lines))
+
+    async def _port_taken(self) -> bool:
+        """Does /proc show every listener on this server's port outside its process group?"""
+        assert self.port is not None and self.pgid is not None
+        got = await port_listeners(self.target, self.port)
+        self.port_holder = got.foreign_to(self.pgid) if got is not None else None
+        return self.port_holder is not None
+
+    def _taken_note(self) -> str:
+        if self.port_holder is None:
+            return ""
+        pid, group = self.port_holder
+        return (f"; port {self.port} answered, but from pid {pid} (process group {group}), not this server's "
+                f"group {self.pgid}: another process took the port before this server bound it (a new start "
+                "picks another port unless server.port pins it), or the launcher runs the server outside the "
+                "process group draftbench starts, where draftbench could not stop it either")
 
     async def _drain_log(self) -> None:
         """Give the log follower a moment to deliver the last lines (they explain most failures)."""
