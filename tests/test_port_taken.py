@@ -18,6 +18,7 @@ from harness.serve.server import Server, ServerFailed
 from harness.targets.listeners import Listeners, parse_listeners, port_listeners
 from harness.targets.local import LocalTarget
 from tests.faults_helpers import SIM_LAUNCHER, live_groups, prompts, write_plan
+from tests.test_target_local import eventually
 
 # answers 200 to every GET (/health, /health_generate, /v1/models): a server that is not ours
 RESPONDER = r"""
@@ -58,16 +59,12 @@ def _server(tmp_path: Path, startup_s: float) -> Server:
                   on_lines=lambda lines: None, api_key=None)
 
 
-async def _answers(port: int, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        try:
-            await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/health", timeout=2)
-            return
-        except OSError:
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-            await asyncio.sleep(0.05)
+async def _answers(port: int) -> bool:
+    try:
+        await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/health", timeout=2)
+    except OSError:
+        return False
+    return True
 
 
 async def test_a_port_taken_before_the_bind_is_not_ready(tmp_path: Path):
@@ -76,7 +73,8 @@ async def test_a_port_taken_before_the_bind_is_not_ready(tmp_path: Path):
     assert server.port is not None and server.pgid is not None
     foreign = subprocess.Popen([sys.executable, "-c", RESPONDER, str(server.port)], start_new_session=True)
     try:
-        await _answers(server.port)  # the other process holds the port before the stand-in binds it
+        # the other process holds the port before the stand-in binds it
+        await eventually(lambda: _answers(server.port), "the other server")
         got = await port_listeners(server.target, server.port)
         assert got is not None and got.foreign_to(server.pgid) == (foreign.pid, os.getpgid(foreign.pid))
         with pytest.raises(ServerFailed) as err:

@@ -11,9 +11,8 @@ would be that other server's. Linux only: /proc/net/tcp{,6} give the listening s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
-from harness.targets.base import CommandResult
+from harness.targets.base import Target
 
 # PORT in argv[1]: "none" when nothing listens on it, else one "PID PGRP" line per process holding the
 # listening socket that /proc lets us see (possibly none: another user's).
@@ -28,10 +27,6 @@ done | awk -F/ '{ print $3 }' | sort -u | while read -r pid; do
   sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk -v pid="$pid" '{ print pid, $3 }'
 done
 """
-
-
-class _Runs(Protocol):
-    async def run(self, argv: list[str], *, timeout: float = ...) -> CommandResult: ...
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,7 @@ def parse_listeners(output: str) -> Listeners | None:
     return Listeners(False, tuple(pairs))
 
 
-async def port_listeners(target: _Runs, port: int) -> Listeners | None:
+async def port_listeners(target: Target, port: int) -> Listeners | None:
     """Who listens on `port` of the target; None when it cannot be told (no /proc, a failed command)."""
     try:
         res = await target.run(["sh", "-c", LISTENERS_SH, "sh", str(int(port))], timeout=30)
