@@ -5,6 +5,7 @@ source."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -47,6 +48,32 @@ def test_spots_rank_lowest_first_with_pooled_accept_length():
     turns = ws.spots(_rq(RQ), "turn")
     assert turns[0].key == "s/h2#2" and turns[0].turn == 2 and turns[0].accept_len == pytest.approx(1.0)
     assert [s.key for s in ws.spots(_rq(RQ), "prompt")][:2] == ["s/c2", "s/c1"]
+
+
+def test_quantized_prompts_keep_the_steps_noise_in_the_interval():
+    # CI saw it: a check run's 3 chat prompts each gave 32 tokens (31 after the first) in 11 verify steps, so
+    # the bootstrap over prompts was 0 wide at 31/11 = 2.82, "wholly below" the promotion's 3.05 [2.83-3.29]:
+    # a false drift alarm. Each step gave 1 to 4 tokens (h = 2 2 3 4): 33 steps cannot pin 2.82 to +-0.
+    from harness.retrain.profile import AcceptStats
+    from harness.retrain.watch import _row
+
+    same = [("chat", f"h{i}", 1, 31, 11, "2 2 3 4") for i in range(3)]
+    (chat,) = ws.spots(_rq(same), "category")
+    assert chat.accept_len == pytest.approx(31 / 11)
+    steps = [1] * 2 + [2] * 2 + [3] * 3 + [4] * 4
+    rel = 1.96 * pd.Series(steps * 3).std(ddof=1) / 33 ** 0.5 / (31 / 11)  # z x the steps' relative SE
+    assert ws.step_half_width(["2 2 3 4"] * 3) == pytest.approx(rel)
+    assert chat.accept_low == pytest.approx(31 / 11 * math.exp(-rel))
+    assert chat.accept_high == pytest.approx(31 / 11 * math.exp(rel))
+    recorded = AcceptStats(requests=12, prompts=3, accept_len=3.05, accept_low=2.83, accept_high=3.29)
+    assert _row("chat", recorded, AcceptStats.of(chat)).state == "ok"
+    # a real fall still alarms: the same steps' noise around 1.55 lies wholly below 2.83
+    fallen = [("chat", f"h{i}", 1, 31, 20, "11 7 2") for i in range(3)]
+    (low,) = ws.spots(_rq(fallen), "category")
+    assert low.accept_high < 2.83 and _row("chat", recorded, AcceptStats.of(low)).state == "drift"
+    # the floor never narrows a prompt interval wider than it (RQ's code prompts differ: 1.2 and 1.1)
+    wide = ws.spots(_rq(RQ), "category")[0]
+    assert math.log(wide.accept_high / wide.accept_len) > ws.step_half_width(["8 2", "9 1"])
 
 
 def test_pick_lowest_below_and_by_position():

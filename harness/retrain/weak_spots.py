@@ -13,6 +13,7 @@ Rows of forced-acceptance variants and of request-rate phases are never read: th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,7 +104,12 @@ def histogram_rates(histograms: Sequence[object]) -> tuple[tuple[float, ...], tu
 
 def accept_interval(group: pd.DataFrame) -> tuple[float | None, float | None, float | None]:
     """(accept length, low, high): pooled over the group's requests, the interval a bootstrap over its
-    prompts."""
+    prompts, never narrower than the verify steps' own sampling noise (step_half_width).
+
+    Why the floor: a request's accept length is (tokens − 1) / steps, a ratio of small integers, so a few
+    prompts can all land on the same value (31 tokens in 11 steps: 2.82) and the bootstrap over them is then
+    0 wide, although each step accepted 1, 2 or 4 tokens. The steps' spread, from the summed histogram, is the
+    least uncertainty the mean of that many steps has (steps taken as independent; prompts only add to it)."""
     if group.empty or group["_verify"].sum() <= 0:
         return None, None, None
     est = float(group["_extra"].sum() / group["_verify"].sum())
@@ -114,7 +120,27 @@ def accept_interval(group: pd.DataFrame) -> tuple[float | None, float | None, fl
     got = stats.paired_bootstrap_ratio(per["_extra"].to_numpy(), per["_verify"].to_numpy(), ones, ones)
     if got is None:
         return est, None, None
-    return est, got[1], got[2]
+    floor = step_half_width(list(group["spec_histogram"])) if "spec_histogram" in group else 0.0
+    below, above = max(math.log(est / got[1]), floor), max(math.log(got[2] / est), floor)
+    return est, est * math.exp(-below), est * math.exp(above)
+
+
+def step_half_width(histograms: Sequence[object], z: float = 1.96) -> float:
+    """z x the relative standard error of the mean tokens per verify step, from the summed histogram (h[j]
+    steps accepted j drafts, so gave j + 1 tokens): the half-width, on the log scale, of the 95 % interval
+    of an accept length measured over those steps as independent draws. 0 without a histogram or with fewer
+    than two steps."""
+    from harness.analysis import tune_model as tm
+
+    h = tm.add_histograms(tm.parse_histogram(x) for x in histograms)
+    n = tm.steps_of(h)
+    if n < 2:
+        return 0.0
+    tokens = np.arange(1, len(h) + 1, dtype=float)
+    weights = np.asarray(h, dtype=float)
+    mean = float((weights * tokens).sum() / n)
+    var = float((weights * (tokens - mean) ** 2).sum() / (n - 1))
+    return z * math.sqrt(var / n) / mean if mean > 0 else 0.0
 
 
 def _key(level: Level, cat: str, suite: str, pid: str, turn: int) -> str:
