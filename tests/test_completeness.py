@@ -77,3 +77,21 @@ async def test_the_tuis_results_mark_it(tmp_path):
         title = str(app.screen.query_one("#results-title").render())
         assert "INCOMPLETE run (provenance status: incomplete): 2 variant(s) lack rows" in title
         assert "good-eagle3: no rows for smoke concurrency 4, repeat 1" in " ".join(title.split())
+
+
+async def test_a_result_arriving_as_the_pane_goes_away_is_dropped(tmp_path):
+    # seen once under load: a run's result reached the Results pane while it was torn down, its tables still
+    # there and its title already gone (NoMatches on #results-title)
+    from tests.test_tui_app import make_app
+
+    run = incomplete_run(tmp_path / "results")
+    app, _ = make_app(tmp_path, section="results")
+    async with app.run_test(size=(160, 45)) as pilot:
+        app.post_message(msg.OpenRunRequested(str(run)))
+        await wait_for(pilot, lambda: app.result is not None, "opened", 30)
+        await pilot.pause()
+        screen = app.screen
+        rows = screen.query_one("#results-table").row_count
+        await screen.query_one("#results-title").remove()
+        screen._show_result(app.result)  # raised NoMatches before
+        assert screen.query_one("#results-table").row_count == rows

@@ -52,6 +52,10 @@ LEGEND = (
     "needed at this variant's step cost to match the baseline"
 )
 
+# what _show_result fills: all there, or the screen is going away
+_SHOWN = ("results-title", "results-table", "categories-table", "results-tabs", "load-table", "load-note",
+          "load-chart", "context-table", "context-note", "toks-chart")
+
 
 class ResultsScreen(SectionScreen):
     SECTION = "results"
@@ -215,8 +219,9 @@ class ResultsScreen(SectionScreen):
         self.query_one(BarChart).set_items(chart_items)
 
     def _widgets_up(self) -> bool:
-        """False while the App shuts down: a run's results that arrive as it quits find the tables gone."""
-        return bool(self.query("#categories-table")) and bool(self.query("#results-table"))
+        """False while the App shuts down: a run's results that arrive as it quits find the pane's widgets
+        gone, one by one (the tables could still be there with the title already removed)."""
+        return self.is_attached and all(bool(self.query(f"#{wid}")) for wid in _SHOWN)
 
     def _show_load(self, rates: pd.DataFrame | None) -> None:
         """Request-rate phases: the CLI's table, where speculation stops paying, and speedup per rate."""
