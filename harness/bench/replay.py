@@ -191,12 +191,15 @@ async def replay_phase(client: ReplayClient, plan: Plan, prompts: list[Prompt], 
 
 async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,
                  timing: dict | None = None) -> int:
-    """Warmup requests are excluded from every number. One sampled request first: the first sampled
-    request can trigger a one-time compile on a fresh server (seen on the H200, GPU.md). Then
-    `warmup_requests` requests, at least as many as the plan's highest concurrency and sent that many
-    at a time, so that the batch sizes the phases will run have run once: on a fresh EAGLE-3 server on
-    the H200 the first phase at concurrency 8 after a sequential warmup ran at half the rate that the
-    same server showed moments later."""
+    """Warmup requests are excluded from every number. One request alone first, at the variant's own sampler
+    (run.temperature, or its sampling arm through the client): the first request down a decode path can
+    trigger a one-time compile on a fresh server, timed here as `first_s` (run_phases.one_off). On the H200
+    every such stall of a fresh EAGLE-3 server (75-128 s) followed a sampled request, and greedy requests to
+    fresh servers decoded at once (docs/real-gpu.md, "The compile"), so a greedy run no longer sends a
+    sampled request it would then wait two minutes for. Then `warmup_requests` requests, at least as many as
+    the plan's highest concurrency and sent that many at a time, so that the batch sizes the phases will run
+    have run once: on a fresh EAGLE-3 server on the H200 the first phase at concurrency 8 after a sequential
+    warmup ran at half the rate that the same server showed moments later."""
     n = int(plan.run.warmup_requests)
     if n <= 0 or not plan.suites:
         return 0
@@ -205,8 +208,7 @@ async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,
     width = max(1, max(plan.run.concurrency, default=1))
     reqs = [to_request(prompts[i % len(prompts)], suite, plan, request_id=f"warmup/{i}")
             for i in range(max(n, width))]
-    first = await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/sampled",
-                                           temperature=0.7))
+    first = await client.stream(to_request(prompts[0], suite, plan, request_id="warmup/first"))
     ok = bool(first.ok)
     sem = asyncio.Semaphore(width)
     times: list[float] = []

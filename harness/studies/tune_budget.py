@@ -177,7 +177,7 @@ def _phase_s(per_token_s: Callable[[float], float], rate: float, n: int, tokens:
 
 def load_plan(t: TuneSearch, pick: Config, rates: list[float], largest: int) -> LoadPlan | None:
     """The load stage's cost from what it will run (harness.studies.tune_plans.derived with `rates`): per arm
-    a start where no server of its variant is kept to adopt, the warmup (a sampled request and
+    a start where no server of its variant is kept to adopt, the warmup (a first request alone and
     run.warmup_requests, one at a time: no closed-loop level), then each rate's phase of LOAD_PER_SLOT x the
     largest batch requests on that arm's own time per token (its step costs over its accept length: the
     speculative server is the faster one below the crossover), at the arrivals the phase will draw (the
