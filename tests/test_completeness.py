@@ -3,6 +3,7 @@ status is not complete and list what its plan asked for that has no rows (harnes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -65,7 +66,9 @@ def test_summary_of_a_never_summarised_run_does_not_call_it_complete(tmp_path):
     assert out.stdout.startswith("INCOMPLETE run (provenance status: incomplete)")
 
 
-async def test_the_tuis_results_mark_it(tmp_path):
+@contextlib.asynccontextmanager
+async def _results_open(tmp_path: Path):
+    """The TUI on its Results section with the incomplete run open: (app, pilot)."""
     from tests.test_tui_app import make_app
 
     run = incomplete_run(tmp_path / "results")
@@ -74,6 +77,11 @@ async def test_the_tuis_results_mark_it(tmp_path):
         app.post_message(msg.OpenRunRequested(str(run)))
         await wait_for(pilot, lambda: app.result is not None, "opened", 30)
         await pilot.pause()
+        yield app, pilot
+
+
+async def test_the_tuis_results_mark_it(tmp_path):
+    async with _results_open(tmp_path) as (app, _pilot):
         title = str(app.screen.query_one("#results-title").render())
         assert "INCOMPLETE run (provenance status: incomplete): 2 variant(s) lack rows" in title
         assert "good-eagle3: no rows for smoke concurrency 4, repeat 1" in " ".join(title.split())
@@ -82,14 +90,7 @@ async def test_the_tuis_results_mark_it(tmp_path):
 async def test_a_result_arriving_as_the_pane_goes_away_is_dropped(tmp_path):
     # seen once under load: a run's result reached the Results pane while it was torn down, its tables still
     # there and its title already gone (NoMatches on #results-title)
-    from tests.test_tui_app import make_app
-
-    run = incomplete_run(tmp_path / "results")
-    app, _ = make_app(tmp_path, section="results")
-    async with app.run_test(size=(160, 45)) as pilot:
-        app.post_message(msg.OpenRunRequested(str(run)))
-        await wait_for(pilot, lambda: app.result is not None, "opened", 30)
-        await pilot.pause()
+    async with _results_open(tmp_path) as (app, _pilot):
         screen = app.screen
         rows = screen.query_one("#results-table").row_count
         await screen.query_one("#results-title").remove()
