@@ -104,6 +104,8 @@ async def test_the_stopping_rule_decides_each_row_at_its_own_look(tmp_path: Path
                 assert row.verdict in ("faster", "slower", "equivalent"), (name, c, row.verdict_reason)
             else:
                 assert "needs ~" in row.verdict_reason and row.decide_look == "3/3"
+                assert "the stopping rule ended at its last look, run.max_repeats 3: raise it to" \
+                    in row.verdict_reason
             k = int(str(row.decide_look).split("/")[0])
             assert row.ci_level == pytest.approx(looks[k - 1]["level"]) \
                 and row.repeats == looks[k - 1]["repeats"]

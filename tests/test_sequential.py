@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from harness.analysis import sequential, stats
-from harness.analysis.verdicts import _verdict
+from harness.analysis.verdicts import _need_words, _verdict
 from harness.sim.sglang import model
 
 SHAPE = model.SpecShape(3, 1, 4)
@@ -55,6 +55,15 @@ def test_what_would_decide_an_undecided_row():
     need = sequential.units_needed(math.exp(-0.1), math.exp(0.1), 1.0, 4, 0.03)
     assert need.units == math.ceil(4 * (0.1 / math.log1p(0.03)) ** 2)
 
+    # and says which setting gets them: a fixed design needs the rule; a rule that ran out of looks needs its
+    # cap raised (a tune's verify run at c32 said "run.stop: decided adds them" with the rule on, capped at 3)
+    need = sequential.Need(6, 3)
+    assert _need_words(need, "t-repeats", 5.6).endswith("(3 more, ~17 s; run.stop: decided adds them)")
+    last = {"look": 3, "looks": 3, "level": 0.97, "repeats": 3}
+    assert _need_words(need, "t-repeats", 5.6, last).endswith(
+        "(3 more, ~17 s; the stopping rule ended at its last look, run.max_repeats 3: raise it to 6)")
+    assert _need_words(need, "t-repeats", None, {**last, "look": 2, "repeats": 2}).endswith(
+        "(3 more; the stopping rule's next looks add them)")
 
 def _arm_tok_s(rng: np.random.Generator, repeats: int, profile: tuple[float, ...] | None) -> np.ndarray:
     """Per-repeat tok/s of one arm at concurrency BATCH, STEPS batch steps per repeat (vectorised)."""

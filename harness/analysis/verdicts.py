@@ -256,7 +256,7 @@ def row_verdict(row: SummaryRow, baselines: pd.DataFrame, requests: pd.DataFrame
             out["needs_repeats"] = need.units if method != "bootstrap-prompts" else None
             out["needs_s"] = round(per_unit * need.more, 1) if per_unit and method != "bootstrap-prompts" \
                 else None
-            reason += "; " + _need_words(need, method, per_unit)
+            reason += "; " + _need_words(need, method, per_unit, look)
     elif verdict == "too-short":
         reason += "; " + _short_fix(short or short_b or "", conc)
     out["verdict"], out["verdict_reason"] = verdict, reason
@@ -290,12 +290,22 @@ def _unit_seconds(phases: pd.DataFrame, names: list[str], conc: int, method: str
     return float(walls.sum()) if len(walls) else None
 
 
-def _need_words(need: sequential.Need, method: str, per_unit: float | None) -> str:
+def _need_words(need: sequential.Need, method: str, per_unit: float | None,
+                look: dict[str, Any] | None = None) -> str:
+    """What would decide the row, and the setting that gets it: under the stopping rule (`look`, the row's
+    decisions.jsonl record) that ended at its last look, the cap it ran into, not the rule it already ran."""
     if method == "bootstrap-prompts":
         return (f"needs ~{need.units} paired prompts ({need.more} more prompts in the suite; repeats replay "
                 "the same ones)")
     cost = f", ~{per_unit * need.more:.0f} s" if per_unit else ""
-    return f"needs ~{need.units} repeats ({need.more} more{cost}; run.stop: decided adds them)"
+    if look and look.get("looks") and look.get("look") == look.get("looks"):
+        how = f"the stopping rule ended at its last look, run.max_repeats {look.get('repeats')}: " \
+            f"raise it to {need.units}"
+    elif look:
+        how = "the stopping rule's next looks add them"
+    else:
+        how = "run.stop: decided adds them"
+    return f"needs ~{need.units} repeats ({need.more} more{cost}; {how})"
 
 
 def _short_fix(why: str, conc: int) -> str:
