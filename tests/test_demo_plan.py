@@ -53,6 +53,24 @@ def test_check_from_another_directory_with_a_fresh_home(tmp_path):
     assert (cwd / "results" / ".demo-target" / "demo-models" / "target" / "config.json").exists()
 
 
+
+def test_the_engines_demo_plan_passes_its_check_and_says_vllms_flag(tmp_path):
+    # its header says `draftbench run plans/demo-engines.yaml`; that run stopped in preflight on the
+    # wrong-method arm until the plan said it expects it, and the finding named SGLang's flag for vLLM
+    home, cwd = tmp_path / "home", tmp_path / "elsewhere"
+    home.mkdir(), cwd.mkdir()
+    out = cli("check", str(ROOT / "plans" / "demo-engines.yaml"), "--json", cwd=cwd, home=home)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)["findings"]
+    assert not [f for f in found if f["severity"] == "error"]
+    (wrong,) = [f for f in found if f["variant"] == "vllm-wrong-method"]
+    assert (wrong["severity"], wrong["code"]) == ("info", "eagle3-drafter-with-eagle")
+    assert wrong["what"].endswith('served with --speculative-config method "eagle"'), wrong["what"]
+    assert 'only for --speculative-config method "eagle3"' in wrong["why"]
+    assert wrong["fix"].endswith('(--speculative-config method "eagle3")')
+    assert "--speculative-algorithm" not in wrong["what"] + wrong["why"] + wrong["fix"]
+
+
 def test_regen_on_the_demo_plan_with_the_shipped_conversations(tmp_path):
     home, cwd = tmp_path / "home", tmp_path / "elsewhere"
     home.mkdir(), cwd.mkdir()

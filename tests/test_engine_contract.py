@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import get_args
 
@@ -52,6 +53,17 @@ def test_launch_argv_is_a_list_of_str_with_the_port(name):
         argv = engine.launch_argv(plan, v, 31234, engine.stand_in_version)
         assert all(isinstance(a, str) for a in argv) and "31234" in argv
 
+
+@pytest.mark.parametrize("name", ENGINE_NAMES)
+@pytest.mark.parametrize("algorithm", ["EAGLE", "EAGLE3"])
+def test_the_algorithm_flag_findings_name_is_what_the_argv_launches(name, algorithm):
+    engine, plan = get_engine(name), _plan(name)
+    spec = plan.variants[1].model_copy(update={"algorithm": algorithm})
+    joined = " ".join(engine.launch_argv(plan, spec, 31234, engine.stand_in_version))
+    flag = engine.algorithm_flag(algorithm)
+    value = flag.split()[-1]  # SGLang: EAGLE3; vLLM: "eagle3", as the JSON of --speculative-config has it
+    assert flag.split()[0] in joined and re.search(rf"[\s:]{re.escape(value)}(?=[\s,}}]|$)", joined), \
+        (flag, joined)
 
 @pytest.mark.parametrize("name", ENGINE_NAMES)
 def test_real_log_lines_give_windows_with_accept_len(name):

@@ -1,11 +1,14 @@
-"""What the drafter is (EAGLE-3, EAGLE-2, unknown) and whether the --speculative-algorithm fits it.
+"""What the drafter is (EAGLE-3, EAGLE-2, unknown) and whether the variant's algorithm fits it.
 
 SGLang never looks at the drafter to pick the algorithm (REFERENCE §5.3): the flag alone turns on the
-target's aux-hidden-state capture, so an EAGLE-3 drafter under EAGLE runs with accept len 1.00.
+target's aux-hidden-state capture, so an EAGLE-3 drafter under EAGLE runs with accept len 1.00. vLLM's
+`--speculative-config` method does the same: only `eagle3` returns the target's aux hidden states and applies
+the head's fc to them (docs/vllm.md). Each finding names the flag as the variant's engine spells it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.checks.checkpoint import DrafterFacts, archs, drafter_kind, eagle3_evidence, text_config
@@ -26,8 +29,11 @@ def check_algorithm(
     drafter: Drafter | None,
     facts: DrafterFacts | None,
     target_cfg: dict[str, Any] | None,
+    flag: Callable[[str], str] = lambda alg: f"--speculative-algorithm {alg}",
+    engine: str = "SGLang",
 ) -> list[Finding]:
-    """The --speculative-algorithm against what the drafter is (its files, else its drafters/ record)."""
+    """The variant's algorithm against what the drafter is (its files, else its drafters/ record); `flag`:
+    the algorithm as the variant's engine's launch flag says it (Engine.algorithm_flag), `engine` its name."""
     alg = _alg(algorithm)
     if alg is None:
         return []
@@ -51,10 +57,10 @@ def check_algorithm(
             error(
                 variant,
                 "eagle3-drafter-with-eagle",
-                f"EAGLE-3 drafter '{name}' served with --speculative-algorithm EAGLE",
-                f"{why_from}. SGLang captures the target's aux hidden states only for EAGLE3, so the drafter "
-                f"gets {dims}, silently skips its fc, and accept len stays at 1.00 with no error",
-                f"set `algorithm: EAGLE3` on variant '{variant}' (--speculative-algorithm EAGLE3)",
+                f"EAGLE-3 drafter '{name}' served with {flag('EAGLE')}",
+                f"{why_from}. {engine} captures the target's aux hidden states only for {flag('EAGLE3')}, so "
+                f"the drafter gets {dims}, silently skips its fc, and accept len stays at 1.00 with no error",
+                f"set `algorithm: EAGLE3` on variant '{variant}' ({flag('EAGLE3')})",
             )
         )
     elif alg == "EAGLE3" and is2:
@@ -62,8 +68,8 @@ def check_algorithm(
             error(
                 variant,
                 "eagle2-drafter-with-eagle3",
-                f"EAGLE-2 drafter '{name}' served with --speculative-algorithm EAGLE3",
-                "EAGLE3 sends the concat of three target hidden states to a drafter whose fc takes "
+                f"EAGLE-2 drafter '{name}' served with {flag('EAGLE3')}",
+                "EAGLE-3 sends the concat of three target hidden states to a drafter whose fc takes "
                 "[embedding; hidden]: a shape error at start-up or on the first decode",
                 f"set `algorithm: EAGLE` on variant '{variant}', or use an EAGLE-3 drafter",
             )
@@ -74,8 +80,8 @@ def check_algorithm(
                 variant,
                 "drafter-algorithm-mismatch",
                 f"drafter '{name}' is recorded as {declared} but served with {alg}",
-                "SGLang does not look at the drafter to pick the algorithm: the flag alone decides",
-                f"serve it with --speculative-algorithm {declared}, or correct its drafters/ record",
+                f"{engine} does not look at the drafter to pick the algorithm: the flag alone decides",
+                f"serve it with {flag(declared)}, or correct its drafters/ record",
             )
         )
     if alg in ("EAGLE3", "STANDALONE") and drafter is None:

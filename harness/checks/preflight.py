@@ -131,7 +131,8 @@ def _variant_findings(ctx: _Context, v: Variant) -> list[Finding]:
         return out
     d = ctx.drafter_dirs.get(v.name)
     f = ctx.facts.get(d) if d else None
-    out += al.check_algorithm(v.name, v.spec_algorithm, v.drafter, f, ctx.target_cfg)
+    out += al.check_algorithm(v.name, v.spec_algorithm, v.drafter, f, ctx.target_cfg,
+                              ctx.engine.algorithm_flag, ctx.engine.display_name)
     if f is None:
         return out
     if f.problem and _exists(ctx.env, d):

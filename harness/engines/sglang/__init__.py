@@ -128,6 +128,9 @@ class SGLangEngine:
     def drafter_findings(self, check: DrafterCheck) -> list[Finding]:
         return preflight.drafter_findings(check)
 
+    def algorithm_flag(self, algorithm: str) -> str:
+        return f"--speculative-algorithm {algorithm}"
+
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)
