@@ -66,6 +66,26 @@ def test_wrong_flag_is_named_first_for_eagle():
     )
 
 
+
+def test_a_vllm_variants_causes_name_vllms_flags():
+    # the engines demo's wrong-method vLLM arm was told to use --speculative-algorithm EAGLE3, SGLang's flag
+    plan = Plan.model_validate({
+        "name": "p", "engine": "vllm", "target": {"simulated": True}, "model": {"path": "m"},
+        "variants": [{"name": "base"},
+                     {"name": "wrong", "algorithm": "EAGLE", "drafter": {"name": "d", "path": "d"}}],
+        "suites": [{"name": "s", "prompts": [{"id": "a", "text": "hi"}]}]})
+    tracker = AlarmTracker(plan, inert_windows=2)
+    decode = [w for w in _windows("server-eagle3.log") if w.kind == "decode" and w.accept_len == 1.0]
+    (alarm,) = [a for w in decode[:2] for a in tracker.feed("wrong", w)]
+    causes = alarm.message.split("Likely causes: ")[1]
+    assert causes.startswith('--speculative-config method "eagle" on an EAGLE-3 head (use "eagle3")')
+    assert "eagle_aux_hidden_state_layer_ids" in causes and "--speculative-algorithm" not in causes
+    assert "SGLang" not in causes
+    # runner meta carries the engine too
+    meta = AlarmTracker({"wrong": {"algorithm": "EAGLE", "engine": "vllm"}}, inert_windows=2)
+    (again,) = [a for w in decode[:2] for a in meta.feed("wrong", w)]
+    assert again.message == alarm.message
+
 def test_a_non_inert_window_resets_the_run():
     line = next(t for t in (FIX / "server-eagle3.log").read_text().splitlines() if "accept len: 1.00" in t)
     inert, good = parse_line(line), parse_line(line.replace("accept len: 1.00", "accept len: 1.20"))

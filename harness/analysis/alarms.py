@@ -46,6 +46,7 @@ class VariantInfo:
     algorithm: str = ""
     cuda_graph: bool | None = None  # None: unknown, no cuda-graph alarm
     graph_max_bs: int | None = None
+    engine: str = "sglang"  # whose flags and rules the alarm's causes name
 
 
 def _bool(value: object) -> bool | None:
@@ -87,7 +88,7 @@ def _infos(source: Source) -> dict[str, VariantInfo]:
 
 def _from_variant(v: Variant, max_bs: int | None) -> VariantInfo:
     alg = v.spec_algorithm or ""
-    return VariantInfo(bool(alg), alg.upper(), bool(v.cuda_graph), max_bs)
+    return VariantInfo(bool(alg), alg.upper(), bool(v.cuda_graph), max_bs, v.engine or "sglang")
 
 
 def _from_meta(meta: Mapping[str, Any]) -> VariantInfo:
@@ -98,21 +99,15 @@ def _from_meta(meta: Mapping[str, Any]) -> VariantInfo:
         or meta.get("server_cuda_graph_max_bs")
         or meta.get("cuda_graph_max_bs")
     )
-    return VariantInfo(spec, alg.upper(), _bool(meta.get("cuda_graph")), int(bs) if _num(bs) else None)
+    return VariantInfo(spec, alg.upper(), _bool(meta.get("cuda_graph")), int(bs) if _num(bs) else None,
+                       str(meta.get("engine") or "sglang"))
 
 
-def inert_causes(algorithm: str) -> str:
-    causes = [
-        "a drafter trained for another target (hidden size, vocab or tokenizer)",
-        "aux layer ids the target does not capture (custom ids under CUDA graphs on SGLang ≤ 0.5.10)",
-        "a missing d2t/t2d vocab map, or random weights (--speculative-draft-load-format dummy)",
-    ]
-    wrong_flag = "--speculative-algorithm EAGLE on an EAGLE-3 drafter (use EAGLE3)"
-    if algorithm in ("EAGLE", "NEXTN"):
-        causes.insert(0, wrong_flag + ": the most likely one, this variant uses EAGLE")
-    else:
-        causes.append(wrong_flag)
-    return "; ".join(causes)
+def inert_causes(algorithm: str, engine: str = "sglang") -> str:
+    """The likely causes of an inert drafter, in the variant's engine's own flags (Engine.inert_causes)."""
+    from harness.engines import ENGINE_NAMES, get_engine
+
+    return "; ".join(get_engine(engine if engine in ENGINE_NAMES else "sglang").inert_causes(algorithm))
 
 
 class AlarmTracker:
@@ -161,7 +156,8 @@ class AlarmTracker:
                     "error",
                     f"accept len 1.00 for {run} windows in a row: the drafter is inert (no draft "
                     f"token accepted, every step pays for drafting). Likely causes: "
-                    f"{inert_causes(info.algorithm)}. `draftbench check PLAN` tests most of these.",
+                    f"{inert_causes(info.algorithm, info.engine)}. "
+                    "`draftbench check PLAN` tests most of these.",
                 )
         if window.cuda_graph is False and info.cuda_graph:
             batch = window.running_req

@@ -167,6 +167,8 @@ class Engine(Protocol):
     def checkpoint_findings(self, check: DrafterCheck) -> list[Finding]: ...
     def drafter_findings(self, check: DrafterCheck) -> list[Finding]: ...
     def algorithm_flag(self, algorithm: str) -> str: ...  # the algorithm as its launch flag says it
+    def inert_causes(self, algorithm: str) -> list[str]: ...  # why accept len sits at 1.00 on it, the most
+    #                                                            likely first
 
     # the speculative shapes this engine accepts from the given values (the tune's grid, before graphs)
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],

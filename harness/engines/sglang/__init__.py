@@ -131,6 +131,16 @@ class SGLangEngine:
     def algorithm_flag(self, algorithm: str) -> str:
         return f"--speculative-algorithm {algorithm}"
 
+    def inert_causes(self, algorithm: str) -> list[str]:
+        wrong = "--speculative-algorithm EAGLE on an EAGLE-3 drafter (use EAGLE3)"
+        causes = ["a drafter trained for another target (hidden size, vocab or tokenizer)",
+                  "aux layer ids the target does not capture "
+                  "(custom ids under CUDA graphs on SGLang ≤ 0.5.10)",
+                  "a missing d2t/t2d vocab map, or random weights (--speculative-draft-load-format dummy)"]
+        if algorithm.upper() in ("EAGLE", "NEXTN"):
+            return [f"{wrong}: the most likely one, this variant uses {algorithm.upper()}", *causes]
+        return [*causes, wrong]
+
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)

@@ -121,6 +121,16 @@ class VLLMEngine:
     def algorithm_flag(self, algorithm: str) -> str:
         return f'--speculative-config method "{launch.METHODS.get(algorithm.upper(), algorithm.lower())}"'
 
+    def inert_causes(self, algorithm: str) -> list[str]:
+        wrong = '--speculative-config method "eagle" on an EAGLE-3 head (use "eagle3")'
+        causes = ["a head trained for another target (hidden size, vocab or tokenizer)",
+                  "aux layer ids other than the head was trained on: vLLM reads only the head config's "
+                  "top-level eagle_aux_hidden_state_layer_ids, else the target's default layers (vllm#50170)",
+                  "a missing d2t/t2d vocab map, or random weights"]
+        if algorithm.upper() == "EAGLE":
+            return [f"{wrong}: the most likely one, this variant uses method \"eagle\"", *causes]
+        return [*causes, wrong]
+
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:
         return launch.spec_grid(steps, topks, draft_tokens)
