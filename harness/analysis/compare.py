@@ -1,13 +1,20 @@
 """Two runs side by side (`draftbench compare A B`, the TUI's comparison): each metric in A, in B and B's
 change in %, and for tok/s whether the change is real: the ratio B/A with a 95 % interval and a verdict.
 
-The interval comes from data both runs hold (harness.analysis.stats does the arithmetic):
-- paired: the requests both runs made (same phase and request id: the same prompt, turn and repeat), a
-  bootstrap over them of B's Σtokens/Σtime over A's, so each prompt's difficulty cancels out;
-- repeats: without such pairs, the phases' tok/s of each run (at least two repeats each), resampled apart.
+The interval comes from data both runs hold (harness.analysis.stats does the arithmetic), by the summary's
+own rules (harness.analysis.verdicts):
+- at concurrency 1, paired: the requests both runs made (same phase and request id: the same prompt, turn and
+  repeat), a bootstrap over them of B's Σtokens/Σtime over A's, so each prompt's difficulty cancels out;
+- above concurrency 1, repeats: the phases' tok/s of each run (at least two repeats each), resampled apart.
+  Paired requests of one repeat each are shown there but decide nothing: a batch's requests share their
+  run's moment, so they cannot see the noise between runs (two runs of the same config on the stand-in
+  gave 1.00x [1.00-1.00], "B faster" at +0.1 %);
+- without either: over each run's repeats where both have two.
 Like the summary's speedup interval it is relative: its factors are placed around the ratio of the two
-runs' tok/s. Verdict: `B faster` / `B slower` when the interval leaves out 1.00, `undecided` when it holds
-1.00, `n/a` without the data for an interval. Forced-acceptance rows are left out unless asked for."""
+runs' tok/s. Verdict: `equivalent` when the interval lies inside the +-3 % band (DEFAULT_EQUIVALENCE), else
+`B faster` / `B slower` when it leaves out 1.00, `undecided` when it holds 1.00 or cannot see the noise
+between runs, `n/a` without the data for an interval. Forced-acceptance rows are left out unless asked
+for."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from harness.analysis.forced import is_forced, without_forced
 from harness.analysis.report import fmt_cell
 from harness.analysis.stats import paired_bootstrap_ratio, two_sample_bootstrap_ratio
 from harness.analysis.summary import BOOL_COLUMNS, parse_bools
+from harness.analysis.verdicts import DEFAULT_EQUIVALENCE
 
 if TYPE_CHECKING:
     from harness.analysis.runs import LoadedRun, RunInfo
@@ -34,9 +42,12 @@ COMPARE_METRICS = [
 ]
 CHANGE_COLUMNS = ["tok_s_ratio", "tok_s_ratio_low", "tok_s_ratio_high", "tok_s_change", "tok_s_change_method"]
 FORCED_MARK = " (FORCED)"
-LEGEND = ("B/A: B's tok/s over A's; 95% CI: paired over the requests both runs made (same prompt, turn, "
-          "repeat), else over each run's repeats; change: B faster / B slower when the CI leaves out 1.00, "
-          "undecided when it holds 1.00, n/a without per-request or per-repeat data in both runs")
+ONE_REPEAT = "one repeat cannot see the noise between runs"
+LEGEND = ("B/A: B's tok/s over A's; 95% CI: at concurrency 1 paired over the requests both runs made (same "
+          "prompt, turn, repeat), above it over each run's repeats (two each at least: with one, "
+          f"{ONE_REPEAT}, and the paired CI shown decides nothing); change: equivalent when the CI lies "
+          f"inside +-{DEFAULT_EQUIVALENCE:.0%}, else B faster / B slower when it leaves out 1.00, undecided "
+          "when it holds 1.00, n/a without per-request or per-repeat data in both runs")
 
 
 @dataclass(eq=False)
@@ -80,7 +91,14 @@ def _phase_rates(df: pd.DataFrame, variant: str, conc: int) -> np.ndarray:
 
 def change_interval(a_dir: str | Path, b_dir: str | Path, variant: str, conc: int
                     ) -> tuple[float, float, str] | None:
-    """(low factor, high factor, method) of B's tok/s over A's for one row; None without the data."""
+    """(low factor, high factor, method) of B's tok/s over A's for one row; None without the data. A method
+    ending in ONE_REPEAT is an interval that decides nothing (above concurrency 1, one repeat a side)."""
+    pa, pb = _phase_rates(_csv(Path(a_dir) / "phases.csv"), variant, conc), \
+        _phase_rates(_csv(Path(b_dir) / "phases.csv"), variant, conc)
+    if conc > 1 and len(pa) >= 2 and len(pb) >= 2:
+        got = two_sample_bootstrap_ratio(pb, pa)
+        if got is not None:
+            return got[1] / got[0], got[2] / got[0], f"repeats, {len(pa)} and {len(pb)}"
     ra, rb = _requests(_csv(Path(a_dir) / "requests.csv"), variant, conc), \
         _requests(_csv(Path(b_dir) / "requests.csv"), variant, conc)
     common = ra.index.intersection(rb.index) if not ra.empty and not rb.empty else []
@@ -89,10 +107,8 @@ def change_interval(a_dir: str | Path, b_dir: str | Path, variant: str, conc: in
         a, b = ra.loc[common], rb.loc[common]
         got = paired_bootstrap_ratio(b["tok"].to_numpy(), b["t"].to_numpy(), a["tok"].to_numpy(),
                                      a["t"].to_numpy())
-        method = f"paired, {len(common)} requests"
+        method = f"paired, {len(common)} requests" + (f"; {ONE_REPEAT}" if conc > 1 else "")
     if got is None:
-        pa, pb = _phase_rates(_csv(Path(a_dir) / "phases.csv"), variant, conc), \
-            _phase_rates(_csv(Path(b_dir) / "phases.csv"), variant, conc)
         got = two_sample_bootstrap_ratio(pb, pa)
         method = f"repeats, {len(pa)} and {len(pb)}"
     if got is None:
@@ -101,7 +117,13 @@ def change_interval(a_dir: str | Path, b_dir: str | Path, variant: str, conc: in
     return low / est, high / est, method
 
 
-def _verdict(low: float, high: float) -> str:
+def _verdict(low: float, high: float, method: str = "") -> str:
+    """The summary's order (harness.analysis.verdicts._verdict): no decision from an interval blind to the
+    noise between runs, then the band, then the side of 1.00."""
+    if method.endswith(ONE_REPEAT):
+        return "undecided"
+    if 1.0 - DEFAULT_EQUIVALENCE <= low and high <= 1.0 + DEFAULT_EQUIVALENCE:
+        return "equivalent"
     return "B faster" if low > 1.0 else "B slower" if high < 1.0 else "undecided"
 
 
@@ -139,8 +161,8 @@ def compare_runs(a: LoadedRun, b: LoadedRun, *, forced: bool = False) -> Compari
                                   int(r["concurrency"]))
             if got is not None:
                 low, high = ratio * got[0], ratio * got[1]
-                row.update(tok_s_ratio_low=low, tok_s_ratio_high=high, tok_s_change=_verdict(low, high),
-                           tok_s_change_method=got[2])
+                row.update(tok_s_ratio_low=low, tok_s_ratio_high=high,
+                           tok_s_change=_verdict(low, high, got[2]), tok_s_change_method=got[2])
         changes.append(row)
     merged = pd.concat([merged, pd.DataFrame(changes, columns=CHANGE_COLUMNS, index=merged.index)], axis=1)
     return Comparison(a.info, b.info, merged)
