@@ -68,6 +68,34 @@ def test_forced_table_interpolates_the_measured_points():
     assert "measured 2.25" in text and "not the model's" in text
 
 
+
+def test_a_break_even_beyond_the_forced_points_is_called_extrapolated(tmp_path):
+    # the demo's seed-weak arm at c4: forced 1.5-3.5 reached 0.70x at most, and "measured 5.14" was a line
+    # drawn past the last point; and a config whose steps cannot reach the break-even says so
+    summary = pd.DataFrame([
+        {"variant": "baseline", "concurrency": 1, "tok_s": 120.0, "accept_len": None,
+         "forced_acceptance": None},
+        *({"variant": f"v-al{a:g}", "concurrency": 1, "tok_s": t, "accept_len": a, "forced_acceptance": a,
+           "break_even_accept_len": 2.9, "break_even_batch": 1, "num_steps": 1} for a, t in ((1.5, 60.0),
+                                                                                           (2.5, 100.0))),
+    ])
+    t = forced_table(summary, "v", "baseline")
+    end = t.iloc[-1]
+    assert end["break_even_measured"] == pytest.approx(3.0) and end["break_even_extrapolated"] is True
+    assert end["accept_len_cap"] == 2
+    t.to_csv(tmp_path / "breakeven.csv", index=False)  # the CLI renders what it wrote
+    for table in (t, pd.read_csv(tmp_path / "breakeven.csv")):
+        text = render_forced_table(table)
+        assert ("at concurrency 1: extrapolated 3.00 (the baseline's tok/s lies beyond every forced point, "
+                "accept len 1.50-2.50: --accept-lens up to ~3.5 measures it)") in text
+        assert "measured 3.00" not in text
+        assert ("unreachable: this config commits at most 2 tokens per verify step (num_steps 1 + the bonus "
+                "token), below the break-even 2.90") in text
+    # inside the points it is measured, and a deep enough config is not called unreachable
+    inside = summary.assign(num_steps=3, tok_s=[90.0, 60.0, 100.0])
+    text = render_forced_table(forced_table(inside, "v", "baseline"))
+    assert "measured 2.25" in text and "extrapolated" not in text and "unreachable" not in text
+
 def _windows(variant: str, acc: float, step_ms: dict[int, float], phase: str) -> list[dict]:
     """Decode windows of one server: three at batch 4, then four at batch 1 (the tail: the most windows)."""
     rows = []

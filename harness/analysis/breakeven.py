@@ -14,6 +14,7 @@ measured accept length, interpolated to the baseline's tok/s (`interpolate_break
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,7 +78,15 @@ def interpolate_break_even(points: Sequence[tuple[float, float]], baseline_tok_s
 
 
 BREAKEVEN_COLUMNS = ["row", "concurrency", "variant", "forced_acceptance", "accept_len", "tok_s", "speedup",
-                     "baseline_tok_s", "break_even_measured", "break_even_steps", "break_even_batch"]
+                     "baseline_tok_s", "break_even_measured", "break_even_steps", "break_even_batch",
+                     "break_even_extrapolated", "accept_len_cap"]
+
+
+def accept_len_cap(num_steps: object) -> int | None:
+    """The most tokens one verify step can commit: num_steps drafts along the deepest branch plus the bonus
+    token (a chain or a tree alike); None when num_steps is not known."""
+    n = pd.to_numeric(pd.Series([num_steps]), errors="coerce").iloc[0]
+    return int(n) + 1 if pd.notna(n) and n >= 1 else None
 
 
 def step_cost_at_batch(windows: pd.DataFrame | None, phases: pd.DataFrame | None, copies: Sequence[str],
@@ -127,14 +136,24 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd
         steps = pd.to_numeric(here.get("break_even_accept_len"), errors="coerce").dropna()
         batch = pd.to_numeric(here.get("break_even_batch"), errors="coerce").dropna()
         own = step_cost_at_batch(windows, phases, list(here["variant"].astype(str)), baseline, conc)
+        toks = [t for _, t in points]
         rows.append({"row": "break-even", "concurrency": conc, "variant": variant, "forced_acceptance": True,
                      "baseline_tok_s": btok,
                      "break_even_measured": interpolate_break_even(points, btok) if btok else None,
+                     "break_even_extrapolated": bool(btok and toks and not min(toks) <= btok <= max(toks)),
+                     "accept_len_cap": accept_len_cap(here["num_steps"].iloc[0]) if "num_steps" in here
+                     and len(here) else None,
                      "break_even_steps": own if own is not None
                      else float(steps.median()) if len(steps) else None,
                      "break_even_batch": conc if own is not None else int(batch.mode().iloc[0]) if len(batch)
                      else None})
     return pd.DataFrame(rows, columns=BREAKEVEN_COLUMNS)
+
+
+def _flag(value: object) -> bool:
+    """A bool cell, also as read back from breakeven.csv ("True")."""
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true") or \
+        (not isinstance(value, str) and value is not None and pd.notna(value) and bool(value))
 
 
 def render_forced_table(table: pd.DataFrame) -> str:
@@ -156,9 +175,25 @@ def render_forced_table(table: pd.DataFrame) -> str:
             b = int(r["break_even_batch"])
             steps = f"from step costs {f(r['break_even_steps'], '.2f')} (steps at batch {b}" + (
                 ")" if b == conc else f": no decode windows at batch {conc} to compare)")
-        lines.append(f"{conc:>4}  break-even accept length at concurrency {conc}: measured "
-                     f"{f(r['break_even_measured'], '.2f')} (tok/s end to end at concurrency {conc}), "
+        measured = f(r["break_even_measured"], ".2f")
+        if _flag(r.get("break_even_extrapolated")) and measured != "-":
+            here = table[(table["row"] == "point") & (table["concurrency"] == r["concurrency"])]
+            acc = pd.to_numeric(here["accept_len"], errors="coerce").dropna()
+            upto = math.ceil(float(r["break_even_measured"]) * 2 + 1) / 2  # the next half above it, plus 0.5
+            span = f", accept len {acc.min():.2f}-{acc.max():.2f}" if len(acc) else ""
+            measured = (f"extrapolated {measured} (the baseline's tok/s lies beyond every forced "
+                        f"point{span}: --accept-lens up to ~{upto:g} measures it)")
+        else:
+            measured = f"measured {measured} (tok/s end to end at concurrency {conc})"
+        lines.append(f"{conc:>4}  break-even accept length at concurrency {conc}: {measured}, "
                      f"{steps}; baseline {f(r['baseline_tok_s'], '.1f')} tok/s at concurrency {conc}")
+        cap = pd.to_numeric(pd.Series([r.get("accept_len_cap")]), errors="coerce").iloc[0]
+        need = [float(x) for x in (r["break_even_measured"], r["break_even_steps"])
+                if x is not None and pd.notna(x)]
+        if pd.notna(cap) and need and min(need) > cap:
+            lines.append(f"{conc:>4}  unreachable: this config commits at most {int(cap)} tokens per verify "
+                         f"step (num_steps {int(cap) - 1} + the bonus token), below the break-even "
+                         f"{min(need):.2f}: no drafter makes it beat the baseline at concurrency {conc}")
     lines.append("each point: accept length and tok/s measured at its row's concurrency (conc)")
     lines.append("forced acceptance: every output above is forced, not the model's; use it for speed only")
     return "\n".join(lines)
