@@ -187,7 +187,11 @@ def test_slower_than_baseline_with_break_even_and_step_cost():
     assert f"Accept len {accept:.2f}, break-even {accept * base_tok / slow_tok:.2f}" in msg
     assert f"{slow_step:.2f} ms against {base_step:.2f} ms" in msg
     assert "CUDA graphs were off" in msg
+    # a drafter that accepts (1.01 > 1.00) at a config that does not pay is pointed at the search
+    assert "`draftbench tune PLAN --variant eagle3` tries other num_steps, eagle_topk" in msg
     assert tracker.compare(df) == []  # once per variant and concurrency
+    inert = AlarmTracker().compare(df.assign(accept_len=[None, 1.0, 2.4, None, 2.0]))
+    assert "the drafter is inert" in inert[0].message and "draftbench tune" not in inert[0].message
 
 
 def test_compare_after_a_csv_round_trip(tmp_path):

@@ -235,4 +235,7 @@ def _slower_message(r: dict[str, Any], b: dict[str, Any], tok: float, btok: floa
         parts.append("CUDA graphs were off for this variant: turn them on first.")
     if accept is not None and round(accept, 2) <= 1.0:
         parts.append("Accept len 1.00: the drafter is inert.")
+    elif accept is not None:  # a drafter that works, at a config that does not pay: the seed's second failure
+        parts.append(f"`draftbench tune PLAN --variant {r['variant']}` tries other num_steps, eagle_topk, "
+                     "num_draft_tokens and CUDA graphs for this drafter, or shows that none pays.")
     return " ".join(parts)
