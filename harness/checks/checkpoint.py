@@ -160,17 +160,6 @@ def check_shapes(variant: str, facts: DrafterFacts, target_cfg: dict[str, Any] |
                 "use a drafter trained with this target's tokenizer",
             )
         )
-    if Vd is None:
-        out.append(
-            error(
-                variant,
-                "draft-vocab-missing",
-                "config.json has no draft_vocab_size",
-                "SGLang ≤ 0.5.1 requires it, and 0.5.15.post1 dies at start-up with "
-                "AttributeError: 'LlamaConfig' object has no attribute 'draft_vocab_size'",
-                'add "draft_vocab_size" (the lm_head rows) to the drafter\'s config.json',
-            )
-        )
     out += _vocab_tensors(variant, tensors, H, Vd or Vdraft, Vdraft, V)
     if ids is not None and L:
         out += _aux_ids(variant, ids, L)

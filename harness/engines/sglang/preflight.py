@@ -81,9 +81,21 @@ def launch_findings(check: LaunchCheck) -> list[Finding]:
 
 
 def checkpoint_findings(check: DrafterCheck) -> list[Finding]:
-    """SGLang's version rules on an EAGLE-3 head's checkpoint: before 0.5.12 a head has one layer and reads
-    three aux layers (the shape checks every engine shares run in harness.checks.checkpoint)."""
+    """SGLang's rules on an EAGLE-3 head's checkpoint: it needs draft_vocab_size in the config (vLLM fills
+    it from vocab_size); before 0.5.12 a head has one layer and reads three aux layers (the shape checks every
+    engine shares run in harness.checks.checkpoint)."""
     out: list[Finding] = []
+    if check.config is not None and check.config.get("draft_vocab_size") is None:
+        out.append(
+            error(
+                check.variant,
+                "draft-vocab-missing",
+                "config.json has no draft_vocab_size",
+                "SGLang ≤ 0.5.1 requires it, and 0.5.15.post1 dies at start-up with "
+                "AttributeError: 'LlamaConfig' object has no attribute 'draft_vocab_size'",
+                'add "draft_vocab_size" (the lm_head rows) to the drafter\'s config.json',
+            )
+        )
     ids, version = check.aux_ids, check.version
     ints = ids is not None and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)
     if ints and check.target_layers and len(ids or ()) != 3 and version_lt(version, MULTI_LAYER_SINCE):
