@@ -108,6 +108,8 @@ def checkpoint_findings(check: DrafterCheck) -> list[Finding]:
                 f"use SGLang ≥ {MULTI_LAYER_SINCE} or a three-layer drafter",
             )
         )
+    if ids is not None and check.target_layers:  # SGLang's convention; vLLM's: its drafter_findings
+        out += _aux_ids(check.variant, list(ids), check.target_layers)
     layers = (check.config or {}).get("num_hidden_layers", 1)
     if layers != 1 and version_lt(version, MULTI_LAYER_SINCE):
         out.append(
@@ -122,6 +124,33 @@ def checkpoint_findings(check: DrafterCheck) -> list[Finding]:
         )
     return out
 
+
+def _aux_ids(variant: str, ids: list[Any], L: int) -> list[Finding]:
+    """eagle_aux_hidden_state_layer_ids as SGLang reads them: integers, id k capturing the input of layer
+    k + 1, so 0..L-2 (REFERENCE §6.3)."""
+    out = []
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        return [
+            error(
+                variant,
+                "aux-layer-ids",
+                f"eagle_aux_hidden_state_layer_ids {ids} are not all integers",
+                "SGLang ignores the config and falls back to its default layers",
+                "write the ids as a list of integers",
+            )
+        ]
+    bad = [i for i in ids if i < 0 or i + 1 > L - 1]
+    if bad:
+        out.append(
+            error(
+                variant,
+                "aux-layer-range",
+                f"aux layer ids {bad} fall outside the target's {L} layers (usable 0..{L - 2})",
+                "SGLang captures the input of layer id+1; the drafter was trained on a deeper target",
+                "use a drafter trained for this target",
+            )
+        )
+    return out
 
 def drafter_findings(check: DrafterCheck) -> list[Finding]:
     """Version bugs that depend on the drafter's aux layer ids (EAGLE-3 only)."""
