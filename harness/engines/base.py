@@ -116,6 +116,13 @@ class EngineAdmin(Protocol):
     async def close(self) -> None: ...
 
 
+def wrong_algorithm_first(wrong: str, causes: Sequence[str], uses: str | None) -> list[str]:
+    """An engine's inert_causes in order: the wrong-algorithm cause first and marked as the most likely when
+    the variant uses that algorithm (`uses`, as the engine spells it), else last."""
+    if uses:
+        return [f"{wrong}: the most likely one, this variant uses {uses}", *causes]
+    return [*causes, wrong]
+
 @runtime_checkable
 class Engine(Protocol):
     name: str                 # "sglang"

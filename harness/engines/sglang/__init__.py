@@ -13,6 +13,7 @@ from harness.engines.base import (
     PreflightInput,
     ScheduleBand,
     SpecShape,
+    wrong_algorithm_first,
 )
 from harness.engines.http import installed_version
 from harness.engines.sglang import launch, preflight, prom, schedule, shutdown, spec
@@ -36,6 +37,12 @@ _PROVENANCE_KEYS = ("version", "speculative_algorithm", "speculative_num_steps",
                     "cuda_graph_max_bs", "cuda_graph_max_bs_decode", "disable_cuda_graph",
                     "attention_backend", "decode_log_interval", "tp_size")
 
+
+# the drafter-inert alarm's likely causes on SGLang (harness.analysis.alarms)
+INERT_WRONG = "--speculative-algorithm EAGLE on an EAGLE-3 drafter (use EAGLE3)"
+INERT_CAUSES = ("a drafter trained for another target (hidden size, vocab or tokenizer)",
+                "aux layer ids the target does not capture (custom ids under CUDA graphs on SGLang ≤ 0.5.10)",
+                "a missing d2t/t2d vocab map, or random weights (--speculative-draft-load-format dummy)")
 
 class SGLangEngine:
     name = "sglang"
@@ -132,14 +139,8 @@ class SGLangEngine:
         return f"--speculative-algorithm {algorithm}"
 
     def inert_causes(self, algorithm: str) -> list[str]:
-        wrong = "--speculative-algorithm EAGLE on an EAGLE-3 drafter (use EAGLE3)"
-        causes = ["a drafter trained for another target (hidden size, vocab or tokenizer)",
-                  "aux layer ids the target does not capture "
-                  "(custom ids under CUDA graphs on SGLang ≤ 0.5.10)",
-                  "a missing d2t/t2d vocab map, or random weights (--speculative-draft-load-format dummy)"]
-        if algorithm.upper() in ("EAGLE", "NEXTN"):
-            return [f"{wrong}: the most likely one, this variant uses {algorithm.upper()}", *causes]
-        return [*causes, wrong]
+        uses = algorithm.upper() if algorithm.upper() in ("EAGLE", "NEXTN") else None
+        return wrong_algorithm_first(INERT_WRONG, INERT_CAUSES, uses)
 
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:

@@ -14,6 +14,7 @@ from harness.engines.base import (
     PreflightInput,
     ScheduleBand,
     SpecShape,
+    wrong_algorithm_first,
 )
 from harness.engines.http import installed_version
 from harness.engines.vllm import launch, metrics, preflight, schedule, spec
@@ -33,6 +34,13 @@ if TYPE_CHECKING:
 # uvicorn's line once the app (and so the engine) is up, printed by every vLLM release read
 READY_LINE = "Application startup complete."
 
+
+# the drafter-inert alarm's likely causes on vLLM (harness.analysis.alarms)
+INERT_WRONG = '--speculative-config method "eagle" on an EAGLE-3 head (use "eagle3")'
+INERT_CAUSES = ("a head trained for another target (hidden size, vocab or tokenizer)",
+                "aux layer ids other than the head was trained on: vLLM reads only the head config's "
+                "top-level eagle_aux_hidden_state_layer_ids, else the target's default layers (vllm#50170)",
+                "a missing d2t/t2d vocab map, or random weights")
 
 class VLLMEngine:
     name = "vllm"
@@ -122,14 +130,8 @@ class VLLMEngine:
         return f'--speculative-config method "{launch.METHODS.get(algorithm.upper(), algorithm.lower())}"'
 
     def inert_causes(self, algorithm: str) -> list[str]:
-        wrong = '--speculative-config method "eagle" on an EAGLE-3 head (use "eagle3")'
-        causes = ["a head trained for another target (hidden size, vocab or tokenizer)",
-                  "aux layer ids other than the head was trained on: vLLM reads only the head config's "
-                  "top-level eagle_aux_hidden_state_layer_ids, else the target's default layers (vllm#50170)",
-                  "a missing d2t/t2d vocab map, or random weights"]
-        if algorithm.upper() == "EAGLE":
-            return [f"{wrong}: the most likely one, this variant uses method \"eagle\"", *causes]
-        return [*causes, wrong]
+        uses = 'method "eagle"' if algorithm.upper() == "EAGLE" else None
+        return wrong_algorithm_first(INERT_WRONG, INERT_CAUSES, uses)
 
     def spec_grid(self, steps: Iterable[int], topks: Iterable[int],
                   draft_tokens: Iterable[int]) -> list[SpecShape]:
