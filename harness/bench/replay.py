@@ -195,11 +195,11 @@ async def warmup(client: ReplayClient, plan: Plan, variant: Variant | None,
     (run.temperature, or its sampling arm through the client): the first request down a decode path can
     trigger a one-time compile on a fresh server, timed here as `first_s` (run_phases.one_off). On the H200
     every such stall of a fresh EAGLE-3 server (75-128 s) followed a sampled request, and greedy requests to
-    fresh servers decoded at once (docs/real-gpu.md, "The compile"), so a greedy run no longer sends a
-    sampled request it would then wait two minutes for. Then `warmup_requests` requests, at least as many as
-    the plan's highest concurrency and sent that many at a time, so that the batch sizes the phases will run
-    have run once: on a fresh EAGLE-3 server on the H200 the first phase at concurrency 8 after a sequential
-    warmup ran at half the rate that the same server showed moments later."""
+    fresh servers decoded at once (docs/real-gpu.md, "The compile, measured once more"), so a greedy run no
+    longer sends a sampled request it would then wait two minutes for. Then `warmup_requests` requests, at
+    least as many as the plan's highest concurrency and sent that many at a time, so that the batch sizes
+    the phases will run have run once: on a fresh EAGLE-3 server on the H200 the first phase at concurrency
+    8 after a sequential warmup ran at half the rate that the same server showed moments later."""
     n = int(plan.run.warmup_requests)
     if n <= 0 or not plan.suites:
         return 0
