@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.breakeven import forced_table, render_forced_table
+from harness.analysis.breakeven import forced_table, read_forced_table, render_forced_table
 from harness.cli.progress import consume
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
@@ -84,7 +84,7 @@ def test_a_break_even_beyond_the_forced_points_is_called_extrapolated(tmp_path):
     assert end["break_even_measured"] == pytest.approx(3.0) and end["break_even_extrapolated"] is True
     assert end["accept_len_cap"] == 2
     t.to_csv(tmp_path / "breakeven.csv", index=False)  # the CLI renders what it wrote
-    for table in (t, pd.read_csv(tmp_path / "breakeven.csv")):
+    for table in (t, read_forced_table(tmp_path / "breakeven.csv")):
         text = render_forced_table(table)
         assert ("at concurrency 1: extrapolated 3.00 (the baseline's tok/s lies beyond every forced point, "
                 "accept len 1.50-2.50: --accept-lens up to ~3.5 measures it)") in text

@@ -46,9 +46,7 @@ def handlers() -> dict:
 
 def _breakeven(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan, args.results_dir)
-    import pandas as pd
-
-    from harness.analysis.breakeven import render_forced_table
+    from harness.analysis.breakeven import read_forced_table, render_forced_table
     from harness.cli.progress import consume
     from harness.studies.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
 
@@ -78,6 +76,6 @@ def _breakeven(args: argparse.Namespace) -> int:
     if table is None or not table.exists():
         # the command ran and its variants failed: exit 1, not bad input
         raise HarnessError(f"{args.plan}: the breakeven run produced no table (see the log above)")
-    print(clean(render_forced_table(pd.read_csv(table))))
+    print(clean(render_forced_table(read_forced_table(table))))
     say(f"breakeven.csv: {table}")
     return rc
