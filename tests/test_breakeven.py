@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.breakeven import forced_table, read_forced_table, render_forced_table
+from harness.analysis.breakeven import forced_table, render_forced_table
 from harness.cli.progress import consume
 from harness.common.errors import InputError
 from harness.inputs.config import load_plan
-from harness.studies.breakeven import derive_plan, run_breakeven
+from harness.studies.breakeven import derive_plan, read_forced_table, run_breakeven
 from tests.faults_helpers import GOOD, SIM_LAUNCHER, only_run_dir, prompts, sim_env, write_plan
 
 # The stand-in's time scale of the run on it. Its break-even is tok/s over whole phases, so a phase must last

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,15 +152,9 @@ def forced_table(summary: pd.DataFrame, variant: str, baseline: str, windows: pd
 
 
 def _flag(value: object) -> bool:
-    """A bool cell: the table as built, or breakeven.csv as read_forced_table parses it (pd.NA: no)."""
+    """A bool cell: the table as built, or breakeven.csv as harness.studies.breakeven.read_forced_table parses
+    it (pd.NA: no)."""
     return isinstance(value, bool | np.bool_) and bool(value)
-
-
-def read_forced_table(path: str | Path) -> pd.DataFrame:
-    """breakeven.csv, its bool column parsed once as read (harness.analysis.summary.parse_bools)."""
-    from harness.analysis.summary import parse_bools
-
-    return parse_bools(pd.read_csv(path), ("break_even_extrapolated",))
 
 
 def render_forced_table(table: pd.DataFrame) -> str:

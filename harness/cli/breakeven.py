@@ -46,9 +46,9 @@ def handlers() -> dict:
 
 def _breakeven(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan, args.results_dir)
-    from harness.analysis.breakeven import read_forced_table, render_forced_table
+    from harness.analysis.breakeven import render_forced_table
     from harness.cli.progress import consume
-    from harness.studies.breakeven import DEFAULT_ACCEPT_LENS, run_breakeven
+    from harness.studies.breakeven import DEFAULT_ACCEPT_LENS, read_forced_table, run_breakeven
 
     forced = next((v for v in plan.variants if v.name == args.variant), None)
     if forced is not None:  # an unknown variant is run_breakeven's own error

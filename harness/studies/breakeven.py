@@ -21,6 +21,8 @@ from harness.common.errors import InputError
 from harness.engines import engine_of
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from harness.inputs.config import Plan
     from harness.targets.base import Target
 
@@ -86,3 +88,13 @@ def write_breakeven(run_dir: str | Path, variant: str, baseline: str) -> Path:
     out = Path(run_dir) / "breakeven.csv"
     table.to_csv(out, index=False)
     return out
+
+
+def read_forced_table(path: str | Path) -> pd.DataFrame:
+    """breakeven.csv as write_breakeven wrote it, its bool column parsed once as read
+    (harness.analysis.summary.parse_bools)."""
+    import pandas as pd
+
+    from harness.analysis.summary import parse_bools
+
+    return parse_bools(pd.read_csv(path), ("break_even_extrapolated",))
