@@ -83,11 +83,17 @@ BREAKEVEN_COLUMNS = ["row", "concurrency", "variant", "forced_acceptance", "acce
                      "break_even_extrapolated", "accept_len_cap"]
 
 
+def _number(value: object) -> float | None:
+    """A table cell as a number (None when empty or not one)."""
+    n = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+    return float(n) if pd.notna(n) else None
+
+
 def accept_len_cap(num_steps: object) -> int | None:
     """The most tokens one verify step can commit: num_steps drafts along the deepest branch plus the bonus
     token (a chain or a tree alike); None when num_steps is not known."""
-    n = pd.to_numeric(pd.Series([num_steps]), errors="coerce").iloc[0]
-    return int(n) + 1 if pd.notna(n) and n >= 1 else None
+    n = _number(num_steps)
+    return int(n) + 1 if n is not None and n >= 1 else None
 
 
 def step_cost_at_batch(windows: pd.DataFrame | None, phases: pd.DataFrame | None, copies: Sequence[str],
@@ -188,10 +194,10 @@ def render_forced_table(table: pd.DataFrame) -> str:
             measured = f"measured {measured} (tok/s end to end at concurrency {conc})"
         lines.append(f"{conc:>4}  break-even accept length at concurrency {conc}: {measured}, "
                      f"{steps}; baseline {f(r['baseline_tok_s'], '.1f')} tok/s at concurrency {conc}")
-        cap = pd.to_numeric(pd.Series([r.get("accept_len_cap")]), errors="coerce").iloc[0]
-        need = [float(x) for x in (r["break_even_measured"], r["break_even_steps"])
-                if x is not None and pd.notna(x)]
-        if pd.notna(cap) and need and min(need) > cap:
+        cap = _number(r.get("accept_len_cap"))
+        need = [x for x in (_number(r["break_even_measured"]), _number(r["break_even_steps"]))
+                if x is not None]
+        if cap is not None and need and min(need) > cap:
             lines.append(f"{conc:>4}  unreachable: this config commits at most {int(cap)} tokens per verify "
                          f"step (num_steps {int(cap) - 1} + the bonus token), below the break-even "
                          f"{min(need):.2f}: no drafter makes it beat the baseline at concurrency {conc}")

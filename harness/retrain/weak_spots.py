@@ -136,11 +136,12 @@ def step_half_width(histograms: Sequence[object], z: float = 1.96) -> float:
     n = tm.steps_of(h)
     if n < 2:
         return 0.0
+    mean = tm.mean_accept_len(h)
+    if not mean:
+        return 0.0
     tokens = np.arange(1, len(h) + 1, dtype=float)
-    weights = np.asarray(h, dtype=float)
-    mean = float((weights * tokens).sum() / n)
-    var = float((weights * (tokens - mean) ** 2).sum() / (n - 1))
-    return z * math.sqrt(var / n) / mean if mean > 0 else 0.0
+    var = float((np.asarray(h, dtype=float) * (tokens - mean) ** 2).sum() / (n - 1))
+    return z * math.sqrt(var / n) / mean
 
 
 def _key(level: Level, cat: str, suite: str, pid: str, turn: int) -> str:
