@@ -31,7 +31,8 @@
 #            the best config stops paying, a paired run on each side (up to 3 per side), the mixed load CROSS_MIX
 #            (1:4,32:1) and goodput against request rate; CROSS_BUDGET (9m); the tune directory, crossover.csv,
 #            schedule.json and crossover.png come back. On a fresh machine the first EAGLE-3 decode's compile
-#            (121 s on 2026-12-03) and the wide run take ~370 s of the 9m: the baseline's and the longest
+#            (121 s on 2026-12-03; none since the warmup's first request is greedy, 2026-12-04: 291 s for the
+#            wide run) and the wide run take ~370 s of the 9m: the baseline's and the longest
 #            chain's step costs on the wide run's servers fit, the bisection and the paired sides may not;
 #            then `RESUME_OF=crossover RESUME_BUDGET=8m decide.sh resume` on the same warm machine buys them
 #   decided  draftbench run --until-decided: baseline against the tune's pick at c8 (looks after 2, 4, 8; ~330 s

@@ -25,10 +25,12 @@ RESOLUTION = 0.25  # bisection stops when above / below <= 1 + this (or the leve
 
 @dataclass(frozen=True)
 class Step:
-    """A step cost at one batch: its median ms and the standard error of its mean log (None: one window)."""
+    """A step cost at one batch: its median ms and the standard error of its mean log (None: one window);
+    eager: most of its windows ran without CUDA graphs (the server's `cuda graph: False`)."""
 
     ms: float
     se_log: float | None = None
+    eager: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,14 +52,22 @@ class Crossing:
     at: float | None = None  # where the step-cost lines cross (AL x base = step), between below and above
     low: float | None = None  # the range of the crossing: where the interval's bounds cross 1.00x
     high: float | None = None
+    # a config that does not pay at the smallest batches tried but does further up (a fixed per-step cost
+    # that a larger batch spreads out): the first batch where it pays, and the batches below it where not
+    pays_from: int | None = None
+    unpaid: tuple[int, int] | None = None  # (the smallest batch tried, the last one below pays_from)
 
     def words(self) -> str:
+        late = ""
+        if self.pays_from is not None and self.unpaid is not None:
+            lo, hi = self.unpaid
+            late = f"does not pay at c{lo}{f'-c{hi}' if hi != lo else ''}, pays from c{self.pays_from}; "
         if self.status == "crosses" and self.at is not None:
             known = self.low is not None and self.high is not None
             rng = f", range c{self.low:.1f}-c{self.high:.1f}" if known else ""
-            return f"stops paying at c{self.at:.1f} (pays at c{self.below}, not at c{self.above}{rng})"
+            return f"{late}stops paying at c{self.at:.1f} (pays at c{self.below}, not at c{self.above}{rng})"
         if self.status == "pays-to-max":
-            return f"pays up to the largest batch tried (c{self.below})"
+            return f"{late}pays up to the largest batch tried (c{self.below})"
         if self.status == "never-pays":
             return f"does not pay even at c{self.above}"
         return "nothing to tell from"
@@ -145,20 +155,25 @@ def _cross_of(al: float, pts: list[Point], value: str) -> float | None:
 
 
 def crossing(al: float, pts: list[Point]) -> Crossing:
-    """The first batch where the predicted speedup stops paying (<= 1.00x) after a batch where it paid."""
+    """The first batch where the predicted speedup stops paying (<= 1.00x) after a batch where it paid.
+    Where it does not pay at the smallest batches but does further up, the search starts where it first
+    pays (`pays_from`): "does not pay even at c1" would hide that it pays at c2-c64 (seen on the H200)."""
     if not pts:
         return Crossing("unknown")
-    if pts[0].speedup <= 1.0:
+    first = next((i for i, p in enumerate(pts) if p.speedup > 1.0), None)
+    if first is None:
         return Crossing("never-pays", above=pts[0].batch)
+    late = {"pays_from": pts[first].batch, "unpaid": (pts[0].batch, pts[first - 1].batch)} if first else {}
+    pts = pts[first:]
     pair = _first_drop(pts, "speedup")
     if pair is None:
-        return Crossing("pays-to-max", below=pts[-1].batch)
+        return Crossing("pays-to-max", below=pts[-1].batch, **late)
     p0, p1 = pair
     at = _cross_of(al, pts, "speedup")
     lo, hi = _cross_of(al, pts, "low"), _cross_of(al, pts, "high")
     if lo is None and pts[0].low is not None and pts[0].low <= 1.0:
         lo = float(pts[0].batch)  # the interval's low bound never pays: the range starts at the first batch
-    return Crossing("crosses", p0.batch, p1.batch, at, lo, hi)
+    return Crossing("crosses", p0.batch, p1.batch, at, lo, hi, **late)
 
 
 def next_level(cross: Crossing, tried: Sequence[int], resolution: float = RESOLUTION) -> int | None:

@@ -16,7 +16,7 @@ import pandas as pd
 from harness.analysis import tune_data as td
 from harness.analysis.crossover import Step
 from harness.analysis.steps import FALLBACK_QUANTILE, decode_steps
-from harness.analysis.summary import read_tables
+from harness.analysis.summary import read_tables, read_variants
 
 LEVEL = re.compile(r"@c(\d+)#")
 COST_DIR = re.compile(r"cost(-c\d+)?$")
@@ -55,7 +55,9 @@ def _level_steps(windows: pd.DataFrame, variant: str) -> dict[int, Step]:
             continue
         ms = math.exp(logs.mean()) if len(clean) else float(use.quantile(FALLBACK_QUANTILE))
         se = float(logs.std(ddof=1) / math.sqrt(len(logs))) if len(logs) >= 2 else None
-        out[int(level)] = Step(ms, se if se is not None and se == se else None)
+        flags = [g for g in at["graph"] if isinstance(g, bool)]
+        eager = bool(flags) and sum(not g for g in flags) > len(flags) / 2
+        out[int(level)] = Step(ms, se if se is not None and se == se else None, eager)
     return out
 
 
@@ -68,6 +70,21 @@ def step_costs(tune_dir: Path, variant: str) -> dict[int, Step]:
         if not windows.empty:
             out.update(_level_steps(windows, variant))
     return dict(sorted(out.items()))
+
+
+def graph_cap(tune_dir: Path) -> int | None:
+    """The CUDA graph batch cap the servers of the step-cost runs resolved (variants.jsonl's
+    `server_cuda_graph_max_bs_decode`, older SGLang `server_cuda_graph_max_bs`), the smallest; None:
+    not recorded."""
+    caps = []
+    for d in cost_dirs(tune_dir):
+        for meta in read_variants(d).values():
+            for key in ("server_cuda_graph_max_bs_decode", "server_cuda_graph_max_bs"):
+                v = meta.get(key)
+                if isinstance(v, int | float) and v > 0:
+                    caps.append(int(v))
+                    break
+    return min(caps) if caps else None
 
 
 def phase_requests(tune_dir: Path, kind: str) -> dict[tuple[str, int], int]:

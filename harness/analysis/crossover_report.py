@@ -20,7 +20,7 @@ from harness.analysis import schedule as sc
 from harness.analysis import tune_model as tm
 from harness.analysis.crossover_chart import chart_png, chart_text
 from harness.analysis.tune_model import Config
-from harness.analysis.tune_report import _got, _verdict_of
+from harness.analysis.tune_report import _got, _num, _verdict_of
 
 if TYPE_CHECKING:
     from harness.analysis.tune_types import TuneRun
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 CROSSOVER_COLUMNS = ["config", "num_steps", "eagle_topk", "num_draft_tokens", "cuda_graph", "batch",
                      "step_ms", "base_step_ms", "speedup_pred", "speedup_pred_low", "speedup_pred_high",
                      "source", "crossover_concurrency", "crossover_low", "crossover_high", "crossover_status",
-                     "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
+                     "crossover_pays_from", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
                      "cost_requests", "base_cost_requests", "verify_requests"]
 
 
@@ -53,6 +53,10 @@ class Result:
     cost_requests: dict[tuple[str, int], int] = field(default_factory=dict)
     verify_requests: dict[int, int] = field(default_factory=dict)
     verified: Config | None = None  # the config the paired runs check: the pick, else closest_to_paying's
+    # variant -> the levels whose step cost came from windows without CUDA graphs (variants that asked for
+    # them); the CUDA graph batch cap the servers resolved (None: not recorded)
+    eager: dict[str, list[int]] = field(default_factory=dict)
+    graph_cap: int | None = None
 
     def crossover_concurrency(self) -> dict[str, float | str | None]:
         """Per config: the batch where it stops paying, "beyond" (pays at every batch tried), 0 (never)."""
@@ -108,10 +112,14 @@ def build(t: TuneRun) -> Result:
     verify_requests: dict[int, int] = {}
     for (_, c), n in paired.items():
         verify_requests[c] = min(n, verify_requests.get(c, n))
+    graphs = {t.plan.baseline.name: (base, bool(t.plan.baseline.cuda_graph)),
+              **{cfg.name: (st, cfg.cuda_graph) for cfg, st in steps.items()}}
+    eager = {name: [b for b, s in st.items() if s.eager] for name, (st, on) in graphs.items() if on}
     return Result(levels, curves, crossings, pick, cross, sides, schedule, max_batch, mix, stated,
                   sc.single_best(curves, mix) if curves else None, pred,
                   mix_rows(t, schedule, mix) if stated else pd.DataFrame(), rate_rows(t, pick),
-                  cd.phase_requests(t.dir, "cost"), verify_requests, verified)
+                  cd.phase_requests(t.dir, "cost"), verify_requests, verified,
+                  {k: v for k, v in eager.items() if v}, cd.graph_cap(t.dir))
 
 
 def mix_picks(schedule: list[sc.Band], mix: dict[int, float], baseline: str) -> dict[int, str]:
@@ -150,16 +158,34 @@ def rate_rows(t: TuneRun, pick: Config | None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def stops_paying_rate(rates: pd.DataFrame, slo: bool) -> float | None:
-    """The lowest rate where the pick stops paying: under run.slo, its goodput below the baseline's; without
-    one (every request counts), its time per output token no better (harness.analysis.load_report's rule).
-    One open-loop run per rate: a point estimate, no interval."""
+def pays_by_rate(rates: pd.DataFrame, slo: bool) -> list[tuple[float, bool]]:
+    """Whether the pick pays at each rate measured, lowest first: under run.slo, its goodput not below the
+    baseline's; without one (every request counts), its time per output token better
+    (harness.analysis.load_report's rule). One open-loop run per rate: a point estimate, no interval."""
+    out = []
     for r in rates.sort_values("request_rate").itertuples() if not rates.empty else []:
         ratio = pd.to_numeric(r.goodput_ratio, errors="coerce")
         tpot = pd.to_numeric(r.tpot_speedup, errors="coerce")
-        if (slo and ratio == ratio and ratio < 1.0) or (not slo and tpot == tpot and tpot <= 1.0):
-            return float(r.request_rate)
-    return None
+        value = ratio if slo else tpot
+        if value == value:
+            out.append((float(r.request_rate), bool(value >= 1.0) if slo else bool(value > 1.0)))
+    return out
+
+
+def rate_words(rates: pd.DataFrame, slo: bool) -> str:
+    """Where speculation stops paying under request-rate load, or, where the rates measured do not show one
+    crossing (it does not pay at a low rate and does at a higher one), which rates it pays at."""
+    got = pays_by_rate(rates, slo)
+    not_paying = [r for r, pays in got if not pays]
+    if not not_paying:
+        return "pays at every rate measured"
+    first = min(not_paying)
+    if all(not pays for r, pays in got if r >= first):
+        return f"stops paying at {first:g} req/s (one run per rate, no interval)"
+    paying = [r for r, pays in got if pays]
+    return (f"does not pay at {', '.join(f'{r:g}' for r in not_paying)} req/s and pays at "
+            f"{', '.join(f'{r:g}' for r in paying)} req/s: no single rate where it stops (one run per rate, "
+            "no interval)")
 
 
 # ------------------------------------------------------------------------------------------------- outputs
@@ -176,7 +202,8 @@ def frame(res: Result, base: str) -> pd.DataFrame:
                          "step_ms": p.step_ms, "base_step_ms": p.base_step_ms, "speedup_pred": p.speedup,
                          "speedup_pred_low": p.low, "speedup_pred_high": p.high, "source": p.source,
                          "crossover_concurrency": c.at, "crossover_low": c.low, "crossover_high": c.high,
-                         "crossover_status": c.status, "speedup": v.get("speedup"),
+                         "crossover_status": c.status, "crossover_pays_from": c.pays_from,
+                         "speedup": v.get("speedup"),
                          "speedup_ci_low": v.get("speedup_ci_low"),
                          "speedup_ci_high": v.get("speedup_ci_high"), "verdict": v.get("verdict"),
                          "cost_requests": res.cost_requests.get((cfg.name, p.batch)),
@@ -195,6 +222,8 @@ def exports(t: TuneRun, res: Result, engine_versions: dict[str, str | None]) -> 
     return {
         "schedule": [sc.band_dict(b) for b in res.schedule],
         "crossover_concurrency": res.crossover_concurrency(),
+        # configs that do not pay at the smallest batches tried: the first batch where each pays
+        "pays_from": {cfg.name: c.pays_from for cfg, c in res.crossings.items() if c.pays_from is not None},
         "measured_with": engine_versions,
         "mix": {"shares": {str(k): v for k, v in res.mix.items()}, "stated": res.mix_stated,
                 "single_config": single.name if single is not None else "baseline",
@@ -282,6 +311,7 @@ def _side_words(res: Result) -> list[str]:
         reason = str(row.get("verdict_reason") or "").strip()
         tail = f": {reason}" if verdict not in said and reason not in ("", "nan") else ""
         out.append(f"  verified at c{level}: {_got(row)}, {words}{tail}")
+        out += _against_prediction(res, level, row)
     if not out:
         return ["  not verified: no paired run at the crossover's sides (budget)"]
     verdicts = {level: _verdict_of(row) for level, row in res.sides.items()}
@@ -291,6 +321,9 @@ def _side_words(res: Result) -> list[str]:
     if pays and stops:
         out.append(f"  paired runs: speculation pays at c{top} and stops paying by c{min(stops)}: decided on "
                    "both sides")
+    elif pays and _pays_to_max(res) and max(pays) >= (res.cross.below if res.cross else 0):
+        out.append(f"  paired runs: speculation pays up to c{max(pays)}, the largest batch tried: where it "
+                   "stops lies beyond it (a larger --max-batch looks further)")
     elif pays:
         out.append(f"  paired runs: speculation pays up to c{max(pays)}, the largest batch decided; the side "
                    "where it stops is not decided")
@@ -308,6 +341,49 @@ def _side_words(res: Result) -> list[str]:
     return out
 
 
+def _pays_to_max(res: Result) -> bool:
+    return res.cross is not None and res.cross.status == "pays-to-max" and res.cross.below is not None
+
+
+def _eager_words(res: Result) -> list[str]:
+    """Levels whose step costs ran without CUDA graphs although the variant asked for them: above the batch
+    the servers capture, every decode step runs eagerly, and the crossover there is an eager one (seen on the
+    H200: --cuda-graph-max-bs-decode 16, and the step cost 4x from c16 to c32)."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name, levels in res.eager.items():
+        groups.setdefault(tuple(sorted(levels)), []).append(name)
+    out = []
+    for levels, names in sorted(groups.items()):
+        cap = (f"the servers capture CUDA graphs up to batch {res.graph_cap} (cuda_graph_max_bs_decode)"
+               if res.graph_cap else "the servers ran these batches without CUDA graphs")
+        raise_to = max(res.max_batch, max(levels))
+        at = ", ".join(f"c{b}" for b in levels)
+        out.append(f"  without CUDA graphs at {at} ({', '.join(sorted(names))}): "
+                   f"{cap}; above that every decode step runs eagerly, so these step costs and the speedups "
+                   f"from them are eager ones; server.cuda_graph_max_bs {raise_to} measures captured ones")
+    return out
+
+
+def _against_prediction(res: Result, level: int, row: dict[str, Any]) -> list[str]:
+    """A paired run whose interval lies wholly outside the decode steps' prediction at its level: said, since
+    the prediction (and the crossover from it) then over- or understates what the server gives end to end."""
+    pts = res.curves.get(res.verified, []) if res.verified is not None else []
+    p = next((q for q in pts if q.batch == level), None)
+    lo, hi = _num(row.get("speedup_ci_low")), _num(row.get("speedup_ci_high"))
+    if p is None or p.low is None or p.high is None or lo is None or hi is None:
+        return []
+    if hi < p.low:
+        side = "below"
+    elif lo > p.high:
+        side = "above"
+    else:
+        return []
+    what = "less" if side == "below" else "more"
+    return [f"    predicted {p.speedup:.2f}x (95% {p.low:.2f}-{p.high:.2f}) from the decode steps: the "
+            f"paired run lies {side} it; end to end (prefill, a batch's tail) speculation pays {what} "
+            "than the decode steps say here"]
+
+
 def lines(t: TuneRun, res: Result) -> list[str]:
     if not res.curves:
         why = f": {t.state.short['what']} were not measured within the budget" if t.state.short else ""
@@ -316,6 +392,7 @@ def lines(t: TuneRun, res: Result) -> list[str]:
     out = ["", f"crossover (where speculation stops paying), from step costs at {tried}:"]
     for cfg, c in sorted(res.crossings.items(), key=lambda kv: kv[0].name):
         out.append(f"  {cfg.name}: {c.words()}")
+    out += _eager_words(res)
     if res.pick is not None and res.cross is not None:
         out.append(f"speculation stops paying: {res.pick.name} {res.cross.words()}")
     else:
@@ -348,10 +425,7 @@ def lines(t: TuneRun, res: Result) -> list[str]:
                        f"{r.pick_goodput_req_s:.2f} req/s, TPOT speedup {pd.to_numeric(r.tpot_speedup):.2f}x")
         slo = t.plan.run.slo is not None
         for rule in ([True, False] if slo else [False]):
-            rate = stops_paying_rate(res.rates, rule)
             by = "goodput under run.slo" if rule else "TPOT" + ("" if slo else " (no run.slo)")
-            said = (f"stops paying at {rate:g} req/s (one run per rate, no interval)" if rate is not None
-                    else "pays at every rate measured")
-            out.append(f"  by {by}: speculation {said}")
+            out.append(f"  by {by}: speculation {rate_words(res.rates, rule)}")
     out += ["", chart_text(res)]
     return out

@@ -197,5 +197,6 @@ def crossover_of(cross: Mapping[Config, Crossing]) -> tuple[Config | None, Cross
     paying = {k: v for k, v in cross.items() if v.status in ("crosses", "pays-to-max")}
     if not paying:
         return None, None
-    best = max(paying, key=lambda k: (reach(paying[k]), k))
+    # equal reach (both pay to the largest batch): the one that pays from the smallest batch up
+    best = max(paying, key=lambda k: (reach(paying[k]), paying[k].pays_from is None, k))
     return best, paying[best]

@@ -32,9 +32,10 @@ def _numbers(w: pd.DataFrame, column: str) -> pd.Series:
 
 
 def decode_steps(windows: pd.DataFrame, variant: str) -> pd.DataFrame:
-    """One row per decode window of `variant`: phase, running_req, step_ms, clean (see the module doc).
+    """One row per decode window of `variant`: phase, running_req, step_ms, clean (see the module doc) and
+    graph (the log line's `cuda graph:` flag, None where the line has none).
     Column at a time: a tune summarises its runs after every look, and a loop over rows cost most of it."""
-    cols = ["phase", "running_req", "step_ms", "clean"]
+    cols = ["phase", "running_req", "step_ms", "clean", "graph"]
     if windows is None or windows.empty or "variant" not in windows:
         return pd.DataFrame(columns=cols)
     w = windows[windows["variant"].astype(str) == variant]
@@ -54,8 +55,11 @@ def decode_steps(windows: pd.DataFrame, variant: str) -> pd.DataFrame:
     # a column of empty cells reads back as float NaN: strings first, then the blanks
     phase = w["phase"].astype("string").fillna("").astype(str) if "phase" in w else \
         pd.Series("", index=w.index)
+    graph = w["cuda_graph"].map(lambda v: v if isinstance(v, bool) else None) if "cuda_graph" in w else \
+        pd.Series(None, index=w.index, dtype=object)
     return pd.DataFrame({"phase": phase[keep], "running_req": bs[keep].astype(int), "step_ms": step[keep],
-                         "clean": clean[keep].astype(bool)}, columns=cols).reset_index(drop=True)
+                         "clean": clean[keep].astype(bool), "graph": graph[keep].astype(object)},
+                        columns=cols).reset_index(drop=True)
 
 
 def step_ms_by_batch(windows: pd.DataFrame, variant: str, phases: set[str] | None = None) -> dict[int, float]:

@@ -371,6 +371,9 @@ class TuneState:
                 state.decisions = [TuneDecision(**d) for d in value]
             elif key in own:
                 setattr(state, key, value)
+                # a later field written as null (set once, cleared since) keeps its place too
+                if key in _TUNE_LATER and key not in state.__dict__["_order"]:
+                    state.__dict__["_order"].append(key)
             else:
                 state.extra[key] = value
                 state.__dict__["_order"].append(key)  # written back where it was

@@ -232,8 +232,7 @@ class _Tune:
         """Step ms per config and concurrency: its step-cost phases (what the search goes by). `fallback`
         (the report): the longest chain's also from the wide run's own decode windows when the budget left
         it no step-cost phase, so a tune stopped by its budget still predicts every config."""
-        cost = self.dir / "cost"
-        out = {c: td.step_costs(cost, c.name, self.conc) for c in self.grid}
+        out = {c: self._cost_steps(c.name) for c in self.grid}
         out = {c: v for c, v in out.items() if v}
         if fallback and self.wide not in out:
             wide = td.step_costs(self.dir / "wide", self.wide_name, self.conc)
@@ -242,8 +241,19 @@ class _Tune:
                 self.step_source[self.wide] = "the wide run's decode windows"
         return out
 
+    def _cost_steps(self, variant: str) -> dict[int, float]:
+        """Step ms of `variant` per concurrency from the step-cost phases. A crossover search (auto) reads
+        them as its crossover does (harness.analysis.crossover_data: the clean windows' geometric mean, over
+        cost/ and the bisection's cost-c<N>/), so that the grid's predictions and the crossover's agree; the
+        median of tune_data.step_costs put 2.53x against 2.32x at c8 in one H200 report."""
+        if not self.opts.auto:
+            return td.step_costs(self.dir / "cost", variant, self.conc)
+        from harness.analysis import crossover_data as cd
+
+        return {b: s.ms for b, s in cd.step_costs(self.dir, variant).items() if b in self.conc}
+
     def base_step(self, fallback: bool = False) -> dict[int, float]:
-        got = td.step_costs(self.dir / "cost", self.plan.baseline.name, self.conc)
+        got = self._cost_steps(self.plan.baseline.name)
         if not fallback:
             return got
         wide = td.step_costs(self.dir / "wide", self.plan.baseline.name, self.conc)

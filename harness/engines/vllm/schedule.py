@@ -47,11 +47,12 @@ def schedule_export(bands: Sequence[ScheduleBand], *, algorithm: str, draft_path
         "engine": "vllm",
         "fixed_at_launch": not has,
         "note": ("vLLM drafts one chain: a band's tree (eagle_topk > 1) is exported as its chain of "
-                 f"num_steps; {PER_BATCH_KEY} needs vLLM {PER_BATCH_SINCE}+ (its V1 model runner)"),
+                 "num_steps"),
         "per_band": per_band,
         "dynamic": {"available": has, "speculative_config": json.dumps(dynamic, separators=(",", ":"))
                     if dynamic else None,
                     "note": (f"vLLM {version} reads {PER_BATCH_KEY}" if has else
-                             f"vLLM {version or '(version unknown)'}: {PER_BATCH_KEY} needs "
-                             f"{PER_BATCH_SINCE}+")},
+                             f"{PER_BATCH_KEY} needs vLLM {PER_BATCH_SINCE}+ (its V1 model runner); "
+                             + (f"this is {version}" if version else
+                                "the tune did not run on vLLM, so its version is not known here"))},
     }
