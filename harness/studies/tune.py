@@ -195,9 +195,11 @@ class _Tune:
                 return
             if self.opts.preflight and not self.state.preflight_done:
                 yield self.stage("preflight", f"{len(self.grid)} configs through preflight")
-                await tune_preflight(self, self.target)
+                graphs = await tune_preflight(self, self.target)
                 for w in self.state.warnings or []:  # said before the budget is spent, not after
                     yield self.stage("preflight", f"warning: {w}: a verification there cannot decide")
+                for w in graphs:
+                    yield self.stage("preflight", f"warning: {w}")
             async for e in self.search():
                 yield e
             if self.opts.auto:  # the crossover: bisection, both sides verified, the mix, the load
