@@ -26,3 +26,16 @@ def assert_same_columns(again, stored, cols, rtol: float = 1e-9) -> None:
     for col in cols:
         a, b = pd.to_numeric(again[col]), pd.to_numeric(stored[col])
         assert np.allclose(a, b, equal_nan=True, rtol=rtol), col
+
+
+def docs_lines_missing(docs: Path, marker: str, report: Path) -> tuple[list[str], list[str]]:
+    """The first fenced block after `marker` in `docs`, without blank lines, and those of its lines that the
+    report (a rebuilt tune_report.txt) does not have: a doc's figures must be what the report says."""
+    import re
+
+    text = docs.read_text(encoding="utf-8")
+    block = re.search(r"```\n(.*?)```", text[text.index(marker):], re.S)
+    assert block is not None, marker
+    lines = [ln for ln in block.group(1).splitlines() if ln.strip()]
+    have = set(report.read_text(encoding="utf-8").splitlines())
+    return lines, [ln for ln in lines if ln not in have]

@@ -10,30 +10,22 @@ rates show no single rate where speculation stops paying. Plus the pure rules be
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from harness.analysis import crossover as cx
-from harness.analysis import crossover_report as cr
+from harness.analysis import crossover_text as ct
 from harness.analysis import schedule as sc
 from harness.analysis import tune_model as tm
 from harness.analysis.tune_model import Config
 from harness.studies.tune_view import _from_files, rebuild_report
-from tests.fixture_dirs import unpacked
+from tests.fixture_dirs import docs_lines_missing, unpacked
 
 FIXTURE = Path(__file__).parent / "fixtures" / "sglang-0.5.15.post1" / "crossover"
 DOCS = Path(__file__).parent.parent / "docs" / "tune.md"
-
-
-def _docs_block() -> list[str]:
-    text = DOCS.read_text(encoding="utf-8")
-    start = text.index("An H200 run (`tests/fixtures/sglang-0.5.15.post1/crossover/`")
-    block = re.search(r"```\n(.*?)```", text[start:], re.S)
-    assert block is not None
-    return [ln for ln in block.group(1).splitlines() if ln.strip()]
+MARKER = "An H200 run (`tests/fixtures/sglang-0.5.15.post1/crossover/`"  # the block the report must hold
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +36,8 @@ def rebuilt(tmp_path_factory) -> Path:
 
 
 def test_docs_figures_are_the_rebuilt_reports(rebuilt):
-    report = (rebuilt / "tune_report.txt").read_text(encoding="utf-8").splitlines()
-    block = _docs_block()
+    block, missing = docs_lines_missing(DOCS, MARKER, rebuilt / "tune_report.txt")
     assert len(block) > 8
-    missing = [ln for ln in block if ln not in report]
     assert not missing, missing
 
 
@@ -138,13 +128,13 @@ def test_a_config_that_starts_paying_above_the_smallest_batch_is_not_called_neve
 def test_request_rates_that_pay_again_above_a_rate_that_does_not_are_no_crossing():
     rates = pd.DataFrame({"request_rate": [10.0, 20.0, 30.0], "goodput_ratio": [1.0, 1.0, 1.0],
                           "tpot_speedup": [0.7, 1.1, 1.2]})
-    assert cr.rate_words(rates, slo=False).startswith("does not pay at 10 req/s and pays at 20, 30 req/s")
+    assert ct.rate_words(rates, slo=False).startswith("does not pay at 10 req/s and pays at 20, 30 req/s")
     rates["tpot_speedup"] = [1.3, 1.1, 0.9]
-    assert cr.rate_words(rates, slo=False).startswith("stops paying at 30 req/s")
+    assert ct.rate_words(rates, slo=False).startswith("stops paying at 30 req/s")
     rates["tpot_speedup"] = [1.3, 1.1, 1.01]
-    assert cr.rate_words(rates, slo=False) == "pays at every rate measured"
+    assert ct.rate_words(rates, slo=False) == "pays at every rate measured"
     rates["goodput_ratio"] = [1.2, 0.9, 0.8]
-    assert cr.rate_words(rates, slo=True).startswith("stops paying at 20 req/s")
+    assert ct.rate_words(rates, slo=True).startswith("stops paying at 20 req/s")
 
 
 def test_a_greedy_warmup_paid_no_compile_on_the_fresh_machine():

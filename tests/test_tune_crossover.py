@@ -18,17 +18,11 @@ from harness.cli.demo import GOOD_PROFILE
 from harness.sim.sglang import model
 from harness.sim.sglang.model import SpecShape
 from harness.studies.tune_view import load_tune, rebuild_report
+from tests.fixture_dirs import docs_lines_missing
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tune-crossover"
 DOCS = Path(__file__).parent.parent / "docs" / "tune.md"
-
-
-def _docs_block() -> list[str]:
-    text = DOCS.read_text(encoding="utf-8")
-    start = text.index("A stand-in run (`tests/fixtures/tune-crossover/`")
-    block = re.search(r"```\n(.*?)```", text[start:], re.S)
-    assert block is not None
-    return [ln for ln in block.group(1).splitlines() if ln.strip()]
+MARKER = "A stand-in run (`tests/fixtures/tune-crossover/`"  # the docs block the rebuilt report must hold
 
 
 def _truth(shape: SpecShape) -> int:
@@ -46,10 +40,8 @@ def rebuilt(tmp_path_factory) -> Path:
 
 
 def test_docs_figures_are_the_rebuilt_reports(rebuilt):
-    report = (rebuilt / "tune_report.txt").read_text(encoding="utf-8").splitlines()
-    block = _docs_block()
+    block, missing = docs_lines_missing(DOCS, MARKER, rebuilt / "tune_report.txt")
     assert len(block) > 10
-    missing = [ln for ln in block if ln not in report]
     assert not missing, missing
 
 

@@ -72,6 +72,13 @@ def step_costs(tune_dir: Path, variant: str) -> dict[int, Step]:
     return dict(sorted(out.items()))
 
 
+def step_ms(tune_dir: Path, variant: str, levels: list[int]) -> dict[int, float]:
+    """step_costs' ms at `levels` alone: what a crossover search's grid predicts from, so that its heatmaps
+    and answer say what its crossover says (tune_data.step_costs' median put 2.53x against the crossover's
+    2.32x for one config at c8 in one H200 report)."""
+    return {b: s.ms for b, s in step_costs(tune_dir, variant).items() if b in levels}
+
+
 def graph_cap(tune_dir: Path) -> int | None:
     """The CUDA graph batch cap the servers of the step-cost runs resolved (variants.jsonl's
     `server_cuda_graph_max_bs_decode`, older SGLang `server_cuda_graph_max_bs`), the smallest; None:

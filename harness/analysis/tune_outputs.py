@@ -23,6 +23,7 @@ def write_all(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
     crossover = None
     if auto:  # where speculation stops paying, the schedule
         from harness.analysis import crossover_report as cr
+        from harness.analysis.crossover_text import lines as crossover_lines
 
         crossover = cr.build(t)
         rows = cr.annotate(rows, crossover)
@@ -30,7 +31,7 @@ def write_all(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
     if crossover is not None:
         cr.write(t, crossover)
         with open(t.dir / "tune_report.txt", "a", encoding="utf-8") as fh:
-            fh.write("\n".join(cr.lines(t, crossover)) + "\n")
+            fh.write("\n".join(crossover_lines(t, crossover)) + "\n")
     answered = any(line.startswith("c") and "nothing to predict" not in line
                    for line in tr.answer(rows, t.hists, t.wide.num_steps))
     return out, answered

@@ -196,9 +196,8 @@ class _Tune:
             if self.opts.preflight and not self.state.preflight_done:
                 yield self.stage("preflight", f"{len(self.grid)} configs through preflight")
                 graphs = await tune_preflight(self, self.target)
-                for w in self.state.warnings or []:  # said before the budget is spent, not after
-                    yield self.stage("preflight", f"warning: {w}: a verification there cannot decide")
-                for w in graphs:
+                short = [f"{w}: a verification there cannot decide" for w in self.state.warnings or []]
+                for w in [*short, *graphs]:  # said before the budget is spent, not after
                     yield self.stage("preflight", f"warning: {w}")
             async for e in self.search():
                 yield e
@@ -244,15 +243,12 @@ class _Tune:
         return out
 
     def _cost_steps(self, variant: str) -> dict[int, float]:
-        """Step ms of `variant` per concurrency from the step-cost phases. A crossover search (auto) reads
-        them as its crossover does (harness.analysis.crossover_data: the clean windows' geometric mean, over
-        cost/ and the bisection's cost-c<N>/), so that the grid's predictions and the crossover's agree; the
-        median of tune_data.step_costs put 2.53x against 2.32x at c8 in one H200 report."""
+        """Step ms per concurrency from the step-cost phases (auto: as its crossover reads them)."""
         if not self.opts.auto:
             return td.step_costs(self.dir / "cost", variant, self.conc)
         from harness.analysis import crossover_data as cd
 
-        return {b: s.ms for b, s in cd.step_costs(self.dir, variant).items() if b in self.conc}
+        return cd.step_ms(self.dir, variant, self.conc)
 
     def base_step(self, fallback: bool = False) -> dict[int, float]:
         got = self._cost_steps(self.plan.baseline.name)

@@ -115,8 +115,9 @@ def load_tune(tune_dir: str | Path) -> TuneView:
                            draft_path=str(t.tuned.drafter.path)) + tune_context.report_lines(t)
         if opts.auto:
             from harness.analysis import crossover_report as cr
+            from harness.analysis.crossover_text import lines as crossover_lines
 
-            crossover = "\n".join(cr.lines(t, cr.build(t))).strip("\n")
+            crossover = "\n".join(crossover_lines(t, cr.build(t))).strip("\n")
     else:  # the wide run has not finished: the grid, nothing predicted yet
         for cfg in t.grid:
             status = (
