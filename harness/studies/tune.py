@@ -26,6 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.analysis import crossover_data as cd
 from harness.analysis import tune_data as td
 from harness.analysis import tune_model as tm
 from harness.analysis import tune_report as tr
@@ -246,8 +247,6 @@ class _Tune:
         """Step ms per concurrency from the step-cost phases (auto: as its crossover reads them)."""
         if not self.opts.auto:
             return td.step_costs(self.dir / "cost", variant, self.conc)
-        from harness.analysis import crossover_data as cd
-
         return cd.step_ms(self.dir, variant, self.conc)
 
     def base_step(self, fallback: bool = False) -> dict[int, float]:
