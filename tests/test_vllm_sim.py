@@ -99,3 +99,39 @@ async def test_acceptance_falls_with_context_and_with_the_sampler(tmp_path):
         want = expected_accept_length_at(profile, SpecShape(3, 1, 4), temperature=sampler[0],
                                          top_p=sampler[1], context=int(context), decay=ContextDecay())
         assert got == pytest.approx(want, rel=0.06), (prompt, sampler)
+
+
+async def test_stream_options_without_stream_is_refused_as_real_vllm_refuses_it(tmp_path):
+    """The H200's vLLM 0.26.0 answered a non-streamed request carrying stream_options with a 400
+    (tests/fixtures/vllm-0.26.0/smoke/probe.json): the stand-in gives that answer byte for byte, and
+    draftbench's own non-streamed request (the lossless audit's) carries no stream_options: it is served."""
+    import json
+    from pathlib import Path
+
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+
+    from harness.client.stream import ReplayClient, ReplayRequest
+    from harness.sim.vllm.server import build_app
+
+    smoke = Path(__file__).parent / "fixtures" / "vllm-0.26.0" / "smoke"
+    capture = json.loads((smoke / "probe.json").read_text())
+    real = capture["POST /v1/chat/completions"]
+    sim = Sim.build(args.parse(["serve", str(tmp_path), "--served-model-name", "tiny"]))
+    sim.time_scale = 0.0
+    server = TestServer(build_app(sim))
+    await server.start_server()
+    sent = {"model": "tiny", "messages": [{"role": "user", "content": "def fibonacci(n):"}], "max_tokens": 64,
+            "temperature": 0.0, "ignore_eos": True, "stream": False,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    client = ReplayClient(str(server.make_url("/v1")), "tiny", endpoint="chat")
+    try:
+        async with ClientSession() as http:
+            async with http.post(server.make_url("/v1/chat/completions"), json=sent) as resp:
+                assert resp.status == real["status"] == 400
+                assert json.loads(await resp.text()) == json.loads(real["body"])
+        got = await client.complete_json(ReplayRequest("a", None, "def fibonacci(n):", max_tokens=8))
+        assert got is not None and got["usage"]["completion_tokens"] == 8
+    finally:
+        await client.aclose()
+        await server.close()

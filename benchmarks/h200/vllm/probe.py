@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     (a.out / "sse.txt").write_text("".join(f"sse\t{t:.6f}\t{line}\n" for t, line in lines))
     data = [ln for _, ln in lines if ln.startswith("data: ")]
     summary.append(f"stream: {lines[0][1]}, {len(data)} data lines, [DONE] {'data: [DONE]' in data}")
-    status, body = call(a.port, "POST", "/v1/chat/completions", dict(req, stream=False))
+    # non-streamed: without stream_options, which vLLM refuses (400) unless stream is true (the 2026-12-03
+    # and 2026-12-04 smokes sent it and got that 400, now the vLLM stand-in's answer too)
+    plain = {k: v for k, v in req.items() if k != "stream_options"}
+    status, body = call(a.port, "POST", "/v1/chat/completions", dict(plain, stream=False))
     found["POST /v1/chat/completions"] = {"status": status, "body": body[:20000]}
     try:
         usage = json.loads(body).get("usage")
