@@ -146,6 +146,18 @@ def test_cuda_graph_max_bs_below_batch():
     assert fl.check_cuda_graphs(v, argv, None, 8, 8) == []
 
 
+def test_the_graph_cap_is_read_from_extra_args_where_the_plan_field_is_unset():
+    """The H200 plans pass --cuda-graph-max-bs-decode 16 in extra_args, not server.cuda_graph_max_bs: without
+    SGLang's parser to ask, the facts-table check read only the field and said nothing of batches to 64."""
+    v = _variant("x", extra=["--cuda-graph-max-bs-decode", "16"])
+    argv = build_launch_argv(_plan(), v, 1, "0.5.15")
+    assert fl.graph_max_bs(argv, None) == 16
+    assert fl.graph_max_bs([*argv, "--cuda-graph-max-bs=32"], 8) == 32  # the last spelling wins
+    assert fl.graph_max_bs(["--port", "1"], 8) == 8 and fl.graph_max_bs([], None) is None
+    found = fl.check_cuda_graphs(v, argv, None, 64, fl.graph_max_bs(argv, None))
+    assert _codes(found) == ["cuda-graph-max-bs-low"] and "captured up to 16" in found[0].what
+
+
 @pytest.mark.parametrize(
     "version,expected",
     [("0.4.8", False), ("0.5.5", True), ("0.5.10.post1", True), ("0.5.11", False), (None, False)],

@@ -101,6 +101,18 @@ def graphs_disabled(argv: list[str]) -> str | None:
     return None
 
 
+def graph_max_bs(argv: list[str], planned: int | None) -> int | None:
+    """The decode CUDA graph batch cap the argv asks for, as argparse reads it (the last of
+    --cuda-graph-max-bs-decode and its older spelling --cuda-graph-max-bs): a plan may pass it in
+    extra_args (the H200 plans pass 16) rather than server.cuda_graph_max_bs; else `planned`."""
+    cap = None
+    for i, tok in enumerate(argv):  # the later of the two spellings wins, as both set one dest
+        name, eq, value = tok.partition("=")
+        if name in ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"):
+            cap = _int(value if eq else argv[i + 1] if i + 1 < len(argv) else None)
+    return cap if cap is not None else planned
+
+
 def _int(value: str | None) -> int | None:
     try:
         return int(value) if value is not None else None

@@ -75,8 +75,8 @@ def launch_findings(check: LaunchCheck) -> list[Finding]:
     else:  # the facts tables stand in for a parser that could not be asked
         out += fl.check_flag_versions(v.name, argv, version, v.spec_algorithm)
     out += fl.check_spec_params(v, argv, version, check.arch, tables=parsed is None)
-    out += fl.check_cuda_graphs(v, argv, check.base_argv, check.max_batch,
-                                None if parsed else check.plan.server.cuda_graph_max_bs)
+    cap = None if parsed else fl.graph_max_bs(argv, check.plan.server.cuda_graph_max_bs)  # the parser's own
+    out += fl.check_cuda_graphs(v, argv, check.base_argv, check.max_batch, cap)
     return out
 
 
