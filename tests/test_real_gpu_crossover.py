@@ -103,6 +103,12 @@ def test_what_the_h200_run_showed_is_said(rebuilt):
     assert "the paired run lies below it" in report
     assert "speculation pays up to c64, the largest batch tried: where it stops lies beyond it" in report
     assert "no single rate where it stops" in report and "stops paying at 24.8" not in report
+    # the answer per level says what the crossover's paired run decided (it said "not verified" at c64)
+    assert ("c64: use num_steps 5, eagle_topk 1, num_draft_tokens 6, CUDA graphs on: measured 1.25x "
+            "(99.5% CI 1.06-1.47), faster than the baseline; predicted 1.64x") in report
+    tune = pd.read_csv(rebuilt / "tune.csv")
+    at64 = tune[(tune["num_steps"] == 5) & (tune["concurrency"] == 64)]
+    assert list(at64["measured"]) == ["verified"] and list(at64["verdict"]) == ["faster"]
     vllm = next(ln for ln in report.splitlines() if ln.startswith("vllm: "))
     assert vllm.count("0.24.0+") == 1, vllm
 

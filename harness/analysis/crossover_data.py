@@ -32,6 +32,11 @@ def cost_dirs(tune_dir: Path) -> list[Path]:
     return _dirs(tune_dir, COST_DIR)
 
 
+def verify_dirs(tune_dir: Path) -> list[Path]:
+    """The crossover's paired runs, `verify-c<N>/`, by name."""
+    return _dirs(tune_dir, VERIFY_DIR)
+
+
 def _level_steps(windows: pd.DataFrame, variant: str) -> dict[int, Step]:
     """Step ms per level of `variant`'s step-cost phases: at the level's own running batch (the nearest batch
     below when no window ran full), the geometric mean of its clean windows' step times with the standard

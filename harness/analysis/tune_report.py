@@ -56,6 +56,11 @@ def tune_rows(t: TuneRun, measured: dict[Config, dict[int, float]], base: dict[i
     """One row per (grid config, concurrency). `measured`: "verified" (full paired run), "step" (its own
     step-cost phases), "" (step cost from the prior between measured neighbours; an estimate)."""
     verified = td.verified_rows(t.dir / "wide")
+    if t.opts.auto:  # the crossover's paired runs are verifications too: the answer says what they decided
+        from harness.analysis.crossover_data import verify_dirs
+
+        for d in verify_dirs(t.dir):
+            verified.update({k: v for k, v in td.verified_rows(d).items() if k not in verified})
     cost_al = {c.name: td.measured_accept_len(t.dir / "cost", c.name) for c in measured}
     # the step-cost phases: same prompts, same tokens, each config
     cost_rows = td.verified_rows(t.dir / "cost")
