@@ -106,6 +106,8 @@ def test_what_the_h200_run_showed_is_said(rebuilt):
     # the answer per level says what the crossover's paired run decided (it said "not verified" at c64)
     assert ("c64: use num_steps 5, eagle_topk 1, num_draft_tokens 6, CUDA graphs on: measured 1.25x "
             "(99.5% CI 1.06-1.47), faster than the baseline; predicted 1.64x") in report
+    assert ("predictions against paired runs of the same config: c1 1.74x predicted, 1.35x measured; "
+            "c64 1.64x predicted, 1.25x measured: every measurement is below its prediction") in report
     tune = pd.read_csv(rebuilt / "tune.csv")
     at64 = tune[(tune["num_steps"] == 5) & (tune["concurrency"] == 64)]
     assert list(at64["measured"]) == ["verified"] and list(at64["verdict"]) == ["faster"]
