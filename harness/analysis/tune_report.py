@@ -22,7 +22,6 @@ from harness.inputs.sampling import sampling_label
 
 if TYPE_CHECKING:
     from harness.analysis.tune_types import TuneRun
-    from harness.inputs.config import Variant
 
 # a row of tune.csv (or of a paired run's summary): a pandas row, or the same as a dict
 Row = pd.Series | Mapping[str, Any]
@@ -371,33 +370,3 @@ def render(t: TuneRun, rows: pd.DataFrame) -> str:
     for c in t.conc:
         lines += ["", heatmap_text(rows, c)]
     return "\n".join(lines)
-
-
-def write_plan_variant(plan_path: Path, rows: pd.DataFrame, tuned: Variant) -> str | None:
-    """--write-plan: append the overall winner as a variant to the plan file (text append keeps comments)."""
-    best = best_per_concurrency(rows)
-    if not best:
-        return None
-    b = max(best.values(), key=lambda r: float(r["speedup_pred"]))
-    name = f"{tuned.name}-tuned-s{b['num_steps']}k{b['eagle_topk']}d{b['num_draft_tokens']}"
-    text = plan_path.read_text(encoding="utf-8")
-    if f"name: {name}\n" in text:
-        return name
-    if "\nvariants:\n" not in text:
-        return None
-    head, tail = text.split("\nvariants:\n", 1)
-    # the variants block ends at the next top-level key
-    lines = tail.split("\n")
-    # the new item is indented like the file's own items ("  - name:" or PyYAML's "- name:")
-    dash = next((ln[: len(ln) - len(ln.lstrip())] for ln in lines if ln.lstrip().startswith("- ")), "  ")
-    pad = dash + "  "
-    block = (f"# added by draftbench tune: predicted {float(b['speedup_pred']):.2f}x\n"
-             f"{dash}- name: {name}\n{pad}drafter: {tuned.drafter.name}\n"
-             f"{pad}algorithm: {tuned.spec_algorithm}\n{pad}num_steps: {b['num_steps']}\n"
-             f"{pad}eagle_topk: {b['eagle_topk']}\n{pad}num_draft_tokens: {b['num_draft_tokens']}\n"
-             f"{pad}cuda_graph: {str(bool(b['cuda_graph'])).lower()}\n")
-    end = next((i for i, ln in enumerate(lines) if ln and not ln.startswith((" ", "-", "#"))), len(lines))
-    rest = "\n".join(lines[end:]) if end < len(lines) else ""
-    new = "\n".join(lines[:end]).rstrip("\n") + "\n" + block + rest
-    plan_path.write_text(head + "\nvariants:\n" + new, encoding="utf-8")
-    return name

@@ -119,7 +119,7 @@ def _tune(args: argparse.Namespace) -> int:
     if args.write_plan and tune_dir and args.plan:
         import pandas as pd
 
-        from harness.analysis.tune_report import write_plan_variant
+        from harness.analysis.tune_outputs import write_plan_variant
 
         tuned = plan.variant(opts.variant) if opts.variant else next(v for v in plan.variants if v.drafter)
         name = write_plan_variant(Path(args.plan), pd.read_csv(Path(tune_dir) / "tune.csv"), tuned)

@@ -165,7 +165,7 @@ def write_winner(plan_path: str | Path, tune_dir: str | Path) -> str | None:
     """`--write-plan`: append the tune's winner to the plan file; its variant name, None when nothing won."""
     import pandas as pd
 
-    from harness.analysis.tune_report import write_plan_variant
+    from harness.analysis.tune_outputs import write_plan_variant
 
     plan, opts = read_tune_plan(tune_dir)
     csv = Path(tune_dir) / "tune.csv"

@@ -20,7 +20,7 @@ from harness.sim.sglang import conditions, numerics
 from harness.sim.sglang import model as m
 from harness.sim.vllm import args as cli
 from harness.sim.vllm import logprobs as lp
-from harness.sim.vllm import logs
+from harness.sim.vllm import logs, refusals
 from harness.sim.vllm import request_metrics as rm
 
 VOCAB = 32000
@@ -170,28 +170,15 @@ def _sse(obj: Any) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
 
 
-def _stream_options_refused(body: dict[str, Any]) -> web.Response:
-    """vLLM's request validation (protocol's validate_stream_options, raised as a VLLMValidationError by
-    0.26.0): stream_options without stream true is a 400, in the body the H200's vLLM 0.26.0 gave
-    (tests/fixtures/vllm-0.26.0/smoke/probe.json)."""
-    why = "Stream options can only be defined when `stream=True`."
-    msg = f"Value error, {why} (parameter=stream_options)"
-    detail = {"type": "value_error", "loc": ("body",), "msg": msg, "input": body}
-    text = repr(detail)[:-1] + f", 'ctx': {{'error': VLLMValidationError({why!r})}}}}"
-    return web.json_response({"error": {"message": f"1 validation error:\n  {text}", "type": "Bad Request",
-                                        "param": "stream_options", "code": 400}}, status=400)
-
-
 async def _complete(request: web.Request, chat: bool) -> web.StreamResponse:
     sim: Sim = request.app[SIM]
     try:
         body = await request.json()
     except ValueError:
-        return web.json_response({"error": {"message": "invalid JSON", "type": "BadRequestError",
-                                            "code": 400}},
-                                 status=400)
-    if body.get("stream_options") is not None and not body.get("stream"):
-        return _stream_options_refused(body)
+        return refusals.invalid_json()
+    refused = refusals.stream_options_without_stream(body)
+    if refused is not None:
+        return refused
     start, path = 0, 0
     messages = body.get("messages") or []
     if chat and body.get("continue_final_message") and messages \
