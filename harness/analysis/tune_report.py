@@ -240,6 +240,7 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
     the best predicted config when it is not the one measured; the launch flags to paste; and what is left
     to decide. A tune stopped by its budget still answers from the wide run's histograms and step costs."""
     out: list[str] = []
+    predicted_only = False  # a level answered by a prediction alone
     if rows.empty:
         return out
     for c in sorted({int(x) for x in rows["concurrency"]}):
@@ -276,7 +277,7 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
             pred = float(best_pred["speedup_pred"])
             cfg = _cfg_words(best_pred)
             if pred > 1.0:
-                use = best_pred
+                use, predicted_only = best_pred, True
                 out.append(f"c{c}: best predicted {cfg}: {_pred_words(best_pred)}, not verified: "
                            "a prediction from the step costs, not a measurement")
             else:
@@ -301,7 +302,7 @@ def answer(rows: pd.DataFrame, hists: dict[str, list[int]], positions: int, *, a
                               for _, r in left.iterrows())
             out.append(f"  left to decide: {len(left)} configs predicted only ({names}): "
                        "draftbench tune --resume DIR --budget 5m measures them")
-    if any("not verified: a prediction" in line for line in out):
+    if predicted_only:
         out += _prediction_record(rows)
     return out
 
