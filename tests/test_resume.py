@@ -179,6 +179,29 @@ def test_a_phase_without_its_row_is_rerun_not_taken_as_done(tmp_path: Path, refe
     assert_same_figures(run_dir, reference)  # ...but count once
 
 
+def test_a_resume_keeps_the_run_s_start_and_says_a_changed_engine(tmp_path: Path, reference: Path):
+    """provenance.json keeps when, where and with what the run started; each resume is added to `resumes`.
+    On the H200 a resume rewrote started_at with the resume's time. An engine whose version changed between
+    the start and the resume is said: the rows on either side come from different engines."""
+    run_dir = _copy(reference, tmp_path)
+    _drop_phase_rows(run_dir, keep=len(read_csv(run_dir / "phases.csv")) - 1)
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    first = {**prov, "started_at": "2026-01-02T03:04:05+0000", "client_host": "first-host",
+             "engine_versions": {**prov["engine_versions"], "sglang": "0.5.9"}}
+    (run_dir / "provenance.json").write_text(json.dumps(first))
+    rc, out, err = _cli("run", "--resume", str(run_dir))
+    assert rc == 0, err[-3000:]
+    after = json.loads((run_dir / "provenance.json").read_text())
+    assert {k: after[k] for k in ("started_at", "client_host", "engine_versions")} == {
+        "started_at": "2026-01-02T03:04:05+0000", "client_host": "first-host",
+        "engine_versions": first["engine_versions"]}
+    assert after["status"] == "complete"
+    [resume] = after["resumes"]
+    assert resume["engine_versions"] == prov["engine_versions"]
+    assert resume["started_at"] != first["started_at"]
+    assert f"sglang 0.5.9 -> {prov['engine_versions']['sglang']}" in out + err
+
+
 # ---- 3. a server killed mid-phase: the redone requests' errors do not count ----------------------------
 
 

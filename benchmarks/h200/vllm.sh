@@ -185,7 +185,7 @@ plan_and_run() {  # SIMFLAG: write the plans (make_plan.py --decide, then make_v
   say "draftbench run vllm.yaml: sglang and vllm, baseline and EAGLE-3, c1 and c8, servers kept"
   timeout -s TERM -k 30 "${RUN_S:-420}" $DB -m harness.cli run "$W/vllm.yaml" --results-dir "$W/vllm-runs" \
       --keep-servers 2>&1 | grep -v "requests done" | tee "$S/draftbench-run.log"
-  say "draftbench run exited ${PIPESTATUS[0]}"
+  RUN_RC=${PIPESTATUS[0]}; say "draftbench run exited $RUN_RC"
   RUN=$(ls -d "$W"/vllm-runs/*/ 2>/dev/null | sort | tail -1)
 }
 
@@ -198,9 +198,18 @@ stop_kept() {  # RUN_DIR: every server the run kept, by process group
 }
 
 bench_vllm() {  # RUN_DIR: `vllm bench serve` on each kept vLLM server, on the run's prompts, at c8
-  local v port
+  local v port pid
   for v in vllm-base vllm-eagle3; do
     port=$(python3 -c "import json, sys; print([json.loads(l) for l in open(sys.argv[1]) if '\"port\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['port'])" "$1/servers.jsonl" "$v") || continue
+    pid=""
+    if ! python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=5)" 2>/dev/null; then
+      # a resumed run does not restart an arm it had finished: start it again, with the run's own argv
+      say "$v is not serving on $port: starting it again with the run's argv"
+      setsid python3 -c "import json, os, sys; a = [json.loads(l) for l in open(sys.argv[1]) if '\"argv\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['argv']; os.execvp(a[0], a)" \
+          "$1/servers.jsonl" "$v" > "$S/bench/$v-server.log" 2>&1 &
+      pid=$!
+      wait_health "$port" "$pid" 300 || { kill -KILL -- -"$pid" 2>/dev/null; continue; }
+    fi
     say "vllm bench serve on $v (port $port)"
     (vllm_env; timeout "${BENCH_S:-120}" python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat \
         --base-url "http://127.0.0.1:$port" --endpoint /v1/chat/completions --model "$W/tiny-stdlib" \
@@ -209,6 +218,7 @@ bench_vllm() {  # RUN_DIR: `vllm bench serve` on each kept vLLM server, on the r
         --max-concurrency 8 --temperature 0 --save-result --result-dir "$S/bench" --result-filename "$v.json" \
         > "$S/bench/$v.txt" 2>&1)
     say "vllm bench serve $v exited $?"; tail -25 "$S/bench/$v.txt"
+    if [ -n "$pid" ]; then kill -TERM -- -"$pid" 2>/dev/null; sleep 3; kill -KILL -- -"$pid" 2>/dev/null; fi
   done
 }
 
@@ -219,12 +229,24 @@ stage_measure() {
   [ -e "$W/draft/model.safetensors" ] || { say "no trained head in $W: run decide.sh prep (or carry .tinystate) first"; return 6; }
   [ -f .devbundle/dev_setup.sh ] && [ -d .whl ] || { say ".devbundle and .whl must be on the machine (carried by prep)"; return 6; }
   source .devbundle/dev_setup.sh >/dev/null || return 3
+  SITE=/tmp/vllm-site  # dev_setup.sh exports SITE (SGLang's); vllm_env needs vLLM's
   python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || return 3
   DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
   export MEASURE_ARMS=${MEASURE_ARMS:-vllm}
-  plan_and_run ""
+  if [ -n "${RESUME_RUN:-}" ]; then  # an interrupted measure on this machine: finish it (draftbench run --resume)
+    RUN=${RESUME_RUN%/}; [ "$RUN" = latest ] && RUN=$(ls -d "$W"/vllm-runs/*/ 2>/dev/null | sort | tail -1) && RUN=${RUN%/}
+    [ -f "$RUN/plan.resolved.json" ] || { say "no run in $RUN"; return 6; }
+    say "draftbench run --resume $RUN, servers kept"
+    timeout -s TERM -k 30 "${RUN_S:-420}" $DB -m harness.cli run --resume "$RUN" --keep-servers 2>&1 \
+        | grep -v "requests done" | tee "$S/draftbench-resume.log"
+    RUN_RC=${PIPESTATUS[0]}; say "draftbench run --resume exited $RUN_RC"
+  else
+    plan_and_run ""
+  fi
   if [ -n "$RUN" ]; then
-    bench_vllm "$RUN"
+    # vllm bench serve (up to 2 x BENCH_S) only on a finished run and while the call has time for it
+    if [ "${RUN_RC:-1}" = 0 ] && [ $(( $(date +%s) - T0 )) -lt "${BENCH_BY:-420}" ]; then bench_vllm "$RUN"
+    else say "vllm bench serve left for a later call (RESUME_RUN=latest): run rc ${RUN_RC:-?}, +$(( $(date +%s) - T0 ))s"; fi
     stop_kept "$RUN"
     tar -czf "$S/run.tar.gz" -C "$(dirname "$RUN")" "$(basename "$RUN")"
   fi

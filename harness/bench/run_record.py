@@ -6,6 +6,8 @@ stays the one seam of the measurement."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import platform
 import time
 from pathlib import Path
@@ -23,19 +25,37 @@ if TYPE_CHECKING:
 
 
 def write_provenance(run: RunState, versions: dict[str, str | None], status: str) -> None:
-    # a resume keeps the run's plan
+    """provenance.json at the start of a run. A resume keeps the run's plan and its first start (when, where,
+    with which engine versions) and adds itself to `resumes`; engine versions that changed since are said,
+    since the rows before and after the resume then come from different engines."""
+    path = run.run_dir / "provenance.json"
     if not (run.resume_dir and (run.run_dir / "plan.resolved.json").exists()):
         write_json(run.run_dir / "plan.resolved.json", redact_plan(run.plan.resolved_dict()))
-    write_json(run.run_dir / "provenance.json", {
+    now = {"started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "client_host": platform.node(),
+           "engine_versions": versions}  # engine name -> version, as detected before the first start
+    earlier: dict = {}
+    if run.resume_dir and path.exists():
+        with contextlib.suppress(OSError, ValueError):
+            earlier = json.loads(path.read_text(encoding="utf-8"))
+    first = {k: earlier.get(k, now[k]) for k in now} if earlier else now
+    record = {
         "draftbench_version": harness.__version__, "run_id": run.run_id, "status": status,
         "plan": run.plan.name, "plan_file": str(Path(run.plan.source_path or "").resolve()),
         "target": run.plan.target.host, "target_workdir": str(run.plan.target.workdir),
         "simulated": bool(run.plan.target.simulated),
         "servers_not_started": [v.name for v in run.plan.variants if v.is_existing],
-        "engine_versions": versions,  # engine name -> version, as detected before the first start
-        "client_host": platform.node(),
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
+        **first,
+    }
+    if earlier:
+        record["resumes"] = [*earlier.get("resumes", []), now]
+        before = first.get("engine_versions") or {}
+        changed = sorted(e for e in versions if e in before and before[e] != versions[e])
+        if changed:
+            said = ", ".join(f"{e} {before[e]} -> {versions[e]}" for e in changed)
+            run.emit(ev.Alarm("", "warning", "resume-engine-changed",
+                              f"resumed with other engine versions than the run started with ({said}): "
+                              "rows measured before and after the resume come from different engines"))
+    write_json(path, record)
 
 # ------------------------------------------------------------------------------------------------
 
