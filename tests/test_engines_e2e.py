@@ -101,6 +101,14 @@ def _check(run_dir: Path) -> None:
     assert cross["engine"] == "vllm vs sglang" and cross["compared_with"] == "sgl-base"
     assert cross["speedup"] == pytest.approx(s.loc["vllm-base", "tok_s"] / s.loc["sgl-base", "tok_s"])
     assert cross["status"] == "cross-engine"
+    # ...and the EAGLE-3 arms, the same drafter config on both engines; each ratio with its interval
+    spec = s.loc["vllm-eagle3 vs sgl-eagle3"]
+    assert spec["compared_with"] == "sgl-eagle3" and spec["status"] == "cross-engine"
+    assert spec["speedup"] == pytest.approx(s.loc["vllm-eagle3", "tok_s"] / s.loc["sgl-eagle3", "tok_s"])
+    for row in (cross, spec):
+        assert row["speedup_ci_low"] < row["speedup"] < row["speedup_ci_high"]
+        assert str(row["verdict_reason"]).split(":")[0] in {"faster", "slower", "equivalent", "undecided"}
+    assert pd.isna(spec["output_match"])  # the vLLM row's own comparison with its baseline is not the cross's
     # break-even next to accept length and speedup on both engines (vLLM's from end-to-end tok/s)
     for v in ("sgl-eagle3", "vllm-eagle3"):
         assert s.loc[v, "break_even_accept_len"] > 1.0

@@ -8,9 +8,11 @@ prefill excluded); each engine converts its own counters (docs/vllm.md, "One acc
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pandas as pd
 
+from harness.analysis import verdicts
 from harness.analysis.columns import SummaryRow
 from harness.engines import get_engine
 
@@ -42,31 +44,60 @@ def window_weights(dec: pd.DataFrame) -> pd.Series:
 
 
 
-def with_cross_engine_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Append, per concurrency, one row per further engine's baseline against the first engine's baseline
-    (the plan's order): variant "<other> vs <first>", speedup = tok/s(other) / tok/s(first)."""
-    if "engine" not in df or df.empty:
+# what makes two speculative rows on different engines the same config (the baselines match on none)
+SAME_CONFIG = ("algorithm", "drafter", "num_steps", "eagle_topk", "num_draft_tokens")
+
+
+# the other row's columns that judge it against its own baseline: none of them holds for the cross row
+CLEARED = ("speedup_ci_low", "speedup_ci_high", "ci_method", "ci_level", "verdict_reason", "needs_repeats",
+           "needs_s", "decide_look", "decode_step_speedup", "output_match", "first_divergence",
+           "lossless_verdict", "divergence_rate", "control_divergence_rate", "max_divergence_margin",
+           "lossless_detail", "break_even_batch", "too_short")
+
+
+def _config_key(row: pd.Series) -> tuple:
+    return tuple("" if pd.isna(row.get(c)) else str(row.get(c)) for c in SAME_CONFIG)
+
+
+def with_cross_engine_rows(df: pd.DataFrame, table: Any = None) -> pd.DataFrame:
+    """Append, per concurrency and sampling arm, one row per further engine against the first engine (the
+    plan's order): the baselines, and each speculative config (same drafter, algorithm, steps, top-k, draft
+    tokens) that both engines ran. Variant "<other> vs <first>", speedup = tok/s(other) / tok/s(first);
+    with the summary's `table` (summary_table.Table) also its interval and what it says
+    (verdicts.cross_engine_interval)."""
+    if "engine" not in df or df.empty or "status" not in df:
         return df
-    base = df[df["baseline"].astype(bool)]
-    arms = _filled(base["sampling"]) if "sampling" in base else pd.Series("", index=base.index)
+    ran = df[df["status"].astype(str) != CROSS_STATUS]
+    arms = _filled(ran["sampling"]) if "sampling" in ran else pd.Series("", index=ran.index)
+    groups: dict[tuple, list[int]] = {}
+    for (i, r), arm in zip(ran.iterrows(), arms, strict=True):
+        key = ("",) if bool(r["baseline"]) else _config_key(r)  # ("",) sorts the baselines first
+        groups.setdefault((int(r["concurrency"]), arm, key), []).append(i)
     rows = []
-    for conc, arm in sorted(set(zip(base["concurrency"], arms, strict=True))):  # per sampling arm too
-        b = base[(base["concurrency"] == conc) & (arms == arm)]
-        engines = list(dict.fromkeys(b["engine"]))
+    for (conc, _arm, _key), idx in sorted(groups.items()):
+        g = ran.loc[idx]
+        engines = list(dict.fromkeys(g["engine"]))
         if len(engines) < 2:
             continue
-        ref = b[b["engine"] == engines[0]].iloc[0]
+        ref = g[g["engine"] == engines[0]].iloc[0]
         for other in engines[1:]:
-            o = b[b["engine"] == other].iloc[0]
+            o = g[g["engine"] == other].iloc[0]
             speed = None
             if ref["tok_s"] and o["tok_s"] and not pd.isna(ref["tok_s"]) and not pd.isna(o["tok_s"]):
                 speed = float(o["tok_s"]) / float(ref["tok_s"])
             row = {c: o.get(c) for c in df.columns}
             row.update({"variant": f"{o['variant']} vs {ref['variant']}",
                         "engine": f"{other} vs {engines[0]}", "baseline": False, "status": CROSS_STATUS,
-                        "speedup": speed, "verdict": CROSS_STATUS,
-                        "compared_with": str(ref["variant"]), "slower_than_baseline": None,
-                        "break_even_accept_len": None})
+                        "speedup": speed, "verdict": CROSS_STATUS, "compared_with": str(ref["variant"]),
+                        "slower_than_baseline": None, "break_even_accept_len": None})
+            for col in CLEARED:
+                if col in row:
+                    row[col] = None
+            if table is not None and speed is not None:
+                row.update({k: v for k, v in verdicts.cross_engine_interval(
+                    table.requests, table.phases, table.profiles, str(o["variant"]), str(ref["variant"]),
+                    conc, speed, equivalence=table.equivalence, min_steady_s=table.min_steady_s).items()
+                    if k in df.columns})
             rows.append(row)
     if not rows:
         return df

@@ -70,7 +70,8 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
               audit: Audit | None = None) -> pd.DataFrame:
     """The comparison: one row per (variant, concurrency), its columns computed in the registry's dependency
     order (harness.analysis.summary_columns): first each row's own from its records, then those against
-    its baseline row; then one row per further engine's baseline (engines_table.with_cross_engine_rows)."""
+    its baseline row; then the cross-engine rows: each further engine's baseline and shared speculative
+    configs against the first engine's, with their intervals (engines_table.with_cross_engine_rows)."""
     keys: list[tuple[str, int]] = []
     if not phases.empty:
         pairs = zip(phases["variant"], phases["concurrency"], strict=True)
@@ -93,7 +94,7 @@ def summarise(requests: pd.DataFrame, phases: pd.DataFrame, windows: pd.DataFram
         results = [comp.values(comp.fn(row, table)) for _, row in table.df.iterrows()]
         for col in comp.fills:  # object columns: each cell keeps its value's own type (an int stays an int)
             table.df[col] = pd.Series([res[col] for res in results], index=table.df.index, dtype=object)
-    df = engines_table.with_cross_engine_rows(table.df)
+    df = engines_table.with_cross_engine_rows(table.df, table)
     return df[[c for c in SUMMARY_COLUMNS if c in df.columns]]
 
 

@@ -37,6 +37,9 @@ LEGEND = {
     "slower": f"{SLOWER}: the whole speedup interval lies below 1.00x (the ! mark)",
     "too-short": f"{TOO_SHORT}: a phase of this row or of its baseline had too few requests or too little "
                  "steady state for any verdict (summary.csv's verdict_reason says which)",
+    "cross-engine": "A faster than B (rows \"X vs Y\"): the same arm, a baseline or one drafter config, on "
+                    "two engines, same prompts and concurrency; speedup = tok/s on A / tok/s on B, its "
+                    "interval by the speedup's own method; faster or slower only when the interval says so",
     "in-flight": "N in flight on average, not C: the server had fewer requests at once than the concurrency "
                  "asked for (too few prompts, or a long tail), so the row measures that lighter load",
     "probe": "accept len from a second, untimed pass: the timed requests did not report it, so the prompts "
@@ -93,7 +96,16 @@ def failed_note(row: SummaryRow) -> Note | None:
 def verdict_notes(row: SummaryRow) -> list[Note]:
     """Too short to decide (this row's or its baseline's phases), and a load lighter than the concurrency."""
     notes = []
-    if is_true(row.get("too_short")) or str(row.get("verdict_reason")).startswith("too short to decide"):
+    reason = str(row.get("verdict_reason"))
+    if row.get("verdict") == "cross-engine" and ": " in reason:
+        word = reason.split(": ", 1)[0]
+        if word == "too-short":
+            return [Note("too-short", TOO_SHORT)]
+        other, _, ref = str(row.get("engine") or "").partition(" vs ")
+        said = {"faster": f"{other} faster than {ref}", "slower": f"{other} slower than {ref}",
+                "equivalent": f"{other} and {ref} equivalent"}.get(word, f"{other} against {ref} undecided")
+        return [Note("cross-engine", said)]
+    if is_true(row.get("too_short")) or reason.startswith("too short to decide"):
         notes.append(Note("too-short", TOO_SHORT))
     mif, conc = row.get("mean_in_flight"), row.get("concurrency")
     if _given(mif) and conc and float(mif) < 0.75 * float(conc):
