@@ -131,6 +131,14 @@ def test_draftbench_against_vllm_bench_on_the_same_servers(run_dir, rebuilt):
     theirs = {v: _bench(v)["output_throughput"] for v in ours}
     ratios = [ours[v] / theirs[v] for v in ours]
     assert ratios == pytest.approx([0.886, 0.880], abs=1e-3)
+    # not a backlog between server and client: the client's mean end-to-end within 7 ms of the server's own
+    ph = pd.read_csv(run_dir / "phases.csv")
+    for p in ph[ph["variant"].str.startswith("vllm")].itertuples():
+        mine = rq[(rq["variant"] == p.variant) & (rq["phase"] == p.phase)]["e2e_ms"].mean()
+        assert 0 < mine - p.server_e2e_ms_mean < 7, (p.variant, p.concurrency)
+    one = rq[(rq["variant"] == "vllm-base") & (rq["concurrency"] == 8) & (rq["replay_pass"] == 1)]
+    span = (one["t_end"].max() - one["t_send"].min())
+    assert round(span, 2) == 3.33 and round(_bench("vllm-base")["duration"], 2) == 3.07
     spec = _row(rebuilt, "vllm-eagle3", 8)
     bench_speedup = theirs["vllm-eagle3"] / theirs["vllm-base"]
     assert bench_speedup == pytest.approx(1.526, abs=1e-3)

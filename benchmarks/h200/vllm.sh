@@ -27,13 +27,19 @@
 #                decide.sh stash [.devbundle, .whl] (SGLang into /tmp/site, for draftbench and SGLang's arms);
 #                MEASURE_ARMS=all REPEATS=1 MAX_TOKENS=192 measure [.whl, .devbundle/dev_setup.sh,
 #                .devbundle/models] (tests/fixtures out of the tree for the calls that carry 48 MiB or more)
-#   dry        HERE: measure's plan and commands on the two stand-ins (no GPU, no bundle)
+#   gap        THERE, after measure on the same warm machine (carry [.whl, .devbundle/dev_setup.sh]): where
+#              draftbench's tok/s and vllm bench serve's part (0.88x on the H200, docs/vllm.md "Measured"):
+#              on the measure run's two vLLM servers (started again from its argv), two rounds of vllm bench
+#              serve as it runs by default and with draftbench's per-chunk usage (--extra-body), each followed
+#              by draftbench on the same servers as `endpoint:` variants (gap_plan.py); $OUT/gap.tar.gz
+#   dry        HERE: measure's plan and commands on the two stand-ins (no GPU, no bundle), and gap's plan and
+#              draftbench run on the kept stand-in vLLM servers
 #   pack       build's last half alone: the parts from .vllmbundle/wheels
 #   join       install's first half alone: the wheels from the parts in /tmp/vllm-parts (tests/test_vllm_bundle.py
 #              runs both on small files; VLLM_BUNDLE, VLLM_PARTS, VLLM_WHEELS move the folders)
 # Every stage THERE: PYTHONUNBUFFERED=1 bash benchmarks/h200/vllm.sh STAGE 2>&1 | tee $OUT/log
 set -uo pipefail
-STAGE=${1:?build|carry N|install|smoke|measure|dry}
+STAGE=${1:?build|carry N|install|smoke|measure|gap|dry}
 HERE=$(cd "$(dirname "$0")" && pwd)
 B=${VLLM_BUNDLE:-.vllmbundle}
 PARTS=${VLLM_PARTS:-/tmp/vllm-parts}
@@ -197,29 +203,84 @@ stop_kept() {  # RUN_DIR: every server the run kept, by process group
   return 0
 }
 
-bench_vllm() {  # RUN_DIR: `vllm bench serve` on each kept vLLM server, on the run's prompts, at c8
-  local v port pid
+vllm_port() {  # RUN_DIR VARIANT: the port the run last gave that vLLM arm (servers.jsonl)
+  python3 -c "import json, sys; print([json.loads(l) for l in open(sys.argv[1]) if '\"port\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['port'])" "$1/servers.jsonl" "$2"
+}
+
+STARTED=()  # process groups this script started again (ensure_vllm), stopped by stop_started
+ensure_vllm() {  # RUN_DIR VARIANT PORT: that arm serving on its port; a resumed run does not restart an arm it
+  # had finished, and stop_kept stops every kept one: start it again with the run's own argv
+  python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$3/health', timeout=5)" 2>/dev/null && return 0
+  say "$2 is not serving on $3: starting it again with the run's argv"
+  setsid python3 -c "import json, os, sys; a = [json.loads(l) for l in open(sys.argv[1]) if '\"argv\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['argv']; os.execvp(a[0], a)" \
+      "$1/servers.jsonl" "$2" > "$S/bench/$2-server.log" 2>&1 &
+  local pid=$!
+  STARTED+=("$pid")
+  wait_health "$3" "$pid" 300
+}
+
+stop_started() {
+  local pg
+  for pg in "${STARTED[@]}"; do kill -TERM -- -"$pg" 2>/dev/null; done
+  sleep 3; for pg in "${STARTED[@]}"; do kill -KILL -- -"$pg" 2>/dev/null; done
+  STARTED=()
+}
+
+bench_one() {  # VARIANT PORT LABEL [vllm bench serve flags]: one round on the run's prompts, at c8
+  local v=$1 port=$2 label=$3; shift 3
+  say "vllm bench serve on $v (port $port) $label $*"
+  (vllm_env; timeout "${BENCH_S:-120}" python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat \
+      --base-url "http://127.0.0.1:$port" --endpoint /v1/chat/completions --model "$W/tiny-stdlib" \
+      --tokenizer "$W/tiny-stdlib" --dataset-name custom --dataset-path "$W/vllm-bench.jsonl" --skip-chat-template \
+      --num-prompts "$(wc -l < "$W/vllm-bench.jsonl")" --custom-output-len "${MAX_TOKENS:-384}" --ignore-eos \
+      --max-concurrency 8 --temperature 0 --save-result --result-dir "$S/bench" --result-filename "$v$label.json" \
+      "$@" > "$S/bench/$v$label.txt" 2>&1)
+  say "vllm bench serve $v$label exited $?"; grep -E "^(Output token throughput|Benchmark duration|Median TTFT)" "$S/bench/$v$label.txt"
+}
+
+bench_vllm() {  # RUN_DIR: `vllm bench serve` on each vLLM arm of the run (kept, else started again), at c8
+  local v port
   for v in vllm-base vllm-eagle3; do
-    port=$(python3 -c "import json, sys; print([json.loads(l) for l in open(sys.argv[1]) if '\"port\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['port'])" "$1/servers.jsonl" "$v") || continue
-    pid=""
-    if ! python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/health', timeout=5)" 2>/dev/null; then
-      # a resumed run does not restart an arm it had finished: start it again, with the run's own argv
-      say "$v is not serving on $port: starting it again with the run's argv"
-      setsid python3 -c "import json, os, sys; a = [json.loads(l) for l in open(sys.argv[1]) if '\"argv\"' in l and json.loads(l)['variant'] == sys.argv[2]][-1]['argv']; os.execvp(a[0], a)" \
-          "$1/servers.jsonl" "$v" > "$S/bench/$v-server.log" 2>&1 &
-      pid=$!
-      wait_health "$port" "$pid" 300 || { kill -KILL -- -"$pid" 2>/dev/null; continue; }
-    fi
-    say "vllm bench serve on $v (port $port)"
-    (vllm_env; timeout "${BENCH_S:-120}" python3 -m vllm.entrypoints.cli.main bench serve --backend openai-chat \
-        --base-url "http://127.0.0.1:$port" --endpoint /v1/chat/completions --model "$W/tiny-stdlib" \
-        --tokenizer "$W/tiny-stdlib" --dataset-name custom --dataset-path "$W/vllm-bench.jsonl" --skip-chat-template \
-        --num-prompts "$(wc -l < "$W/vllm-bench.jsonl")" --custom-output-len "${MAX_TOKENS:-384}" --ignore-eos \
-        --max-concurrency 8 --temperature 0 --save-result --result-dir "$S/bench" --result-filename "$v.json" \
-        > "$S/bench/$v.txt" 2>&1)
-    say "vllm bench serve $v exited $?"; tail -25 "$S/bench/$v.txt"
-    if [ -n "$pid" ]; then kill -TERM -- -"$pid" 2>/dev/null; sleep 3; kill -KILL -- -"$pid" 2>/dev/null; fi
+    port=$(vllm_port "$1" "$v") || continue
+    ensure_vllm "$1" "$v" "$port" || continue
+    bench_one "$v" "$port" ""
+    stop_started
   done
+}
+
+# vllm bench's own payload (vllm/benchmarks/lib/endpoint_request_func.py, 0.26.0) asks for usage at the end
+# only; --extra-body replaces its stream_options with draftbench's (usage on every chunk)
+USAGE_BODY='{"stream_options":{"include_usage":true,"continuous_usage_stats":true}}'
+
+stage_gap() {  # after measure, on the same warm machine: draftbench between vllm bench serve's rounds
+  [ -f "$SITE/.ok" ] || { say "vLLM is not installed in $SITE: carry the parts and install first"; return 2; }
+  W=${WORK:-/tmp/tiny}; S=$W/stage-vllm-gap; mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd); rm -rf "$S"; mkdir -p "$S/bench"
+  source .devbundle/dev_setup.sh >/dev/null || return 3
+  SITE=/tmp/vllm-site
+  python3 -m pip install -q --upgrade --no-index --no-deps --no-compile --target /tmp/dbsite .whl/*.whl || return 3
+  DB="env PYTHONPATH=$PWD:/tmp/dbsite:/tmp/site python3"
+  local run v round ports="{"
+  run=$(ls -d "$W"/vllm-runs/*/ 2>/dev/null | sort | tail -1); run=${run%/}
+  [ -f "$run/servers.jsonl" ] || { say "no measure run in $W/vllm-runs: run measure first"; return 6; }
+  for v in vllm-base vllm-eagle3; do
+    port=$(vllm_port "$run" "$v") || return 6
+    ensure_vllm "$run" "$v" "$port" || { stop_started; return 6; }
+    ports+="\"$v\": $port, "
+  done
+  ports="${ports%, }}"
+  $DB "$HERE/vllm/gap_plan.py" "$W" "$ports" | tee "$S/plans.log" || { stop_started; return 3; }
+  for round in 1 2; do
+    for v in vllm-base vllm-eagle3; do
+      bench_one "$v" "$(vllm_port "$run" "$v")" "-default-$round"
+      bench_one "$v" "$(vllm_port "$run" "$v")" "-usage-$round" --extra-body "$USAGE_BODY"
+    done
+    say "draftbench run gap.yaml (round $round)"
+    timeout -s TERM -k 30 "${GAP_RUN_S:-150}" $DB -m harness.cli run "$W/gap.yaml" --results-dir "$W/gap-runs" 2>&1 \
+        | grep -v "requests done" | tee "$S/draftbench-gap-$round.log"
+  done
+  stop_started
+  for d in "$W"/gap-runs/*/; do tar -czf "$S/$(basename "$d").tar.gz" -C "$W/gap-runs" "$(basename "$d")"; done
+  tar -czf "$OUT/gap.tar.gz" -C "$W" "$(basename "$S")"; ls -la "$OUT"
 }
 
 stage_measure() {
@@ -259,8 +320,15 @@ stage_dry() {  # measure's plans and draftbench commands on the stand-ins, here
   DB="env PYTHONPATH=$PWD python3"
   export MAX_TOKENS=24 MIN_STEADY_S=0.3 REPEATS=2 MEASURE_ARMS=all
   plan_and_run --sim
-  [ -n "$RUN" ] && stop_kept "$RUN"
-  [ -n "$RUN" ] && [ -f "$RUN/summary.csv" ] || return 7
+  [ -n "$RUN" ] && [ -f "$RUN/summary.csv" ] || { [ -n "$RUN" ] && stop_kept "$RUN"; return 7; }
+  # gap's plan and draftbench run on the kept stand-in vLLM servers (vllm bench serve is not here)
+  local ports
+  ports=$(python3 -c "import json, sys; p = {json.loads(l)['variant']: json.loads(l)['port'] for l in open(sys.argv[1]) if '\"port\"' in l}; print(json.dumps({k: p[k] for k in ('vllm-base', 'vllm-eagle3')}))" "$RUN/servers.jsonl")
+  GAP_REPEATS=2 $DB "$HERE/vllm/gap_plan.py" "$W" "$ports" || { stop_kept "$RUN"; return 7; }
+  $DB -m harness.cli run "$W/gap.yaml" --results-dir "$W/gap-runs" 2>&1 | grep -v "requests done" | tail -12
+  local gap; gap=$(ls -d "$W"/gap-runs/*/ 2>/dev/null | tail -1)
+  stop_kept "$RUN"
+  [ -n "$gap" ] && [ -f "$gap/summary.csv" ] || return 8
   python3 - "$RUN" <<'EOF'
 import sys, pandas as pd
 s = pd.read_csv(sys.argv[1] + "/summary.csv")
@@ -268,6 +336,13 @@ print(s[["variant", "engine", "concurrency", "tok_s", "accept_len", "speedup", "
 need = {"baseline", "eagle3", "vllm-base", "vllm-eagle3"}
 assert need <= set(s.variant), set(s.variant)
 assert (s.verdict == "cross-engine").any(), "no cross-engine row"
+EOF
+  python3 - "$gap" <<'EOF'
+import sys, pandas as pd
+s = pd.read_csv(sys.argv[1] + "/summary.csv")
+print(s[["variant", "engine", "concurrency", "tok_s", "accept_len", "speedup", "verdict"]].to_string())
+assert set(s.variant) == {"vllm-base", "vllm-eagle3"} and set(s.concurrency) == {8}, s.variant
+assert (s.repeats == 2).all() and s.accept_len.notna().any()
 EOF
 }
 
@@ -279,8 +354,9 @@ case "$STAGE" in
   install) stage_install ;;
   smoke) stage_smoke ;;
   measure) stage_measure ;;
+  gap) stage_gap ;;
   dry) stage_dry ;;
-  *) echo "unknown stage $STAGE (build|carry N|install|smoke|measure|dry; pack|join: build's and install's halves)"; exit 2 ;;
+  *) echo "unknown stage $STAGE (build|carry N|install|smoke|measure|gap|dry; pack|join: build's and install's halves)"; exit 2 ;;
 esac
 rc=$?
 say "exit $rc"

@@ -38,7 +38,7 @@ class ExistingServer:
         self.variant = variant
         self.name = variant.name
         self.run_dir = Path(run_dir)
-        self.engine = engine_of(plan)
+        self.engine = engine_of(plan, variant)  # a vLLM endpoint in an SGLang plan is asked as vLLM
         self.api_key = api_key
         self.host, self.port = parse_endpoint(variant.endpoint)
         self.pgid: int | None = None
@@ -64,8 +64,8 @@ class ExistingServer:
             if await self.admin.healthy(timeout=min(30.0, max(1.0, deadline - time.monotonic()))):
                 return time.monotonic() - t0
             if time.monotonic() >= deadline:
-                raise ServerFailed(self.name,
-                                   f"endpoint {self.variant.endpoint} did not answer /health_generate", [])
+                raise ServerFailed(self.name, f"endpoint {self.variant.endpoint} did not answer "
+                                   f"{self.engine.display_name}'s health check", [])
 
     async def alive(self) -> bool:
         """Any HTTP answer from /health means the server is there (a 503 while busy included)."""
@@ -88,6 +88,13 @@ def declared_vs_served(variant: Variant, meta: VariantMeta) -> tuple[list[str], 
     errors: list[str] = []
     warnings: list[str] = []
     facts = meta.server_facts
+    if "server_speculative_algorithm" not in facts:  # unknown, not "none": the plan is taken as given
+        warnings.append("the server did not say which speculative config it runs (vLLM says it at "
+                        "/server_info only with VLLM_SERVER_DEV_MODE=1): the plan's settings are taken "
+                        "as given")
+        if variant.spec_algorithm:
+            meta.algorithm = variant.spec_algorithm
+        return errors, warnings
     served = facts.get("server_speculative_algorithm") or None
     if served is not None:
         served = str(served).upper()

@@ -19,6 +19,7 @@ from harness.engines.base import (
 from harness.engines.http import installed_version
 from harness.engines.vllm import launch, metrics, preflight, schedule, spec
 from harness.engines.vllm.admin import Admin
+from harness.engines.vllm.config_text import spec_facts
 from harness.engines.vllm.logline import parse_line
 from harness.engines.vllm.preflight import STAND_IN_VERSION
 from harness.inputs.engine_options import VLLMOptions
@@ -89,6 +90,7 @@ class VLLMEngine:
         dev = info.get("server_info") or {}
         if isinstance(dev, dict) and dev.get("vllm_config"):
             out["server_vllm_config"] = str(dev["vllm_config"])[:2000]
+            out.update(spec_facts(dev["vllm_config"]))  # as SGLang's server_speculative_* facts
         return out
 
     def last_gen_throughput(self, info: dict[str, Any] | None) -> float | None:

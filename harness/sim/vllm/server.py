@@ -19,8 +19,8 @@ from aiohttp import web
 from harness.sim.sglang import conditions, numerics
 from harness.sim.sglang import model as m
 from harness.sim.vllm import args as cli
+from harness.sim.vllm import info, logs, refusals
 from harness.sim.vllm import logprobs as lp
-from harness.sim.vllm import logs, refusals
 from harness.sim.vllm import request_metrics as rm
 
 VOCAB = 32000
@@ -326,7 +326,7 @@ def build_app(sim: Sim) -> web.Application:
         return web.Response(text=metrics_text(sim), content_type="text/plain")
 
     async def server_info(_: web.Request) -> web.Response:
-        return web.json_response({"vllm_config": str(vars(sim.ns))})
+        return web.json_response(info.server_info(sim.ns))
 
     async def reset_prefix_cache(_: web.Request) -> web.Response:
         say(logs.prefix(where="api_router.py:32") + "Resetting prefix cache...")
