@@ -7,14 +7,18 @@ prefill excluded); each engine converts its own counters (docs/vllm.md, "One acc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from harness.analysis import verdicts
 from harness.analysis.columns import SummaryRow
 from harness.engines import get_engine
+
+if TYPE_CHECKING:
+    from harness.analysis.summary_table import Table
 
 DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engine
 CROSS_STATUS = "cross-engine"
@@ -59,12 +63,12 @@ def _config_key(row: pd.Series) -> tuple:
     return tuple("" if pd.isna(row.get(c)) else str(row.get(c)) for c in SAME_CONFIG)
 
 
-def with_cross_engine_rows(df: pd.DataFrame, table: Any = None) -> pd.DataFrame:
+def with_cross_engine_rows(df: pd.DataFrame, table: Table | None = None) -> pd.DataFrame:
     """Append, per concurrency and sampling arm, one row per further engine against the first engine (the
     plan's order): the baselines, and each speculative config (same drafter, algorithm, steps, top-k, draft
     tokens) that both engines ran. Variant "<other> vs <first>", speedup = tok/s(other) / tok/s(first);
     with the summary's `table` (summary_table.Table) also its interval and what it says
-    (verdicts.cross_engine_interval)."""
+    (cross_engine_interval, by the speedup's own methods in verdicts)."""
     if "engine" not in df or df.empty or "status" not in df:
         return df
     ran = df[df["status"].astype(str) != CROSS_STATUS]
@@ -94,7 +98,7 @@ def with_cross_engine_rows(df: pd.DataFrame, table: Any = None) -> pd.DataFrame:
                 if col in row:
                     row[col] = None
             if table is not None and speed is not None:
-                row.update({k: v for k, v in verdicts.cross_engine_interval(
+                row.update({k: v for k, v in cross_engine_interval(
                     table.requests, table.phases, table.profiles, str(o["variant"]), str(ref["variant"]),
                     conc, speed, equivalence=table.equivalence, min_steady_s=table.min_steady_s).items()
                     if k in df.columns})
@@ -102,6 +106,35 @@ def with_cross_engine_rows(df: pd.DataFrame, table: Any = None) -> pd.DataFrame:
     if not rows:
         return df
     return pd.concat([df, pd.DataFrame(rows, columns=df.columns)], ignore_index=True)
+
+
+def cross_engine_interval(requests: pd.DataFrame, phases: pd.DataFrame, profiles: pd.DataFrame, name: str,
+                          ref: str, conc: int, ratio: float, *,
+                          equivalence: float = verdicts.DEFAULT_EQUIVALENCE,
+                          min_steady_s: float = verdicts.DEFAULT_MIN_STEADY_S) -> dict[str, Any]:
+    """The interval of a cross-engine row (tok/s of `name` on one engine over `ref`'s on another, same
+    prompts and concurrency), by the speedup's own methods, and what it says: `name`'s engine faster, slower,
+    equivalent or undecided against `ref`'s. Its verdict column stays "cross-engine"; the word leads
+    verdict_reason."""
+    prof = profiles[(profiles["variant"] == name) & (profiles["concurrency"] == conc)]
+    reps = set(prof["repeat"])
+    prof_r = profiles[(profiles["variant"] == ref) & (profiles["concurrency"] == conc)
+                      & profiles["repeat"].isin(reps)]
+    if prof.empty or prof_r.empty or not ratio or math.isnan(ratio):
+        return {}
+    rq = verdicts._keep_repeats(requests, [name, ref], conc, reps)
+    ph = verdicts._keep_repeats(phases, [name, ref], conc, reps)
+    est, method, basis, _ = verdicts._interval(rq, ph, prof, prof_r, name, ref, conc)
+    out: dict[str, Any] = {"ci_method": method, "ci_level": 0.95}
+    low = high = None
+    if est is not None and est[0] > 0:
+        low = out["speedup_ci_low"] = ratio * est[1] / est[0]
+        high = out["speedup_ci_high"] = ratio * est[2] / est[0]
+    short = verdicts._too_short(prof, conc, min_steady_s)
+    short_r = verdicts._too_short(prof_r, conc, min_steady_s)
+    word, reason = verdicts._verdict(low, high, method, basis, short, short_r, equivalence=equivalence)
+    out["verdict_reason"] = f"{word}: {reason}"
+    return out
 
 
 def engines_of(df: pd.DataFrame) -> list[str]:

@@ -344,33 +344,6 @@ def _verdict(low: float | None, high: float | None, method: str, basis: str, sho
     return "undecided", ci + f" includes 1.00x and leaves the +-{equivalence:.0%} band"
 
 
-def cross_engine_interval(requests: pd.DataFrame, phases: pd.DataFrame, profiles: pd.DataFrame, name: str,
-                          ref: str, conc: int, ratio: float, *, equivalence: float = DEFAULT_EQUIVALENCE,
-                          min_steady_s: float = DEFAULT_MIN_STEADY_S) -> dict[str, Any]:
-    """The interval of a cross-engine row (tok/s of `name` on one engine over `ref`'s on another, same
-    prompts and concurrency), by the speedup's own methods, and what it says: `name`'s engine faster, slower,
-    equivalent or undecided against `ref`'s. Its verdict column stays "cross-engine"; the word leads
-    verdict_reason."""
-    prof = profiles[(profiles["variant"] == name) & (profiles["concurrency"] == conc)]
-    reps = set(prof["repeat"])
-    prof_r = profiles[(profiles["variant"] == ref) & (profiles["concurrency"] == conc)
-                      & profiles["repeat"].isin(reps)]
-    if prof.empty or prof_r.empty or not ratio or math.isnan(ratio):
-        return {}
-    rq = _keep_repeats(requests, [name, ref], conc, reps)
-    ph = _keep_repeats(phases, [name, ref], conc, reps)
-    est, method, basis, _ = _interval(rq, ph, prof, prof_r, name, ref, conc)
-    out: dict[str, Any] = {"ci_method": method, "ci_level": 0.95}
-    low = high = None
-    if est is not None and est[0] > 0:
-        low = out["speedup_ci_low"] = ratio * est[1] / est[0]
-        high = out["speedup_ci_high"] = ratio * est[2] / est[0]
-    word, reason = _verdict(low, high, method, basis, _too_short(prof, conc, min_steady_s),
-                            _too_short(prof_r, conc, min_steady_s), equivalence=equivalence)
-    out["verdict_reason"] = f"{word}: {reason}"
-    return out
-
-
 def is_decided(verdict: object) -> bool:
     return str(verdict) in DECIDED
 
