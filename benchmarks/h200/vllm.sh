@@ -27,7 +27,8 @@
 #                decide.sh stash [.devbundle, .whl] (SGLang into /tmp/site, for draftbench and SGLang's arms);
 #                MEASURE_ARMS=all REPEATS=1 MAX_TOKENS=192 measure [.whl, .devbundle/dev_setup.sh,
 #                .devbundle/models] (tests/fixtures out of the tree for the calls that carry 48 MiB or more)
-#   gap        THERE, after measure on the same warm machine (carry [.whl, .devbundle/dev_setup.sh]): where
+#   gap        THERE, after `MEASURE_ARMS=vllm REPEATS=1 MAX_TOKENS=192 KEEP_SERVERS=1 measure` on the same warm
+#              machine (carry [.whl, .devbundle/dev_setup.sh, .devbundle/models]; ~330 s with the servers kept): where
 #              draftbench's tok/s and vllm bench serve's part (0.88x on the H200, docs/vllm.md "Measured"):
 #              on the measure run's two vLLM servers (started again from its argv), two rounds of vllm bench
 #              serve as it runs by default and with draftbench's per-chunk usage (--extra-body), each followed
@@ -279,6 +280,7 @@ stage_gap() {  # after measure, on the same warm machine: draftbench between vll
         | grep -v "requests done" | tee "$S/draftbench-gap-$round.log"
   done
   stop_started
+  stop_kept "$run"  # measure's, when it kept them (KEEP_SERVERS=1)
   for d in "$W"/gap-runs/*/; do tar -czf "$S/$(basename "$d").tar.gz" -C "$W/gap-runs" "$(basename "$d")"; done
   tar -czf "$OUT/gap.tar.gz" -C "$W" "$(basename "$S")"; ls -la "$OUT"
 }
@@ -308,7 +310,8 @@ stage_measure() {
     # vllm bench serve (up to 2 x BENCH_S) only on a finished run and while the call has time for it
     if [ "${RUN_RC:-1}" = 0 ] && [ $(( $(date +%s) - T0 )) -lt "${BENCH_BY:-420}" ]; then bench_vllm "$RUN"
     else say "vllm bench serve left for a later call (RESUME_RUN=latest): run rc ${RUN_RC:-?}, +$(( $(date +%s) - T0 ))s"; fi
-    stop_kept "$RUN"
+    if [ "${KEEP_SERVERS:-0}" = 1 ]; then say "servers kept for the next call (gap measures and stops them)"
+    else stop_kept "$RUN"; fi
     tar -czf "$S/run.tar.gz" -C "$(dirname "$RUN")" "$(basename "$RUN")"
   fi
   tar -czf "$OUT/measure-$MEASURE_ARMS.tar.gz" -C "$W" "$(basename "$S")"; ls -la "$OUT"
