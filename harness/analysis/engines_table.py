@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -17,8 +17,18 @@ from harness.analysis import verdicts
 from harness.analysis.columns import SummaryRow
 from harness.engines import get_engine
 
-if TYPE_CHECKING:
-    from harness.analysis.summary_table import Table
+
+class Records(Protocol):
+    """What a cross-engine row's interval reads of the summary being computed (summary_table.Table)."""
+
+    requests: pd.DataFrame
+    phases: pd.DataFrame
+    equivalence: float
+    min_steady_s: float
+
+    @property
+    def profiles(self) -> pd.DataFrame: ...
+
 
 DEFAULT_ENGINE = "sglang"  # runs recorded before variants.jsonl named the engine
 CROSS_STATUS = "cross-engine"
@@ -63,7 +73,7 @@ def _config_key(row: pd.Series) -> tuple:
     return tuple("" if pd.isna(row.get(c)) else str(row.get(c)) for c in SAME_CONFIG)
 
 
-def with_cross_engine_rows(df: pd.DataFrame, table: Table | None = None) -> pd.DataFrame:
+def with_cross_engine_rows(df: pd.DataFrame, table: Records | None = None) -> pd.DataFrame:
     """Append, per concurrency and sampling arm, one row per further engine against the first engine (the
     plan's order): the baselines, and each speculative config (same drafter, algorithm, steps, top-k, draft
     tokens) that both engines ran. Variant "<other> vs <first>", speedup = tok/s(other) / tok/s(first);
