@@ -180,3 +180,33 @@ def test_the_docs_quote_these_figures(rebuilt):
     missing = [r for r in rows if r not in docs]
     assert not missing, missing
     assert [r for r in rows[:4] if r not in readme] == []  # the cross-engine table, in the README too
+
+
+def test_the_start_up_times_the_docs_quote(run_dir):
+    """docs/vllm.md's "How the calls went": from the end of one arm to the next arm's first measured phase
+    (start-up and warmup), from attempts.csv's phase starts and phases.csv's wall times; the run's start is
+    its id, the resume's is provenance.json's started_at (the resume's, as the H200 wrote it)."""
+    from datetime import UTC, datetime
+
+    att = pd.read_csv(run_dir / "attempts.csv").set_index(["variant", "phase"])["wall_start"]
+    ph = pd.read_csv(run_dir / "phases.csv").set_index(["variant", "phase"])["wall_s"]
+    c1, c8 = "stdlib-heldout@c1#r1", "stdlib-heldout@c8#r1"
+
+    def end(v: str) -> float:
+        return att[(v, c8)] + ph[(v, c8)]
+
+    def epoch(stamp: str, fmt: str) -> float:
+        return datetime.strptime(stamp, fmt).replace(tzinfo=UTC).timestamp()
+
+    prov = json.loads((run_dir / "provenance.json").read_text())
+    started = epoch(prov["run_id"][:15], "%Y%m%d-%H%M%S")
+    resumed = epoch(prov["started_at"], "%Y-%m-%dT%H:%M:%S%z")
+    got = [att[("baseline", c1)] - started, att[("vllm-base", c1)] - end("baseline"),
+           att[("eagle3", c1)] - end("vllm-base"), att[("vllm-eagle3", c1)] - resumed]
+    assert [round(x) for x in got] == [133, 128, 90, 89]
+    # the first call's draftbench run had 510 s (RUN_S) from its start: what was left after SGLang's EAGLE-3
+    assert round(started + 510 - end("eagle3")) == 75
+    text = " ".join(DOCS.read_text(encoding="utf-8").split())
+    for said in ("133 s for SGLang's baseline", "128 s for vLLM's", "90 s for SGLang's EAGLE-3",
+                 "more than the 75 s left", "EAGLE-3 measuring 89 s after the resume began"):
+        assert said in text, said
