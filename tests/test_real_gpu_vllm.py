@@ -206,7 +206,20 @@ def test_the_start_up_times_the_docs_quote(run_dir):
     assert [round(x) for x in got] == [133, 128, 90, 89]
     # the first call's draftbench run had 510 s (RUN_S) from its start: what was left after SGLang's EAGLE-3
     assert round(started + 510 - end("eagle3")) == 75
+    # the calls themselves (calls/: their printouts, and the wall times the device reported)
+    calls = FIX / "calls"
+    wall = dict(line.split("\t") for line in (calls / "timeline.txt").read_text().splitlines()
+                if line and not line.startswith("#"))
+    assert sorted(float(wall[f"carry {n}"]) for n in (1, 2, 3)) == [0.3, 0.3, 0.4]
+    assert round(float(wall["install"])) == 52
+    assert "[vllm.sh install +51s] exit 0" in (calls / "install.log").read_text()
+    assert json.loads((calls / "import.json").read_text())["seconds"] == 33.1
+    assert "draftbench run exited 124" in (calls / "measure.log").read_text()  # RUN_S ran out
+    resume = (calls / "resume.log").read_text()
+    assert "draftbench run --resume exited 0" in resume and "[vllm.sh measure +242s] exit 0" in resume
     text = " ".join(DOCS.read_text(encoding="utf-8").split())
-    for said in ("133 s for SGLang's baseline", "128 s for vLLM's", "90 s for SGLang's EAGLE-3",
-                 "more than the 75 s left", "EAGLE-3 measuring 89 s after the resume began"):
+    for said in ("Carry 1-3 took 0.3-0.4 s each; install 51 s (the import check 33 s)",
+                 "ran out of its 510 s", "(242 s for the call)", "133 s for SGLang's baseline",
+                 "128 s for vLLM's", "90 s for SGLang's EAGLE-3", "more than the 75 s left",
+                 "EAGLE-3 measuring 89 s after the resume began"):
         assert said in text, said
