@@ -4,11 +4,14 @@
 whose speculative part is `SpeculativeConfig.__repr__` (config/speculative.py):
 `SpeculativeConfig(method='eagle3', model='/head', num_spec_tokens=3)`, or `None` without
 --speculative-config; the H200's vLLM 0.26.0 logged the same text after "with config:"
-(tests/fixtures/vllm-0.26.0/measure/logs/). Fields this stand-in has no notion of carry vLLM's defaults."""
+(tests/fixtures/vllm-0.26.0/measure/logs/). Fields this stand-in has no notion of carry vLLM's defaults.
+Also the EAGLE-3 capture layers the stand-in resolves from the head's and the target's configs."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 NO_DRAFT_MODEL = ("ngram", "suffix", "extract_hidden_states", "custom_class")  # their repr says model=None
@@ -47,3 +50,28 @@ def server_info(ns: Any) -> dict[str, Any]:
     return {"vllm_config": config_text(ns),
             "vllm_env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_") and "KEY" not in k},
             "system_env": {}}
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def aux_layers(ns: Any, draft: Path) -> tuple[list[int], bool]:
+    """The layers vLLM 0.33 captures: the head config's top-level ids, else the target's (2, L // 2, L -
+    3)."""
+    top = read_json(draft / "config.json").get("eagle_aux_hidden_state_layer_ids")
+    if top:
+        return list(top), True
+    L = int(read_json(Path(ns.model_tag) / "config.json").get("num_hidden_layers") or 32)
+    return [2, L // 2, L - 3], False
+
+
+def trained_layers(draft: Path) -> list[int] | None:
+    """The capture layers (vLLM's convention) a SpecForge-layout head was trained on: eagle_config ids + 1."""
+    eagle = read_json(draft / "config.json").get("eagle_config") or {}
+    nested = eagle.get("eagle_aux_hidden_state_layer_ids")
+    return [int(k) + 1 for k in nested] if nested else None

@@ -33,31 +33,6 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def aux_layers(ns: Any, draft: Path) -> tuple[list[int], bool]:
-    """The layers vLLM 0.33 captures: the head config's top-level ids, else the target's (2, L // 2, L -
-    3)."""
-    top = _read_json(draft / "config.json").get("eagle_aux_hidden_state_layer_ids")
-    if top:
-        return list(top), True
-    L = int(_read_json(Path(ns.model_tag) / "config.json").get("num_hidden_layers") or 32)
-    return [2, L // 2, L - 3], False
-
-
-def trained_layers(draft: Path) -> list[int] | None:
-    """The capture layers (vLLM's convention) a SpecForge-layout head was trained on: eagle_config ids + 1."""
-    eagle = _read_json(draft / "config.json").get("eagle_config") or {}
-    nested = eagle.get("eagle_aux_hidden_state_layer_ids")
-    return [int(k) + 1 for k in nested] if nested else None
-
-
 @dataclass
 class Sim:
     ns: Any
@@ -88,12 +63,12 @@ class Sim:
             sim.k = int(cfg.get("num_speculative_tokens") or 1)
             sim.per_pos = [0] * sim.k
             draft = Path(str(cfg.get("model") or ""))
-            per_position = list(_read_json(draft / "acceptance.json").get("per_position") or [])
-            archs = " ".join(_read_json(draft / "config.json").get("architectures") or []).lower()
+            per_position = list(info.read_json(draft / "acceptance.json").get("per_position") or [])
+            archs = " ".join(info.read_json(draft / "config.json").get("architectures") or []).lower()
             if cfg.get("method") == "eagle" and "eagle3" in archs:
                 per_position = []  # an EAGLE-3 head served as EAGLE-1: nothing it drafts is accepted
-            sim.aux_layers, from_config = aux_layers(ns, draft)
-            trained = trained_layers(draft)
+            sim.aux_layers, from_config = info.aux_layers(ns, draft)
+            trained = info.trained_layers(draft)
             if cfg.get("method") == "eagle3" and trained is not None and trained != sim.aux_layers:
                 per_position = [0.036, 0.1, 0.1]  # fed other layers than it was trained on (vllm#50170)
             sim.profile = per_position
@@ -370,7 +345,7 @@ async def _serve(sim: Sim) -> None:
         cfg = sim.ns.speculative_config
         say(logs.prefix(where="eagle3_utils.py:41") + "Loading drafter model...")
         if cfg.get("method") == "eagle3":
-            layers, from_config = aux_layers(sim.ns, Path(str(cfg.get("model") or "")))
+            layers, from_config = info.aux_layers(sim.ns, Path(str(cfg.get("model") or "")))
             say(logs.prefix(where="eagle3_utils.py:30") + "Using Eagle3 auxiliary layers from "
                 f"{'config' if from_config else 'model'}: {tuple(layers)}")
     await asyncio.sleep(float(os.environ.get("DRAFTBENCH_SIM_STARTUP_S", "0.5")))
